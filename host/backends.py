@@ -1,0 +1,69 @@
+"""One run interface over every backend: the same inputs in, the same output names out.
+
+``run("vla", inputs, backend="float")`` and ``run("vla", inputs, backend="fixed",
+format="int8")`` return dicts keyed by the exchange-format names, so comparing
+backends takes a few lines. Backends register themselves here by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from specmem.algorithms import get_algorithm, parse_params
+from specmem.golden.common import SpecmemInputError
+
+__all__ = ["BACKENDS", "register_backend", "run"]
+
+BackendFn = Callable[[str, dict[str, np.ndarray], dict[str, Any], dict[str, Any]], dict[str, np.ndarray]]
+
+
+def _float_backend(algo: str, inputs: dict[str, np.ndarray], params: dict[str, Any], options: dict[str, Any]):
+    if options:
+        raise SpecmemInputError(f"backend: the float backend takes no options, got {', '.join(options)}")
+    spec = get_algorithm(algo)
+    out = spec.golden()(**inputs, **params)
+    return {name: np.asarray(val) for name, val in out.items()}
+
+
+def _fixed_backend(algo: str, inputs: dict[str, np.ndarray], params: dict[str, Any], options: dict[str, Any]):
+    try:
+        from specmem.golden.fixed import run_fixed
+    except ImportError:
+        raise SpecmemInputError("backend: the fixed-point backend is not available in this build") from None
+    preset = options.pop("format", None) or "int8"
+    if options:
+        raise SpecmemInputError(f"backend: unknown option(s) for fixed: {', '.join(options)}")
+    return run_fixed(algo, inputs, preset, params)
+
+
+BACKENDS: dict[str, BackendFn] = {"float": _float_backend, "fixed": _fixed_backend}
+
+
+def register_backend(name: str, fn: BackendFn) -> None:
+    """Add a backend (Verilator, Triton, ...) under ``name``."""
+    BACKENDS[name] = fn
+
+
+def _lazy_backends() -> None:
+    # Backends with heavy imports register on first use.
+    if "triton" not in BACKENDS:
+        try:
+            from specmem.kernels import backend as _kb  # noqa: F401  (registers "triton")
+        except ImportError:
+            pass
+
+
+def run(algo: str, inputs: dict[str, np.ndarray], backend: str = "float", params: dict | list | None = None,
+        **options: Any) -> dict[str, np.ndarray]:
+    """Run ``inputs`` through ``algo`` on ``backend``; ``params`` are the rule's parameters."""
+    spec = get_algorithm(algo)
+    kwargs = parse_params(spec, params)
+    _lazy_backends()
+    if backend not in BACKENDS:
+        raise SpecmemInputError(f"backend: unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    missing = [n for n in spec.inputs if n not in inputs]
+    if missing:
+        raise SpecmemInputError(f"{missing[0]}: input array missing for {algo}")
+    return BACKENDS[backend](algo, dict(inputs), kwargs, dict(options))

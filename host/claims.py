@@ -1,0 +1,361 @@
+"""``specmem claims``: measure each quantitative claim of the seeds and write ``docs/claims.md``.
+
+Every row states the claim and its source, what was measured on which input
+distribution, the numbers, and a verdict (holds / fails / partly) computed from
+the numbers by the rule written next to it. Plots go to ``<out>/claims/``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Claim", "write_claims"]
+
+SEED_ANN = "seed 000 (spectral-annihilation note)"
+SEED_VLA = "seed 003 (VLA paper)"
+
+
+@dataclass
+class Claim:
+    claim: str
+    source: str
+    measurement: str
+    verdict: str
+    plot: str | None = None
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _ann_rank_and_erasure(d: int, k: int, T: int, out_dir: str, plots: dict) -> list[Claim]:
+    from specmem.golden.annihilation import annihilation_dense, annihilation_gram, erasure_residual, rank
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((T, d))
+    ranks = {"exact": [], "literal": []}
+    resid = {"exact": [], "literal": []}
+    # Replay step by step through the public functions: the state after t tokens is the run on x[:t].
+    # To keep this O(T) we run the dense model incrementally by re-running on prefixes at sampled steps.
+    steps = np.unique(np.linspace(k + 1, T, num=min(T - k, 120), dtype=int))
+    for variant in ("exact", "literal"):
+        for t in steps:
+            out = annihilation_dense(x[:t], k, variant=variant)
+            ranks[variant].append(rank(out["omega"]))
+            y = out["y"][t - 1]
+            resid[variant].append(erasure_residual(out["omega"], x[t - 1], y) if np.any(y) else 0.0)
+    g = annihilation_gram(x, k)
+    gram_rank = rank(g["omega"])
+    plt = _plt()
+    fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
+    for variant, style in (("exact", "-"), ("literal", "--")):
+        ax[0].plot(steps, ranks[variant], style, label=variant)
+        ax[1].semilogy(steps, np.maximum(resid[variant], 1e-18), style, label=variant)
+    ax[0].axhline(k, color="gray", lw=0.8)
+    ax[0].set_xlabel("token t"); ax[0].set_ylabel("rank(Omega_t)"); ax[0].legend(); ax[0].set_title(f"rank, d={d}, k={k}")
+    ax[1].set_xlabel("token t"); ax[1].set_ylabel("||Omega_t y - x(x.y)|| / ||x||^2"); ax[1].legend()
+    ax[1].set_title("erasure residual of y")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "annihilation_rank_erasure.png"), dpi=110)
+    plt.close(fig)
+    plots["rank"] = "claims/annihilation_rank_erasure.png"
+    ex_r, li_r = np.array(ranks["exact"]), np.array(ranks["literal"])
+    ex_e, li_e = np.max(resid["exact"]), np.max(resid["literal"])
+    dist = f"x_t ~ N(0, I_{d}), seed 1, d={d}, k={k}, T={T}, ranks at {len(steps)} sampled steps"
+    rows = [
+        Claim("Rank stays exactly k (\"Exactly k, provably\"); exact variant w = y",
+              SEED_ANN + ", table row \"This\"",
+              f"{dist}: dense exact rank min {ex_r.min()} / max {ex_r.max()}; Gram form final rank {gram_rank}",
+              "holds" if ex_r.min() == ex_r.max() == k and gram_rank == k else "fails", plots["rank"]),
+        Claim("Rank stays exactly k with the note's printed Sherman-Morrison w (literal, eps=1e-3)",
+              SEED_ANN + ", eq. for w*",
+              f"{dist}: literal rank min {li_r.min()} / max {li_r.max()} (reaches d={d}: {li_r.max() == d})",
+              "holds" if li_r.max() == k else "fails", plots["rank"]),
+        Claim("Exact spectral erasure of the removed direction y (Omega_t y = x (x.y))",
+              SEED_ANN + ", \"the direction ceases to exist\"",
+              f"{dist}: max relative residual exact {ex_e:.2e}, literal {li_e:.2e} (rule: holds if <= 1e-10)",
+              "holds" if ex_e <= 1e-10 else "fails", plots["rank"]),
+        Claim("Erasure with the literal w (as printed)", SEED_ANN,
+              f"{dist}: max relative residual literal {li_e:.2e} (rule: holds if <= 1e-10)",
+              "holds" if li_e <= 1e-10 else "fails", plots["rank"]),
+    ]
+    return rows
+
+
+def _ann_cost(out_dir: str, plots: dict, full: bool) -> list[Claim]:
+    from specmem.bench import loglog_slope, steady_rate
+    from specmem.golden.annihilation import annihilation_dense, annihilation_gram
+
+    rng = np.random.default_rng(2)
+    batch = 16
+    min_time = 0.2 if full else 0.08
+    ds = [64, 128, 256, 512, 1024] if full else [64, 256, 1024]
+    k_fixed = 8
+    ks = [4, 8, 16, 32, 64] if full else [4, 16, 64]
+    d_fixed = 512
+    t_d, t_dense, t_k = [], [], []
+    for d in ds:
+        x = rng.standard_normal((batch, k_fixed + 2 * 256 + 8, d))
+        t_d.append(1 / steady_rate(lambda a, kk: annihilation_gram(a, kk), x, k_fixed, min_time=min_time, max_m=256))
+        t_dense.append(1 / steady_rate(lambda a, kk: annihilation_dense(a, kk), x, k_fixed, min_time=min_time,
+                                       max_m=32))
+    for k in ks:
+        x = rng.standard_normal((batch, k + 2 * 256 + 8, d_fixed))
+        t_k.append(1 / steady_rate(lambda a, kk: annihilation_gram(a, kk), x, k, min_time=min_time, max_m=256))
+    s_d, s_dense, s_k = loglog_slope(ds, t_d), loglog_slope(ds, t_dense), loglog_slope(ks, t_k)
+    plt = _plt()
+    fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
+    ax[0].loglog(ds, np.array(t_d) * 1e6, "o-", label=f"Gram O(dk), slope {s_d:.2f}")
+    ax[0].loglog(ds, np.array(t_dense) * 1e6, "s--", label=f"dense O(d^2), slope {s_dense:.2f}")
+    ax[0].set_xlabel("d"); ax[0].set_ylabel(f"us per step (batch {batch})"); ax[0].legend(); ax[0].set_title(f"k={k_fixed}")
+    ax[1].loglog(ks, np.array(t_k) * 1e6, "o-", label=f"Gram, slope {s_k:.2f}")
+    ax[1].set_xlabel("k"); ax[1].set_ylabel("us per step"); ax[1].legend(); ax[1].set_title(f"d={d_fixed}")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "annihilation_cost.png"), dpi=110)
+    plt.close(fig)
+    plots["cost"] = "claims/annihilation_cost.png"
+    verdict_d = "holds" if s_d <= 1.15 else ("partly" if s_d < 1.6 else "fails")
+    verdict_k = "holds" if s_k <= 1.15 else ("partly" if s_k < 1.6 else "fails")
+    note = ("NumPy per-step overhead flattens the small sizes, so slopes below 1 are an upper bound on growth, "
+            "not a faster-than-linear result")
+    return [
+        Claim("Per-step cost O(dk): linear in d", SEED_ANN + ", \"Total: O(dk) per step\"",
+              f"steady-state time per step of the Gram form, x ~ N(0, I), batch {batch}, k={k_fixed}, "
+              f"d in {ds}: {', '.join(f'{t*1e6:.0f}' for t in t_d)} us; log-log slope {s_d:.2f} "
+              f"(dense reference: {', '.join(f'{t*1e6:.0f}' for t in t_dense)} us, slope {s_dense:.2f}; "
+              f"Gram is {t_dense[-1]/t_d[-1]:.0f}x faster at d={ds[-1]}). Rule: holds if slope <= 1.15. {note}",
+              verdict_d, plots["cost"]),
+        Claim("Per-step cost O(dk): linear in k", SEED_ANN,
+              f"same, d={d_fixed}, k in {ks}: {', '.join(f'{t*1e6:.0f}' for t in t_k)} us; log-log slope "
+              f"{s_k:.2f}. Rule: holds if slope <= 1.15. The note's eigen-factored form needs a k x k "
+              f"eigendecomposition per step (O(dk^2 + k^3), spec section 1); this is the Gram-factor form.",
+              verdict_k, plots["cost"]),
+    ]
+
+
+def _vla_norms(out_dir: str, plots: dict) -> list[Claim]:
+    from specmem.golden.linear_attention import linear_attention
+    from specmem.golden.vla import vla
+
+    d, T = 32, 1000
+    rng = np.random.default_rng(3)
+    k, v, q, u = (rng.standard_normal((T, d)) for _ in range(4))
+    out = vla(k, v, q, u)
+    lin = linear_attention(k, v, q)
+    s_lin = np.linalg.norm(np.cumsum(v[:, :, None] * _elu1(k)[:, None, :], axis=0), axis=(1, 2))
+    s_vla, a_vla = out["s_norm"], out["a_norm"]
+    a0 = np.sqrt(d) / 0.1
+    plt = _plt()
+    fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
+    ax[0].semilogy(np.arange(1, T + 1), s_lin, label="linear attention (ELU+1)")
+    ax[0].semilogy(np.arange(1, T + 1), s_vla, label="VLA")
+    ax[0].axhline(15, color="gray", ls=":", lw=0.8, label="paper: VLA < 15")
+    ax[0].set_xlabel("t"); ax[0].set_ylabel("||S_t||_F"); ax[0].legend(); ax[0].set_title(f"d={d}, N(0,I) inputs")
+    ax[1].plot(np.arange(1, T + 1), a_vla, label="VLA ||A_t||_F")
+    ax[1].axhline(10, color="gray", ls=":", lw=0.8, label="paper: ~10 at t=1000")
+    ax[1].set_xlabel("t"); ax[1].set_ylabel("||A_t||_F"); ax[1].legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "vla_norms.png"), dpi=110)
+    plt.close(fig)
+    plots["norms"] = "claims/vla_norms.png"
+    assert np.isclose(s_lin[-1], np.linalg.norm(lin["s"])), "linear attention state disagrees with its closed form"
+    ratio = s_lin[-1] / s_vla[-1]
+    dist = f"k, v, q, u ~ N(0, I_{d}) i.i.d., seed 3, default parameters (lambda0=0.1, eps=1e-4, refresh 20, eta=1e-3, u_scale=1/sqrt(d))"
+    return [
+        Claim("VLA ||S||_F stays below 15 up to T=1000", SEED_VLA + ", Fig. 2(b) and Fig. 4",
+              f"{dist}: max_t ||S_t||_F = {s_vla.max():.2f}, at T=1000 {s_vla[-1]:.2f}",
+              "holds" if s_vla.max() < 15 else "fails", plots["norms"]),
+        Claim("Linear attention ||S||_F ~ 1600 at T=1000; VLA reduces it 109x", SEED_VLA + ", abstract, Fig. 4",
+              f"{dist}: linear attention {s_lin[-1]:.1f} at T=1000 (paper 1600-1630 with trained projections), "
+              f"ratio linear/VLA {ratio:.1f}x (paper 109x). Rule: holds if the ratio is within 2x of 109.",
+              "holds" if 109 / 2 <= ratio <= 109 * 2 else ("partly" if ratio > 10 else "fails"), plots["norms"]),
+        Claim("VLA ||A||_F decays from ~56 to ~10 over 1000 steps", SEED_VLA + ", Fig. 4 right",
+              f"{dist}: ||A_0||_F = sqrt(d)/lambda0 = {a0:.1f}, ||A_t||_F at t=1: {a_vla[0]:.1f}, t=100: "
+              f"{a_vla[99]:.2f}, t=1000: {a_vla[-1]:.2f}. Rule: holds if start within 10% of 56 and end within 30% of 10.",
+              "holds" if abs(a_vla[0] - 56) <= 5.6 and abs(a_vla[-1] - 10) <= 3 else
+              ("partly" if a_vla[-1] < a_vla[0] else "fails"), plots["norms"]),
+    ]
+
+
+def _elu1(x):
+    from specmem.golden.common import elu1
+
+    return elu1(x)
+
+
+def _jacobian(out_dir: str, plots: dict) -> list[Claim]:
+    from specmem.golden.vla import jacobian_spectral_norm, vla
+
+    stats = {}
+    for d in (32, 64, 96, 128):
+        rng = np.random.default_rng(4)
+        T = 200
+        k, v, q, u = (rng.standard_normal((T, d)) for _ in range(4))
+        tr = vla(k, v, q, u, return_trace=True)
+        norms = np.array([jacobian_spectral_norm(tr["kh"][t], tr["ah"][t]) for t in range(T)])
+        stats[d] = norms
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    ax.boxplot([stats[d] for d in stats], tick_labels=[str(d) for d in stats])
+    ax.axhline(1.0, color="gray", ls=":", lw=0.8, label="paper: 1.000")
+    ax.set_xlabel("d_h"); ax.set_ylabel("||I - ah kh^T||_2 per step"); ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "vla_jacobian.png"), dpi=110)
+    plt.close(fig)
+    plots["jac"] = "claims/vla_jacobian.png"
+    txt = "; ".join(f"d={d}: mean {s.mean():.4f}, min {s.min():.4f}, max {s.max():.4f}" for d, s in stats.items())
+    worst = max(s.max() for s in stats.values())
+    return [Claim("Jacobian spectral norm ||I - ah kh^T||_2 = 1.000 exactly (Prop. 2, Table 2) for d_h = 32...128",
+                  SEED_VLA + ", Proposition 2 and Table 2",
+                  f"k, v, q, u ~ N(0, I), seed 4, T=200 steps per d: {txt}. Rule: holds if every step is within "
+                  f"5e-4 of 1 (the table's 3 decimals). The exact value for unit kh, ah with c = ah.kh is "
+                  f"sqrt(((3-2c)+sqrt((3-2c)^2-4(1-c)^2))/2) >= 1, equal to 1 only when ah = kh (spec section 2).",
+                  "holds" if worst <= 1.0005 else "fails", plots["jac"])]
+
+
+def _recall(out_dir: str, plots: dict, full: bool, progress) -> list[Claim]:
+    from specmem.golden.annihilation import annihilation_gram, retention
+    from specmem.golden.recall import RECALL_RULES, recall_accuracy, make_recall_task
+
+    seeds = range(5 if full else 3)
+    res: dict[tuple[int, str], list[tuple[int, float]]] = {}
+    ann: dict[int, list[tuple[int, float, float]]] = {}
+    for d in (32, 64):
+        ns = sorted({max(1, d // 4), d // 2, 3 * d // 4, d - 1, d, 3 * d // 2, 2 * d})
+        for rule in RECALL_RULES:
+            res[(d, rule)] = [(n, float(np.mean([recall_accuracy(rule, d, n, seed=s) for s in seeds]))) for n in ns]
+        k = d // 4
+        ann[d] = []
+        for n in ns:
+            rl, ra = [], []
+            for s in seeds:
+                kw, *_ = make_recall_task(d, n, seed=s)
+                g = annihilation_gram(kw, k)
+                ret = retention(g["omega"], kw)
+                rl.append(float(np.mean(ret[-min(k, n):])))
+                ra.append(float(np.mean(ret)))
+            ann[d].append((n, float(np.mean(rl)), float(np.mean(ra))))
+        progress(f"claims: recall sweep d={d} done")
+    plt = _plt()
+    fig, ax = plt.subplots(1, 3, figsize=(14, 3.8))
+    for i, d in enumerate((32, 64)):
+        for rule in RECALL_RULES:
+            ns, acc = zip(*res[(d, rule)])
+            ax[i].plot(np.array(ns) / d, acc, "o-", label=rule)
+        ax[i].axvline(1.0, color="gray", ls=":", lw=0.8)
+        ax[i].set_xlabel("n / d"); ax[i].set_ylabel("exact-match rate"); ax[i].set_title(f"training-free recall, d={d}")
+        ax[i].legend(fontsize=8)
+    for d in (32, 64):
+        ns, rl, ra = zip(*ann[d])
+        ax[2].plot(np.array(ns) / d, rl, "o-", label=f"last k, d={d}")
+        ax[2].plot(np.array(ns) / d, ra, "s--", label=f"all n, d={d}")
+    ax[2].set_xlabel("n / d"); ax[2].set_ylabel("mean retention"); ax[2].set_title("annihilation memory, k = d/4")
+    ax[2].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "recall.png"), dpi=110)
+    plt.close(fig)
+    plots["recall"] = "claims/recall.png"
+
+    def acc(d, rule, n):
+        return dict(res[(d, rule)])[n]
+
+    table = []
+    for d in (32, 64):
+        for rule in RECALL_RULES:
+            table.append(f"{rule} d={d}: " + ", ".join(f"n={n}: {a:.2f}" for n, a in res[(d, rule)]))
+        table.append(f"annihilation d={d}, k={d // 4} (retention last k / all n): "
+                     + ", ".join(f"n={n}: {rl:.2f}/{ra:.2f}" for n, rl, ra in ann[d]))
+    dist = (f"training-free recall (spec section 4): orthonormal keys for n <= d, random unit keys above, "
+            f"values from a codebook of 128 random unit vectors, no gap, mean over {len(seeds)} seeds; VLA u = k; "
+            f"DeltaNet beta = 1; Gated DeltaNet beta = 1, g = 0.99")
+    n34 = 3 * 32 // 4
+    v_in = min(acc(32, "vla", n34), acc(64, "vla", 3 * 64 // 4))
+    rows = [
+        Claim("VLA: near-perfect recall within capacity (n < d_h), e.g. 1.000 at n = 24 < d_h = 32",
+              SEED_VLA + ", Fig. 2(c), Fig. 5, Prop. 3",
+              f"{dist}. VLA at n = 3d/4: {acc(32, 'vla', n34):.2f} (d=32), {acc(64, 'vla', 48):.2f} (d=64). "
+              f"Rule: holds if >= 0.99 at n = 3d/4 for both d. All rows: " + "; ".join(table),
+              "holds" if v_in >= 0.99 else ("partly" if v_in >= 0.5 else "fails"), plots["recall"]),
+        Claim("VLA beats DeltaNet and linear attention under increasing load (DeltaNet 0.010 at n = 24)",
+              SEED_VLA + ", Fig. 5, Table 11",
+              f"{dist}. At n = 3d/4, d=32: VLA {acc(32, 'vla', n34):.2f}, DeltaNet {acc(32, 'deltanet', n34):.2f}, "
+              f"Gated DeltaNet {acc(32, 'gated-deltanet', n34):.2f}, linear {acc(32, 'linear', n34):.2f}. "
+              f"At n = d = 32: VLA {acc(32, 'vla', 32):.2f}, DeltaNet {acc(32, 'deltanet', 32):.2f}. "
+              "Rule: holds if VLA >= DeltaNet + 0.05 and >= linear + 0.05 at n = 3d/4 for d = 32 and 64; partly if "
+              "it beats linear attention only. The paper's numbers come from trained projections; this memory-only "
+              "test gives DeltaNet exact storage of orthonormal keys with beta = 1.",
+              "holds" if all(acc(d, "vla", 3 * d // 4) >= acc(d, r, 3 * d // 4) + 0.05
+                             for d in (32, 64) for r in ("deltanet", "linear"))
+              else ("partly" if all(acc(d, "vla", 3 * d // 4) >= acc(d, "linear", 3 * d // 4) + 0.05
+                                    for d in (32, 64)) else "fails"), plots["recall"]),
+        Claim("VLA keeps 62% at the capacity boundary n = d_h = 32 and ~0.04 at n = 48",
+              SEED_VLA + ", Table 11, Fig. 8",
+              f"{dist}. VLA at n = d: {acc(32, 'vla', 32):.2f} (d=32), {acc(64, 'vla', 64):.2f} (d=64); at n = 1.5 d: "
+              f"{acc(32, 'vla', 48):.2f} (d=32). Rule: holds if within 0.15 of 0.62 at n = d = 32.",
+              "holds" if abs(acc(32, "vla", 32) - 0.62) <= 0.15 else "fails", plots["recall"]),
+    ]
+    return rows
+
+
+def write_claims(out_dir: str = "docs", full: bool = False, progress=print) -> str:
+    """Measure every row and write ``<out_dir>/claims.md`` with plots in ``<out_dir>/claims/``."""
+    plot_dir = os.path.join(out_dir, "claims")
+    os.makedirs(plot_dir, exist_ok=True)
+    plots: dict[str, str] = {}
+    t0 = time.perf_counter()
+    rows: list[Claim] = []
+    progress("claims: annihilation rank and erasure")
+    rows += _ann_rank_and_erasure(32, 8, 2000 if full else 600, plot_dir, plots)
+    progress("claims: annihilation per-step cost")
+    rows += _ann_cost(plot_dir, plots, full)
+    progress("claims: VLA state norms")
+    rows += _vla_norms(plot_dir, plots)
+    progress("claims: VLA Jacobian norm")
+    rows += _jacobian(plot_dir, plots)
+    progress("claims: training-free recall sweep")
+    rows += _recall(plot_dir, plots, full, progress)
+    elapsed = time.perf_counter() - t0
+    counts = {v: sum(r.verdict == v for r in rows) for v in ("holds", "partly", "fails")}
+    lines = [
+        "# Claims ledger",
+        "",
+        "Generated by `specmem claims` (" + ("full" if full else "default") + f" size, {elapsed:.0f} s). "
+        "Each row: a quantitative claim of the seeds about these update rules, where it comes from, what "
+        "this project measured (inputs, numbers) and the verdict, decided by the rule stated in the row. "
+        "Float64 golden models throughout (`specmem.golden`); the exact semantics are "
+        "`../shared/spec/algorithms.md`.",
+        "",
+        f"Summary: {counts['holds']} hold, {counts['partly']} partly, {counts['fails']} fail.",
+        "",
+        "| # | claim | source | measurement | verdict |",
+        "|---|---|---|---|---|",
+    ]
+    for i, r in enumerate(rows, 1):
+        lines.append(f"| {i} | {r.claim} | {r.source} | {r.measurement} | **{r.verdict}** |")
+    lines += ["", "## Plots", ""]
+    for name, path in plots.items():
+        lines.append(f"![{name}]({path})")
+        lines.append("")
+    lines += [
+        "## Not in this ledger",
+        "",
+        "- GPU claims of seed 003 (14x Triton speed-up over sequential Python at T=4096, softmax crossover near "
+        "43 000 tokens) need a GPU; they are tracked in `docs/gpu.md`.",
+        "- The note's FPGA claim (k dot-product units pipeline the step to O(d) cycles) is measured on the RTL "
+        "in the hardware documentation once the RTL exists.",
+        "",
+    ]
+    path = os.path.join(out_dir, "claims.md")
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+    progress(f"claims: wrote {path} ({len(rows)} rows: {counts})")
+    return path

@@ -1,0 +1,154 @@
+"""The ``specmem`` command line: run, vectors, claims, bench, accuracy and the main job."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+from specmem.algorithms import ALGORITHMS, get_algorithm
+from specmem.golden.common import SpecmemInputError
+
+__all__ = ["main"]
+
+
+def _cmd_run(args) -> int:
+    from specmem.backends import run
+    from specmem.exchange import load_inputs, save_outputs
+
+    spec = get_algorithm(args.algo)
+    inputs = load_inputs(args.inp, spec)
+    options = {}
+    if args.format is not None:
+        if args.backend == "float":
+            raise SpecmemInputError("format: --format applies to the fixed and hardware backends, not float")
+        options["format"] = args.format
+    t0 = time.perf_counter()
+    out = run(args.algo, inputs, backend=args.backend, params=args.param, **options)
+    dt = time.perf_counter() - t0
+    meta = {"algo": args.algo, "backend": args.backend, "params": args.param or [], **options}
+    save_outputs(args.out, out, meta)
+    T = next(iter(inputs.values())).shape[-2] if spec.inputs[0] not in spec.token_scalars else None
+    print(f"specmem run: {args.algo} on {args.backend}: {T} tokens in {dt:.3f} s -> {args.out} "
+          f"({', '.join(sorted(out))})")
+    return 0
+
+
+def _cmd_vectors(args) -> int:
+    from specmem.exchange import save_outputs
+    from specmem.vectors import make_vectors
+
+    vec = make_vectors(args.algo, args.T, args.d, args.seed, tuple(args.batch or ()))
+    save_outputs(args.out, vec, {"algo": args.algo, "T": args.T, "d": args.d, "seed": args.seed,
+                                 "distribution": "standard normal"})
+    print(f"specmem vectors: {args.algo} T={args.T} d={args.d} seed={args.seed} -> {args.out}")
+    return 0
+
+
+def _cmd_claims(args) -> int:
+    from specmem.claims import write_claims
+
+    write_claims(out_dir=args.out, full=args.full, progress=_progress)
+    return 0
+
+
+def _cmd_bench(args) -> int:
+    if args.what == "golden":
+        from specmem.bench import bench_golden
+
+        bench_golden(out_json=args.json, quick=args.quick, progress=_progress)
+    elif args.what == "gpu":
+        from specmem.bench_gpu import bench_gpu
+
+        bench_gpu("small" if args.quick else "full", out_json=args.json)
+    elif args.what == "fixed":
+        from specmem.golden.fixed.accuracy import bench_fixed
+
+        bench_fixed(out_json=args.json)
+    return 0
+
+
+def _cmd_accuracy(args) -> int:
+    from specmem.golden.fixed.accuracy import write_accuracy_report
+
+    write_accuracy_report(out_dir=args.out, small=not args.full, progress=_progress)
+    return 0
+
+
+def _cmd_main(args) -> int:
+    from specmem.mainjob import main_job
+
+    return main_job(out_dir=args.out, progress=_progress)
+
+
+def _progress(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="specmem", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    r = sub.add_parser("run", help="run an input .npz through one update rule on one backend")
+    r.add_argument("--algo", required=True, help=f"one of: {', '.join(ALGORITHMS)}")
+    r.add_argument("--in", dest="inp", required=True, metavar="IN.npz")
+    r.add_argument("--out", required=True, metavar="OUT.npz")
+    r.add_argument("--backend", default="float", help="float (default), fixed, verilator, triton")
+    r.add_argument("--format", default=None, help="fixed-point preset for --backend fixed: int8, int16, wide")
+    r.add_argument("--param", action="append", metavar="NAME=VALUE", help="rule parameter (repeatable)")
+    r.set_defaults(fn=_cmd_run)
+
+    v = sub.add_parser("vectors", help="write seeded input vectors for a rule")
+    v.add_argument("--algo", required=True)
+    v.add_argument("--T", type=int, default=1000)
+    v.add_argument("--d", type=int, default=64)
+    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--batch", type=int, action="append", help="leading batch dimension (repeatable)")
+    v.add_argument("--out", required=True, metavar="IN.npz")
+    v.set_defaults(fn=_cmd_vectors)
+
+    c = sub.add_parser("claims", help="measure every quantitative claim of the seeds -> docs/claims.md")
+    c.add_argument("--out", default="docs", help="folder for claims.md and its plots (default docs)")
+    c.add_argument("--full", action="store_true", help="longer runs and bigger sweeps")
+    c.set_defaults(fn=_cmd_claims)
+
+    b = sub.add_parser("bench", help="benchmarks that print numbers and write JSON")
+    b.add_argument("what", choices=["golden", "gpu", "fixed"])
+    b.add_argument("--json", default=None, help="where to write the JSON record")
+    b.add_argument("--quick", action="store_true", help="small shapes only")
+    b.set_defaults(fn=_cmd_bench)
+
+    a = sub.add_parser("accuracy", help="INT8-vs-float accuracy report -> docs/accuracy/")
+    a.add_argument("--out", default="docs/accuracy")
+    a.add_argument("--full", action="store_true", help="T=4096 streams and the 10^5-token run")
+    a.set_defaults(fn=_cmd_accuracy)
+
+    m = sub.add_parser("main", help="the main job on the small default configuration")
+    m.add_argument("--out", default="out/main", help="folder for generated files (default out/main)")
+    m.set_defaults(fn=_cmd_main)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except SpecmemInputError as exc:
+        print(f"specmem: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("specmem: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+def _entry() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""The command line: run/vectors round trip, parameter parsing, and one clear error line for bad input."""
+
+import numpy as np
+import pytest
+
+from specmem.cli import main
+
+
+def _vectors(tmp_path, algo, T=12, d=6, extra=()):
+    path = tmp_path / f"{algo}.in.npz"
+    assert main(["vectors", "--algo", algo, "--T", str(T), "--d", str(d), "--seed", "3", "--out", str(path), *extra]) == 0
+    return path
+
+
+@pytest.mark.parametrize("algo,params", [
+    ("annihilation", ["k=3"]),
+    ("annihilation", ["k=3", "variant=literal"]),
+    ("vla", ["eta=0.01", "refresh_period=5"]),
+    ("linear", []),
+    ("deltanet", []),
+    ("gated-deltanet", []),
+    ("lattice", ["gamma=0.5"]),
+    ("ska", ["K=1"]),
+])
+def test_run_matches_golden(tmp_path, algo, params):
+    from specmem.algorithms import get_algorithm, parse_params
+
+    inp = _vectors(tmp_path, algo)
+    out = tmp_path / "out.npz"
+    argv = ["run", "--algo", algo, "--in", str(inp), "--out", str(out)]
+    for p in params:
+        argv += ["--param", p]
+    assert main(argv) == 0
+    spec = get_algorithm(algo)
+    with np.load(inp) as f:
+        ref = spec.golden()(**{n: f[n] for n in spec.inputs}, **parse_params(spec, params))
+    with np.load(out) as f:
+        for name, val in ref.items():
+            np.testing.assert_array_equal(f[name], val, err_msg=name)
+        assert "meta" in f.files
+
+
+def test_batch_vectors(tmp_path):
+    inp = _vectors(tmp_path, "vla", extra=["--batch", "2", "--batch", "3"])
+    with np.load(inp) as f:
+        assert f["k"].shape == (2, 3, 12, 6)
+
+
+def _error(capsys, argv):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("specmem: error: "), err
+    return err[0]
+
+
+@pytest.mark.parametrize("params,needle", [
+    (["k=0"], "k:"),
+    (["k=7"], "k:"),          # k > d = 6
+    (["k=3", "eps=0"], "eps:"),
+    (["k=3", "eps=-1"], "eps:"),
+    (["k=3", "variant=bogus"], "variant:"),
+    (["k=3", "bogus=1"], "unknown parameter 'bogus'"),
+    (["k=three"], "k: expected an integer"),
+    ([], "k: required parameter"),
+    (["k3"], "NAME=VALUE"),
+])
+def test_bad_params_give_one_line(tmp_path, capsys, params, needle):
+    inp = _vectors(tmp_path, "annihilation")
+    argv = ["run", "--algo", "annihilation", "--in", str(inp), "--out", str(tmp_path / "o.npz")]
+    for p in params:
+        argv += ["--param", p]
+    assert needle in _error(capsys, argv)
+    assert not (tmp_path / "o.npz").exists()
+
+
+def test_bad_inputs_give_one_line(tmp_path, capsys):
+    inp = _vectors(tmp_path, "vla")
+    with np.load(inp) as f:
+        arrays = dict(f)
+    nan = dict(arrays)
+    nan["k"] = nan["k"].copy()
+    nan["k"][3, 2] = np.nan
+    np.savez(tmp_path / "nan.npz", **nan)
+    base = ["run", "--algo", "vla", "--out", str(tmp_path / "o.npz"), "--in"]
+    assert "k: contains NaN or Inf" in _error(capsys, base + [str(tmp_path / "nan.npz")])
+    inf = dict(arrays)
+    inf["u"] = np.full_like(arrays["u"], np.inf)
+    np.savez(tmp_path / "inf.npz", **inf)
+    assert "u: contains NaN or Inf" in _error(capsys, base + [str(tmp_path / "inf.npz")])
+    short = dict(arrays)
+    short["v"] = arrays["v"][:-1]
+    np.savez(tmp_path / "short.npz", **short)
+    assert "v:" in _error(capsys, base + [str(tmp_path / "short.npz")])
+    missing = {n: a for n, a in arrays.items() if n != "q"}
+    np.savez(tmp_path / "missing.npz", **missing)
+    assert "lacks array 'q'" in _error(capsys, base + [str(tmp_path / "missing.npz")])
+    assert "file not found" in _error(capsys, base + [str(tmp_path / "nope.npz")])
+    (tmp_path / "junk.npz").write_text("not a zip")
+    assert "not a readable .npz" in _error(capsys, base + [str(tmp_path / "junk.npz")])
+
+
+def test_unknown_algo_and_backend(tmp_path, capsys):
+    inp = _vectors(tmp_path, "linear")
+    assert "unknown algorithm" in _error(capsys, ["run", "--algo", "softmax", "--in", str(inp), "--out", str(tmp_path / "o.npz")])
+    assert "unknown backend" in _error(capsys, ["run", "--algo", "linear", "--in", str(inp), "--out",
+                                               str(tmp_path / "o.npz"), "--backend", "fpga"])
+    assert "vectors" and "T:" in _error(capsys, ["vectors", "--algo", "vla", "--T", "0", "--out", str(tmp_path / "v.npz")])
