@@ -4,9 +4,12 @@ Keys are random unit vectors in R^d (orthonormal when n <= d), values come from 
 codebook of V random unit vectors, optional distractor pairs follow the writes,
 and each read-out is decoded to the nearest codebook entry by cosine. The rule's
 final state is read with its own read-out map, so queries do not write.
-VLA's precision stream is the key stream (``u_t = k_t``): the rule decorrelates
-the keys it has seen. DeltaNet uses ``beta = 1``; Gated DeltaNet ``beta = 1,
-g = gate``. Both choices are stated in every report that uses this module.
+VLA's precision stream is the key's feature vector (``u_t = elu1(k_t)``), so
+``A`` whitens the same features that are written; ``vla`` keeps Algorithm 1's
+``u_scale = 1/sqrt(d)``, ``vla-eq8`` uses eq. (8)'s unit ``u``, and ``vla-rawu``
+feeds the raw key (``u_t = k_t``) to show what a mismatched precision stream
+does. DeltaNet uses ``beta = 1``; Gated DeltaNet ``beta = 1, g = gate``. These
+choices are stated in every report that uses this module.
 """
 
 from __future__ import annotations
@@ -15,9 +18,18 @@ import numpy as np
 
 from specmem.golden.common import SpecmemInputError, check_scalar, elu1
 
-__all__ = ["RECALL_RULES", "make_recall_task", "recall_accuracy", "decode"]
+__all__ = ["RECALL_RULES", "RECALL_VARIANTS", "make_recall_task", "recall_accuracy", "decode"]
 
-RECALL_RULES = ("vla", "deltanet", "gated-deltanet", "linear")
+# variant -> (algorithm, parameters); see the module docstring for the u stream of each VLA variant.
+RECALL_VARIANTS = {
+    "vla": ("vla", {}),
+    "vla-eq8": ("vla", {"u_scale": 1.0}),
+    "vla-rawu": ("vla", {}),
+    "deltanet": ("deltanet", {}),
+    "gated-deltanet": ("gated-deltanet", {}),
+    "linear": ("linear", {}),
+}
+RECALL_RULES = tuple(RECALL_VARIANTS)
 
 
 def make_recall_task(d: int, n: int, *, V: int = 128, gap: int = 0, seed: int = 0, key_scale: float = 1.0):
@@ -55,8 +67,8 @@ def decode(readout: np.ndarray, codebook: np.ndarray) -> np.ndarray:
     return np.argmax(cos, axis=-1)
 
 
-def _readout(rule: str, state: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    if rule in ("vla", "linear"):
+def _readout(algo: str, state: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    if algo in ("vla", "linear"):
         feats = elu1(queries)
     else:
         feats = queries / np.maximum(np.linalg.norm(queries, axis=-1, keepdims=True), 1e-12)
@@ -74,15 +86,16 @@ def recall_accuracy(rule: str, d: int, n: int, *, V: int = 128, gap: int = 0, se
         def run(algo, inputs, params):
             return backend_run(algo, inputs, params=params)
 
+    algo, params = RECALL_VARIANTS[rule]
     kw, vw, queries, codebook, targets = make_recall_task(d, n, V=V, gap=gap, seed=seed)
     T = kw.shape[0]
     inputs = {"k": kw, "v": vw, "q": kw}
-    if rule == "vla":
-        inputs["u"] = kw
-    if rule in ("deltanet", "gated-deltanet"):
+    if algo == "vla":
+        inputs["u"] = kw if rule == "vla-rawu" else elu1(kw)
+    if algo in ("deltanet", "gated-deltanet"):
         inputs["beta"] = np.ones(T)
-    if rule == "gated-deltanet":
+    if algo == "gated-deltanet":
         inputs["g"] = np.full(T, gate)
-    state = run(rule, inputs, {})["s"]
-    pred = decode(_readout(rule, state, queries), codebook)
+    state = run(algo, inputs, dict(params))["s"]
+    pred = decode(_readout(algo, state, queries), codebook)
     return float(np.mean(pred == targets))

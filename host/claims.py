@@ -102,12 +102,15 @@ def _ann_cost(out_dir: str, plots: dict, full: bool) -> list[Claim]:
     k_fixed = 8
     ks = [4, 8, 16, 32, 64] if full else [4, 16, 64]
     d_fixed = 512
-    t_d, t_dense, t_k = [], [], []
+    t_d, t_dense, t_gram1, t_k = [], [], [], []
     for d in ds:
         x = rng.standard_normal((batch, k_fixed + 2 * 256 + 8, d))
         t_d.append(1 / steady_rate(lambda a, kk: annihilation_gram(a, kk), x, k_fixed, min_time=min_time, max_m=256))
-        t_dense.append(1 / steady_rate(lambda a, kk: annihilation_dense(a, kk), x, k_fixed, min_time=min_time,
+        # The dense reference is O(d^2) per step: time it at batch 1, beside the Gram form at batch 1.
+        t_dense.append(1 / steady_rate(lambda a, kk: annihilation_dense(a, kk), x[0], k_fixed, min_time=min_time,
                                        max_m=32))
+        t_gram1.append(1 / steady_rate(lambda a, kk: annihilation_gram(a, kk), x[0], k_fixed, min_time=min_time,
+                                       max_m=256))
     for k in ks:
         x = rng.standard_normal((batch, k + 2 * 256 + 8, d_fixed))
         t_k.append(1 / steady_rate(lambda a, kk: annihilation_gram(a, kk), x, k, min_time=min_time, max_m=256))
@@ -115,8 +118,9 @@ def _ann_cost(out_dir: str, plots: dict, full: bool) -> list[Claim]:
     plt = _plt()
     fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
     ax[0].loglog(ds, np.array(t_d) * 1e6, "o-", label=f"Gram O(dk), slope {s_d:.2f}")
-    ax[0].loglog(ds, np.array(t_dense) * 1e6, "s--", label=f"dense O(d^2), slope {s_dense:.2f}")
-    ax[0].set_xlabel("d"); ax[0].set_ylabel(f"us per step (batch {batch})"); ax[0].legend(); ax[0].set_title(f"k={k_fixed}")
+    ax[0].loglog(ds, np.array(t_gram1) * 1e6, "^-", label="Gram, batch 1")
+    ax[0].loglog(ds, np.array(t_dense) * 1e6, "s--", label=f"dense O(d^2), batch 1, slope {s_dense:.2f}")
+    ax[0].set_xlabel("d"); ax[0].set_ylabel("us per step"); ax[0].legend(); ax[0].set_title(f"k={k_fixed}")
     ax[1].loglog(ks, np.array(t_k) * 1e6, "o-", label=f"Gram, slope {s_k:.2f}")
     ax[1].set_xlabel("k"); ax[1].set_ylabel("us per step"); ax[1].legend(); ax[1].set_title(f"d={d_fixed}")
     fig.tight_layout()
@@ -131,8 +135,9 @@ def _ann_cost(out_dir: str, plots: dict, full: bool) -> list[Claim]:
         Claim("Per-step cost O(dk): linear in d", SEED_ANN + ", \"Total: O(dk) per step\"",
               f"steady-state time per step of the Gram form, x ~ N(0, I), batch {batch}, k={k_fixed}, "
               f"d in {ds}: {', '.join(f'{t*1e6:.0f}' for t in t_d)} us; log-log slope {s_d:.2f} "
-              f"(dense reference: {', '.join(f'{t*1e6:.0f}' for t in t_dense)} us, slope {s_dense:.2f}; "
-              f"Gram is {t_dense[-1]/t_d[-1]:.0f}x faster at d={ds[-1]}). Rule: holds if slope <= 1.15. {note}",
+              f"(batch 1: Gram {', '.join(f'{t*1e6:.0f}' for t in t_gram1)} us, dense reference "
+              f"{', '.join(f'{t*1e6:.0f}' for t in t_dense)} us, dense slope {s_dense:.2f}; "
+              f"Gram is {t_dense[-1]/t_gram1[-1]:.0f}x faster at d={ds[-1]}). Rule: holds if slope <= 1.15. {note}",
               verdict_d, plots["cost"]),
         Claim("Per-step cost O(dk): linear in k", SEED_ANN,
               f"same, d={d_fixed}, k in {ks}: {', '.join(f'{t*1e6:.0f}' for t in t_k)} us; log-log slope "
@@ -275,24 +280,42 @@ def _recall(out_dir: str, plots: dict, full: bool, progress) -> list[Claim]:
         table.append(f"annihilation d={d}, k={d // 4} (retention last k / all n): "
                      + ", ".join(f"n={n}: {rl:.2f}/{ra:.2f}" for n, rl, ra in ann[d]))
     dist = (f"training-free recall (spec section 4): orthonormal keys for n <= d, random unit keys above, "
-            f"values from a codebook of 128 random unit vectors, no gap, mean over {len(seeds)} seeds; VLA u = k; "
+            f"values from a codebook of 128 random unit vectors, no gap, mean over {len(seeds)} seeds; "
+            f"VLA u = elu1(k) (vla: u_scale = 1/sqrt(d) as Algorithm 1; vla-eq8: u_scale = 1; vla-rawu: u = k); "
             f"DeltaNet beta = 1; Gated DeltaNet beta = 1, g = 0.99")
-    n34 = 3 * 32 // 4
-    v_in = min(acc(32, "vla", n34), acc(64, "vla", 3 * 64 // 4))
+    def in_cap(rule):
+        return min(acc(d, rule, 3 * d // 4) for d in (32, 64))
+
+    v_alg, v_eq8, v_raw = in_cap("vla"), in_cap("vla-eq8"), in_cap("vla-rawu")
+    ann_txt = "; ".join(f"d={d}: " + ", ".join(f"n={n}: {rl:.2f}/{ra:.2f}" for n, rl, ra in ann[d]) for d in ann)
+    ortho = [rl for d in ann for n, rl, _ in ann[d] if d // 4 < n <= d]
+    rand = [rl for d in ann for n, rl, _ in ann[d] if n > d]
     rows = [
+        Claim("Annihilation memory: the new input replaces the direction most in its way, so recent inputs are "
+              "held (rank-k working memory)", SEED_ANN + ", opening and \"Staleness without a trigger\"",
+              f"keys of the recall task written in order, k = d/4, exact Gram form, mean over {len(seeds)} seeds; "
+              f"retention ||proj_col(Omega) x_s|| / ||x_s|| of the last k inputs / of all n: {ann_txt}. "
+              f"Orthonormal keys (n <= d): after warm-up every key is orthogonal to the stored span, so the "
+              f"project's skip-and-flag policy (spec section 1, step 4) drops it: last-k retention "
+              f"{min(ortho):.2f}-{max(ortho):.2f}. Random unit keys (n > d): {min(rand):.2f}-{max(rand):.2f}. "
+              "Rule: holds if last-k retention >= 0.9 for both key families, partly if for one.",
+              "holds" if min(ortho + rand) >= 0.9 else ("partly" if min(ortho) >= 0.9 or min(rand) >= 0.9
+                                                          else "fails"), plots["recall"]),
         Claim("VLA: near-perfect recall within capacity (n < d_h), e.g. 1.000 at n = 24 < d_h = 32",
               SEED_VLA + ", Fig. 2(c), Fig. 5, Prop. 3",
-              f"{dist}. VLA at n = 3d/4: {acc(32, 'vla', n34):.2f} (d=32), {acc(64, 'vla', 48):.2f} (d=64). "
-              f"Rule: holds if >= 0.99 at n = 3d/4 for both d. All rows: " + "; ".join(table),
-              "holds" if v_in >= 0.99 else ("partly" if v_in >= 0.5 else "fails"), plots["recall"]),
+              f"{dist}. Worst of d = 32, 64 at n = 3d/4: vla (Algorithm 1) {v_alg:.2f}, vla-eq8 {v_eq8:.2f}, "
+              f"vla-rawu {v_raw:.2f}. Rule: holds if Algorithm 1's VLA reaches >= 0.99 at n = 3d/4 for both d; "
+              f"partly if only the eq. (8) variant does. All rows: " + "; ".join(table),
+              "holds" if v_alg >= 0.99 else ("partly" if v_eq8 >= 0.99 else "fails"), plots["recall"]),
         Claim("VLA beats DeltaNet and linear attention under increasing load (DeltaNet 0.010 at n = 24)",
               SEED_VLA + ", Fig. 5, Table 11",
-              f"{dist}. At n = 3d/4, d=32: VLA {acc(32, 'vla', n34):.2f}, DeltaNet {acc(32, 'deltanet', n34):.2f}, "
-              f"Gated DeltaNet {acc(32, 'gated-deltanet', n34):.2f}, linear {acc(32, 'linear', n34):.2f}. "
-              f"At n = d = 32: VLA {acc(32, 'vla', 32):.2f}, DeltaNet {acc(32, 'deltanet', 32):.2f}. "
-              "Rule: holds if VLA >= DeltaNet + 0.05 and >= linear + 0.05 at n = 3d/4 for d = 32 and 64; partly if "
-              "it beats linear attention only. The paper's numbers come from trained projections; this memory-only "
-              "test gives DeltaNet exact storage of orthonormal keys with beta = 1.",
+              f"{dist}. At n = 3d/4, d=32: VLA {acc(32, 'vla', 24):.2f} (eq8 {acc(32, 'vla-eq8', 24):.2f}), "
+              f"DeltaNet {acc(32, 'deltanet', 24):.2f}, Gated DeltaNet {acc(32, 'gated-deltanet', 24):.2f}, "
+              f"linear {acc(32, 'linear', 24):.2f}. At n = 1.5d = 48: VLA {acc(32, 'vla', 48):.2f} "
+              f"(eq8 {acc(32, 'vla-eq8', 48):.2f}), DeltaNet {acc(32, 'deltanet', 48):.2f}. "
+              "Rule: holds if Algorithm 1's VLA >= DeltaNet + 0.05 and >= linear + 0.05 at n = 3d/4 for d = 32 and 64; "
+              "partly if it beats linear attention only. The paper's numbers come from trained projections; this "
+              "memory-only test gives DeltaNet exact storage of orthonormal keys with beta = 1.",
               "holds" if all(acc(d, "vla", 3 * d // 4) >= acc(d, r, 3 * d // 4) + 0.05
                              for d in (32, 64) for r in ("deltanet", "linear"))
               else ("partly" if all(acc(d, "vla", 3 * d // 4) >= acc(d, "linear", 3 * d // 4) + 0.05
@@ -300,7 +323,8 @@ def _recall(out_dir: str, plots: dict, full: bool, progress) -> list[Claim]:
         Claim("VLA keeps 62% at the capacity boundary n = d_h = 32 and ~0.04 at n = 48",
               SEED_VLA + ", Table 11, Fig. 8",
               f"{dist}. VLA at n = d: {acc(32, 'vla', 32):.2f} (d=32), {acc(64, 'vla', 64):.2f} (d=64); at n = 1.5 d: "
-              f"{acc(32, 'vla', 48):.2f} (d=32). Rule: holds if within 0.15 of 0.62 at n = d = 32.",
+              f"{acc(32, 'vla', 48):.2f} (d=32). eq8 variant: {acc(32, 'vla-eq8', 32):.2f} and {acc(32, 'vla-eq8', 48):.2f}. "
+              "Rule: holds if Algorithm 1's VLA is within 0.15 of 0.62 at n = d = 32.",
               "holds" if abs(acc(32, "vla", 32) - 0.62) <= 0.15 else "fails", plots["recall"]),
     ]
     return rows
