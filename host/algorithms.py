@@ -60,7 +60,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             "spectral-annihilation memory, rank-k precision matrix (exact: w = y)",
             "specmem.golden.annihilation:annihilation",
             inputs=("x",),
-            outputs=("omega", "y", "u", "orth", "count"),
+            outputs=("omega", "y", "orth", "count"),  # the Gram form (default for exact) adds "u"
             param_types={"k": int, "variant": str, "form": str},
         ),
         Algorithm(

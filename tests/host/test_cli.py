@@ -34,6 +34,7 @@ def test_run_matches_golden(tmp_path, algo, params):
     spec = get_algorithm(algo)
     with np.load(inp) as f:
         ref = spec.golden()(**{n: f[n] for n in spec.inputs}, **parse_params(spec, params))
+    assert set(spec.outputs) <= set(ref), f"registry promises outputs {spec.outputs}, golden gives {sorted(ref)}"
     with np.load(out) as f:
         for name, val in ref.items():
             np.testing.assert_array_equal(f[name], val, err_msg=name)
