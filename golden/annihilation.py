@@ -77,7 +77,7 @@ def _sum(a, axis=-1):
 
 
 def annihilation_dense(x, k, variant="exact", eps=1e-3, orth_tol=1e-24, *, history=False) -> dict:
-    """Plain dense reference on ``Omega`` (``d x d``), O(d³) per token; both variants.
+    """Plain dense reference on ``Omega`` (``d x d``), O(d²) per token; both variants.
 
     Returns ``omega`` [..., d, d], ``y`` and ``w`` [..., T, d] (zero where no full step ran),
     ``orth`` [..., T] bool, ``count`` [...] int; with ``history=True`` also ``omega_hist``
@@ -92,7 +92,6 @@ def annihilation_dense(x, k, variant="exact", eps=1e-3, orth_tol=1e-24, *, histo
     w_out = np.zeros((B, T, d))
     orth = np.zeros((B, T), dtype=bool)
     hist = np.zeros((B, T, d, d)) if history else None
-    eye = np.eye(d)
 
     for t in range(T):
         xt = xb[:, t]
@@ -115,8 +114,12 @@ def annihilation_dense(x, k, variant="exact", eps=1e-3, orth_tol=1e-24, *, histo
             w = xt - (_sum(y * xt) / (eps + 1.0))[:, None] * y
             wn = np.linalg.norm(w, axis=-1)
             w = np.where(upd[:, None], w / np.where(wn > 0, wn, 1.0)[:, None], 0.0)
-        P = eye - w[:, :, None] * w[:, None, :]
-        omega_full = P @ omega @ P + xx
+        # (I - w w^T) Omega (I - w w^T) expanded into rank-one terms: O(d^2), Omega symmetric.
+        ow = np.einsum("bij,bj->bi", omega, w)
+        wow = _sum(w * ow)
+        ww = w[:, :, None] * w[:, None, :]
+        omega_full = (omega - w[:, :, None] * ow[:, None, :] - ow[:, :, None] * w[:, None, :]
+                      + wow[:, None, None] * ww + xx)
 
         omega = np.where(warm[:, None, None], omega + xx, np.where(upd[:, None, None], omega_full, omega))
         count = count + warm
