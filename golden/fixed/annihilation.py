@@ -1,0 +1,142 @@
+"""Spectral-annihilation memory (spec §1, exact variant, Gram form): bit-exact integer model.
+
+Per token ``x`` (quantised to ``x``'s format), the k-lane engine runs three passes over the
+rows of ``U`` (``d x k``, stored at ``u``'s format and read into the multipliers at
+``u_mul``'s), then k-vector work in the scalar unit, in this order:
+
+1. *reduction pass*: ``a = Uᵀx`` (exact accumulators), block-normalised to ``M`` bits: ``a``
+   only enters through scale-free quantities (``P U`` and the Householder vector);
+2. *g pass*: per row ``r_i = U_i·a`` rounded to ``r``'s format, ``g += U_iᵀ r_i`` and
+   ``n² += r_i²`` (exact); ``g`` block-normalised.
+   Orthogonal input (the project's policy, *skip and flag*): ``a`` is all zero or ``n² = 0``;
+   ``U`` is left unchanged, ``y = 0``, ``orth = True``;
+3. *k-vector work*: ``ahat = a rsqrt(||a||²)``, ``j = argmax |a_j|`` (first on ties),
+   ``s = sign(a_j)`` (+1 at zero), ``beta = 1 / (1 + |ahat_j|)`` (scalar unit),
+   ``q_l = -s round(beta ahat_l)``, ``t_l = -g_l + s round(beta ahat_l g_j)``,
+   ``p = block(t / n²)`` (scalar unit reciprocal), ``p_j = q_j = 0``;
+4. *fused row pass*: ``r_i`` recomputed (same rows, same ``a``: bit-identical to pass 2),
+   ``U_i += round(r_i p) + round(U_ij q)``, one saturation, then ``U_ij = x_i``;
+   the output ``y_i = r_i rsqrt(n²)``.
+
+Warm-up (fewer than ``k`` columns stored) writes ``x`` into column ``count``; ``x = 0`` after
+quantisation is a no-op. The derivation of ``p`` and ``q`` (rank-two row update) is in
+``golden/annihilation.py:_gram_step``; ``q_j = -1`` and ``p_j`` never matter because column
+``j`` is overwritten.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specmem.golden.common import SpecmemInputError, as_float_array, check_scalar
+
+from .datapath import Datapath
+from .formats import formats_for
+from .fxtype import mul_round_shift
+
+__all__ = ["annihilation_fixed"]
+
+
+def annihilation_fixed(x, k, preset="int8", *, in_range: float | None = None, trace: bool = True,
+                       history: bool = False) -> dict:
+    """Run the memory in fixed point. ``x``: ``[..., T, d]`` floats.
+
+    Returns ``u_raw`` ``[..., d, k]`` (int64, ``u``'s format), ``y_raw`` ``[..., T, d]``,
+    their dequantised ``u``, ``y``, the float ``omega = U Uᵀ`` of the dequantised ``U`` (a
+    derived diagnostic, not a hardware output), ``orth`` ``[..., T]``, ``count`` ``[...]``,
+    ``sat`` (per-tensor saturation counts), ``ranges`` (observed per-tensor ranges) and
+    ``fmt`` (the :class:`FixedFormat`); with ``history`` also ``u_hist`` ``[..., T, d, k]`` (raw).
+    """
+    xx = as_float_array("x", x)
+    d = xx.shape[-1]
+    k = check_scalar("k", k, lo=1, integer=True)
+    if k > d:
+        raise SpecmemInputError(f"k: must be <= d ({d}), got {k}")
+    if in_range is not None:
+        in_range = check_scalar("in_range", in_range, lo=0, lo_open=True)
+    fmt = formats_for("annihilation", preset, d, {"k": k, "in_range": in_range})
+    dp = Datapath(fmt, trace=trace)
+    batch = xx.shape[:-2]
+    X = dp.quantize("x", xx.reshape((-1,) + xx.shape[-2:]))
+    B, T, _ = X.shape
+
+    fx, fu, fm, fr = fmt["x"].frac, fmt["u"].frac, fmt["u_mul"].frac, fmt["r"].frac
+    fh, fq, fan = fmt["ahat"].frac, fmt["q"].frac, fmt["a"].frac
+    U = np.zeros((B, d, k), dtype=np.int64)
+    count = np.zeros(B, dtype=np.int64)
+    y_raw = np.zeros((B, T, d), dtype=np.int64)
+    orth = np.zeros((B, T), dtype=bool)
+    hist = np.zeros((B, T, d, k), dtype=np.int64) if history else None
+    x_to_u = fu - fx  # x written into U: an exact left shift (u has more fraction bits)
+    if x_to_u < 0:
+        raise SpecmemInputError("preset: U must hold x exactly (u.frac >= x.frac)")
+    one_h = 1 << fh
+
+    for t in range(T):
+        xt = X[:, t]
+        nz = np.any(xt != 0, axis=-1)
+        warm = nz & (count < k)
+        full = np.flatnonzero(nz & (count >= k))
+        if full.size:
+            Us, xs = U[full], xt[full]
+            Um = dp.narrow("u_mul", Us, fu)
+            # pass 1: a = Uᵀ x
+            a_acc = np.einsum("bik,bi->bk", Um, xs)
+            a_n, _ = dp.block("a", a_acc, fm + fx)  # its exponent is dropped: a's scale never matters
+            # pass 2: r_i = U_i·a, g = Uᵀ r, n² = ||r||² (all relative to the normalised a)
+            r = dp.narrow("r", np.einsum("bik,bk->bi", Um, a_n), fm + fan)
+            g_acc = np.einsum("bik,bi->bk", Um, r)
+            n2 = np.einsum("bi,bi->b", r, r)
+            is_orth = ~np.any(a_acc != 0, axis=-1) | (n2 == 0)
+            orth[full, t] = is_orth
+            go = ~is_orth
+            if np.any(go):
+                idx = full[go]
+                Us, Um, xs, a_n, r, g_acc, n2 = Us[go], Um[go], xs[go], a_n[go], r[go], g_acc[go], n2[go]
+                b = np.arange(idx.size)
+                # k-vector work (scalar unit)
+                ahat = dp.scale("ahat", a_n, fan, dp.rsqrt(np.einsum("bk,bk->b", a_n, a_n), 2 * fan))
+                j = np.argmax(np.abs(a_n), axis=-1)
+                s = np.where(a_n[b, j] >= 0, 1, -1).astype(np.int64)
+                beta = dp.recip(one_h + np.abs(ahat[b, j]), fh)
+                q = -s[:, None] * dp.scale("q", ahat, fh, beta)
+                g_n, fg = dp.block("g", g_acc, fm + fr)
+                gj = g_n[b, j]
+                # beta * ahat_l * g_j rounded into g's block scale
+                term = mul_round_shift(ahat * gj[:, None], beta.m[:, None], (fh + beta.f)[:, None], dp.rounding)
+                tvec = dp.clip("t", -g_n + s[:, None] * np.asarray(term, dtype=np.int64), fg)
+                rn = dp.recip(n2, 2 * fr)
+                p, fp = dp.block("p", tvec * rn.m[:, None], fg + rn.f)
+                p[b, j] = 0
+                q[b, j] = 0
+                # fused row pass: U_i += round(r_i p) + round(U_ij q); U_ij = x_i
+                cj = Um[b, :, j]
+                Un = dp.write("u", Us,
+                              (r[:, :, None] * p[:, None, :], (fr + fp)[:, None, None]),
+                              (cj[:, :, None] * q[:, None, :], fm + fq))
+                Un[b, :, j] = xs << x_to_u
+                U[idx] = Un
+                y_raw[idx, t] = dp.scale("y", r, fr, dp.rsqrt(n2, 2 * fr))
+        if np.any(warm):
+            w = np.flatnonzero(warm)
+            U[w, :, count[w]] = xt[w] << x_to_u
+            count = count + warm
+        if history:
+            hist[:, t] = U
+
+    u_f = fmt["u"].to_float(U)
+    out = {
+        "u_raw": U.reshape(batch + (d, k)),
+        "u": u_f.reshape(batch + (d, k)),
+        "omega": (u_f @ np.swapaxes(u_f, -1, -2)).reshape(batch + (d, d)),
+        "y_raw": y_raw.reshape(batch + (T, d)),
+        "y": fmt["y"].to_float(y_raw).reshape(batch + (T, d)),
+        "orth": orth.reshape(batch + (T,)),
+        "count": count.reshape(batch),
+        "sat": dict(dp.sat),
+        "ranges": dict(dp.ranges),
+        "fmt": fmt,
+    }
+    if history:
+        out["u_hist"] = hist.reshape(batch + (T, d, k))
+    return out
