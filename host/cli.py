@@ -79,6 +79,28 @@ def _cmd_accuracy(args) -> int:
     return 0
 
 
+def _cmd_rtl(args) -> int:
+    from specmem.rtl.generate import generate, lint
+
+    try:
+        manifest = generate(args.algo, args.d, args.k, args.format, args.out)
+    except ValueError as exc:  # parameter validation in rtl/ names the argument
+        raise SpecmemInputError(str(exc)) from None
+    cpt = manifest.get("cycles_per_token")
+    cpt = cpt.get("full_steady_state", cpt) if isinstance(cpt, dict) else cpt
+    print(f"specmem rtl: {manifest['paths']['verilog']} and {manifest['paths']['manifest']} "
+          f"(steady-state cycles per token: {cpt}, floor d = {args.d})")
+    if args.no_lint:
+        return 0
+    res = lint(manifest["paths"]["verilog"])
+    if res.returncode or res.warnings:
+        print("\n".join(res.warnings) or res.output, file=sys.stderr)
+        print(f"specmem: error: verilator lint failed ({len(res.warnings)} warnings)", file=sys.stderr)
+        return 1
+    print("specmem rtl: verilator --lint-only -Wall: clean (waivers: rtl/lint_waivers.vlt)")
+    return 0
+
+
 def _cmd_main(args) -> int:
     from specmem.mainjob import main_job
 
@@ -126,6 +148,15 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--out", default="docs/accuracy")
     a.add_argument("--full", action="store_true", help="T=4096 streams and the 10^5-token run")
     a.set_defaults(fn=_cmd_accuracy)
+
+    g = sub.add_parser("rtl", help="generate Verilog and a JSON manifest, then lint it")
+    g.add_argument("--algo", required=True, help="annihilation or engine")
+    g.add_argument("--d", type=int, required=True)
+    g.add_argument("--k", type=int, required=True)
+    g.add_argument("--format", default="int8", help="fixed-point preset: int8 (default), int16, wide")
+    g.add_argument("--out", required=True, help="output folder")
+    g.add_argument("--no-lint", action="store_true", help="skip the Verilator lint")
+    g.set_defaults(fn=_cmd_rtl)
 
     m = sub.add_parser("main", help="the main job on the small default configuration")
     m.add_argument("--out", default="out/main", help="folder for generated files (default out/main)")

@@ -1,9 +1,11 @@
 """``specmem main``: the main job on the small default configuration.
 
 Stages, in order: seeded vectors and a float64 golden run of every rule
-(exchange-format files under ``out/main``), then the claims ledger
-(``docs/claims.md``). Later stages (Verilog, Verilator, accuracy report) are
-added here as they land.
+(exchange-format files under ``out/main``); the bit-exact fixed-point model
+(int8) of the rules it covers, with its error against float64; the annihilation
+RTL as Verilog plus manifest, linted by Verilator; the claims ledger
+(``docs/claims.md``); the small INT8-vs-float accuracy report (``out/main/accuracy``;
+the full one is ``specmem accuracy --full`` into ``docs/accuracy``).
 """
 
 from __future__ import annotations
@@ -44,9 +46,38 @@ def main_job(out_dir: str = "out/main", docs_dir: str = "docs", progress=print) 
             raise RuntimeError(f"{name}: golden output contains NaN or Inf")
         summary["golden"][name] = {"seconds": dt, "outputs": sorted(out)}
         progress(f"main: golden {name:15s} T={T} d={d}: {dt * 1e3:8.1f} ms")
+    summary["fixed"] = {}
+    for name in ("annihilation", "vla", "linear", "deltanet"):
+        vec = make_vectors(name, T, d, seed)
+        params = {"k": k} if name == "annihilation" else {}
+        ref = run(name, vec, backend="float", params=params)
+        out = run(name, vec, backend="fixed", params=params, format="int8")
+        save_outputs(os.path.join(out_dir, f"{name}.fixed-int8.npz"), out, {"algo": name, "backend": "fixed",
+                                                                              "format": "int8", **params})
+        key = "omega" if name == "annihilation" else "o"
+        err = float(np.linalg.norm(out[key] - ref[key]) / max(np.linalg.norm(ref[key]), 1e-300))
+        sats = int(sum(int(np.sum(v)) for n, v in out.items() if n.startswith("sat_")))
+        summary["fixed"][name] = {"rel_error_" + key: err, "saturations": sats}
+        progress(f"main: fixed int8 {name:12s} relative error of {key} vs float64 {err:.3g}, saturations {sats}")
+
+    from specmem.rtl.generate import generate, lint
+
+    manifest = generate("annihilation", d, k, "int8", os.path.join(out_dir, "rtl"))
+    res = lint(manifest["paths"]["verilog"])
+    if res.returncode or res.warnings:
+        raise RuntimeError("verilator lint of the generated Verilog failed:\n" + "\n".join(res.warnings or [res.output]))
+    cpt = manifest["cycles_per_token"]["full_steady_state"]
+    summary["rtl"] = {"verilog": manifest["paths"]["verilog"], "cycles_per_token": cpt}
+    progress(f"main: Verilog {manifest['paths']['verilog']} (lint clean), {cpt} cycles per full token "
+             f"(floor d = {d})")
+
     from specmem.claims import write_claims
 
     summary["claims"] = write_claims(out_dir=docs_dir, full=False, progress=progress)
+    from specmem.golden.fixed.accuracy import write_accuracy_report
+
+    summary["accuracy"] = write_accuracy_report(out_dir=os.path.join(out_dir, "accuracy"), small=True,
+                                                progress=progress)
     summary["seconds"] = time.perf_counter() - t0
     with open(os.path.join(out_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)

@@ -1,0 +1,155 @@
+"""Round-and-saturate in hardware, the same operations as ``specmem.golden.fixed.fxtype``.
+
+Amaranth 0.5 has no fixed-point library; values are plain ``signed(n)`` raw integers and every
+narrowing goes through :func:`requantize` / :func:`requantize_var`: one rounding right shift
+(``rne``, ``floor`` or ``half_up``, exactly as :func:`specmem.golden.fixed.fxtype.round_shift`),
+then one saturation to the target width, with an overflow flag for the status counters.
+
+Every helper takes the ``Module`` and returns ``Signal``s driven combinationally from it: an
+Amaranth expression used twice is emitted twice, so operands are materialised once here.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Mux, Shape, Signal, Value, signed, unsigned
+
+__all__ = ["shape_of", "materialise", "round_shift", "round_shift_var", "saturate", "requantize",
+           "requantize_var", "msb_index", "abs_value"]
+
+_ROUNDING = ("rne", "floor", "half_up")
+
+
+def shape_of(fx) -> Shape:
+    """Amaranth shape of an ``FxType``'s raw integer."""
+    return signed(fx.width) if fx.signed else unsigned(fx.width)
+
+
+def materialise(m, value, name: str = "v", shape=None) -> Signal:
+    """``value`` as a combinationally driven ``Signal`` (so later uses share one copy)."""
+    value = Value.cast(value)
+    if isinstance(value, Signal) and shape is None:
+        return value
+    s = Signal(value.shape() if shape is None else shape, name=name)
+    m.d.comb += s.eq(value)
+    return s
+
+
+def _check_rounding(rounding):
+    if rounding not in _ROUNDING:
+        raise ValueError(f"rounding: must be one of {_ROUNDING}, got {rounding!r}")
+
+
+def round_shift(m, value, shift: int, rounding: str, name: str = "rs"):
+    """``value * 2**-shift`` rounded to an integer (constant ``shift``); an exact left shift when
+    ``shift <= 0``. The result has one bit of headroom, so it never overflows."""
+    _check_rounding(rounding)
+    value = materialise(m, value, f"{name}_in")
+    if shift <= 0:
+        return materialise(m, value << (-shift), name)
+    if shift >= len(value):  # every bit dropped: extend first so q, rem and half stay exact
+        pad = shift + 1 - len(value)
+        ext = Cat(value, value[-1].replicate(pad)).as_signed() if value.shape().signed else Cat(value, Const(0, pad))
+        value = materialise(m, ext, f"{name}_ext")
+    q = materialise(m, value >> shift, f"{name}_q")
+    if rounding == "floor":
+        return q
+    if rounding == "half_up":
+        return materialise(m, q + value[shift - 1], name)
+    rem = value[:shift]
+    half = 1 << (shift - 1)
+    return materialise(m, q + ((rem > half) | ((rem == half) & q[0])), name)
+
+
+def round_shift_var(m, value, shift, rounding: str, *, max_left: int, name: str = "rsv"):
+    """``value * 2**-shift`` rounded, for a run-time signed ``shift`` (right when positive, an
+    exact left shift when negative), exactly as ``fxtype.round_shift`` with an array shift.
+
+    Right shifts beyond ``len(value) + 1`` give the same result as ``len(value) + 1`` (only the
+    sign is left), so the barrel shifter stops there. Left shifts are clamped to ``max_left``:
+    the caller saturates next, and a nonzero value shifted left by ``max_left`` already lies
+    beyond the saturation threshold (callers pass ``max_left`` with that margin), so the clamp
+    never changes a result.
+    """
+    _check_rounding(rounding)
+    value = materialise(m, value, f"{name}_in")
+    shift = materialise(m, shift, f"{name}_sh")
+    n = len(value)
+    smax = n + 1
+    sv = value.shape().signed
+    ext = Cat(value, value[-1].replicate(smax + 1)) if sv else Cat(value, Const(0, smax + 1))
+    ext = materialise(m, ext.as_signed() if sv else ext, f"{name}_ext")
+    neg = materialise(m, shift < 0, f"{name}_neg") if shift.shape().signed else Const(0, 1)
+    rs_w = max(1, smax.bit_length())
+    rs = Signal(unsigned(rs_w), name=f"{name}_r")
+    m.d.comb += rs.eq(Mux(neg, 0, Mux(shift > smax, smax, shift[:rs_w + 1])))
+    q = materialise(m, ext >> rs, f"{name}_q")
+    # a right shift leaves at most n bits plus a rounding carry; a left shift at most n + max_left
+    out_w = n + max(max_left, 1) + 1
+    out_shape = signed(out_w) if sv else unsigned(out_w)
+    if rounding == "floor":
+        right = q
+    else:
+        rnd = materialise(m, Mux(rs == 0, 0, ext.as_unsigned().bit_select((rs - 1).as_unsigned()[:rs_w], 1)), f"{name}_rb")
+        if rounding == "half_up":
+            right = q + rnd
+        else:
+            mask = materialise(m, ((Const(1, smax + 2) << rs) - 1)[:smax + 1], f"{name}_mask")
+            sticky = (ext.as_unsigned()[:smax + 1] & (mask >> 1)) != 0
+            right = q + (rnd & (sticky | q[0]))
+    if shift.shape().signed:
+        ls_w = max(1, max_left.bit_length())
+        ls = Signal(unsigned(ls_w), name=f"{name}_l")
+        nsh = -shift
+        m.d.comb += ls.eq(Mux(nsh > max_left, max_left, nsh[:ls_w + 1]))
+        out = Mux(neg, value << ls, right)
+    else:
+        out = right
+    return materialise(m, out, name, out_shape)
+
+
+def msb_index(m, value, name: str = "msb"):
+    """Index of the most significant set bit of an unsigned ``value`` (0 for 0: callers test
+    for zero separately): a priority encoder."""
+    value = materialise(m, value, f"{name}_in")
+    n = len(value)
+    out = Signal(range(max(n, 2)), name=name)
+    for i in range(n):
+        with m.If(value[i]):
+            m.d.comb += out.eq(i)
+    return out
+
+
+def abs_value(m, value, name: str = "abs"):
+    """``|value|`` of a signed value, one bit wider, unsigned."""
+    value = materialise(m, value, f"{name}_in")
+    return materialise(m, Mux(value < 0, -value, value), name, unsigned(len(value) + 1))
+
+
+def saturate(m, value, fx, name: str = "sat"):
+    """``(raw, overflow)``: ``value`` clipped to ``fx``'s range (``fx.saturation == "saturate"``)
+    or wrapped to its width (``"wrap"``)."""
+    value = materialise(m, value, f"{name}_in")
+    lo, hi = fx.min_raw, fx.max_raw
+    shape = shape_of(fx)
+    above = materialise(m, value > hi, f"{name}_hi")
+    below = materialise(m, value < lo, f"{name}_lo")
+    narrow = value[:fx.width].as_signed() if fx.signed else value[:fx.width]
+    if fx.saturation == "wrap":
+        out = narrow
+    else:
+        out = Mux(above, Const(hi, shape), Mux(below, Const(lo, shape), narrow))
+    return materialise(m, out, name, shape), materialise(m, above | below, f"{name}_ov")
+
+
+def requantize(m, value, from_frac: int, fx, name: str = "rq"):
+    """Narrow ``value`` (``from_frac`` fraction bits) to ``fx``: round, then saturate.
+    Returns ``(raw, overflow)`` like ``fx.saturate(round_shift(...))`` in the golden model."""
+    return saturate(m, round_shift(m, value, from_frac - fx.frac, fx.rounding, f"{name}_r"), fx, name)
+
+
+def requantize_var(m, value, from_frac, fx, *, max_left: int | None = None, name: str = "rqv"):
+    """Like :func:`requantize` with a run-time ``from_frac`` (a block exponent or a scalar-unit
+    exponent folded into the narrowing shift): ``(raw, overflow)``."""
+    shift = materialise(m, Value.cast(from_frac) - fx.frac, f"{name}_sh")
+    ml = fx.width + 1 if max_left is None else max_left
+    return saturate(m, round_shift_var(m, value, shift, fx.rounding, max_left=ml, name=f"{name}_r"), fx, name)

