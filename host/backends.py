@@ -29,10 +29,12 @@ def _float_backend(algo: str, inputs: dict[str, np.ndarray], params: dict[str, A
 
 def _fixed_backend(algo: str, inputs: dict[str, np.ndarray], params: dict[str, Any], options: dict[str, Any]):
     try:
-        from specmem.golden.fixed import run_fixed
+        from specmem.golden.fixed import PRESETS, run_fixed
     except ImportError:
         raise SpecmemInputError("backend: the fixed-point backend is not available in this build") from None
     preset = options.pop("format", None) or "int8"
+    if preset not in PRESETS:
+        raise SpecmemInputError(f"format: unknown fixed-point preset {preset!r}; choose one of {', '.join(PRESETS)}")
     if options:
         raise SpecmemInputError(f"backend: unknown option(s) for fixed: {', '.join(options)}")
     return run_fixed(algo, inputs, preset, params)

@@ -106,3 +106,36 @@ def test_unknown_algo_and_backend(tmp_path, capsys):
     assert "unknown backend" in _error(capsys, ["run", "--algo", "linear", "--in", str(inp), "--out",
                                                str(tmp_path / "o.npz"), "--backend", "fpga"])
     assert "vectors" and "T:" in _error(capsys, ["vectors", "--algo", "vla", "--T", "0", "--out", str(tmp_path / "v.npz")])
+
+
+@pytest.mark.parametrize("algo,params", [("annihilation", ["k=3"]), ("vla", []), ("linear", []), ("deltanet", [])])
+def test_run_fixed_backend_matches_model_and_float_names(tmp_path, algo, params):
+    from specmem.algorithms import get_algorithm, parse_params
+    from specmem.golden.fixed import run_fixed
+
+    inp = _vectors(tmp_path, algo, T=20, d=6)
+    out = tmp_path / "fx.npz"
+    argv = ["run", "--algo", algo, "--in", str(inp), "--out", str(out), "--backend", "fixed", "--format", "int16"]
+    for p in params:
+        argv += ["--param", p]
+    assert main(argv) == 0
+    spec = get_algorithm(algo)
+    with np.load(inp) as f:
+        inputs = {n: f[n] for n in spec.inputs}
+    ref = run_fixed(algo, inputs, "int16", parse_params(spec, params))
+    flt = spec.golden()(**inputs, **parse_params(spec, params))
+    with np.load(out) as f:
+        for name in ref:
+            np.testing.assert_array_equal(f[name], ref[name], err_msg=name)
+        for name in spec.outputs:
+            if name not in ("orth", "count"):
+                assert name in f.files and f[name].shape == flt[name].shape, name
+        for name in (("u", "y") if algo == "annihilation" else ("o", "s")):
+            assert f"{name}_raw" in f.files and f[f"{name}_raw"].dtype == np.int64, name
+
+
+def test_fixed_format_errors(tmp_path, capsys):
+    inp = _vectors(tmp_path, "vla")
+    base = ["run", "--algo", "vla", "--in", str(inp), "--out", str(tmp_path / "o.npz")]
+    assert "format" in _error(capsys, base + ["--backend", "fixed", "--format", "int4"])
+    assert "format:" in _error(capsys, base + ["--format", "int8"])
