@@ -30,8 +30,8 @@ __all__ = ["write_accuracy_report", "bench_fixed", "FORMATS"]
 FORMATS = ("int8", "int16", "wide", "float32", "float64")
 FIXED = ("int8", "int16", "wide")
 COLORS = {"int8": "tab:red", "int16": "tab:orange", "wide": "tab:green", "float32": "tab:blue", "float64": "black"}
-RECALL_RULES = ("vla", "deltanet", "linear")
-RECALL_IN_RANGE = 1.0  # recall streams are unit vectors: the input format is sized for |x| <= 1
+RECALL_RULES = ("vla", "vla-eq8", "deltanet", "linear")  # variants of specmem.golden.recall
+RECALL_IN_RANGE = 2.0  # recall inputs: unit vectors, and elu1 of them (the vla-eq8 u stream) reaches up to 2
 
 
 def _plt():
@@ -493,14 +493,17 @@ def _readme(d, k, T, long_T, seed, seeds, ns, ann, vl, rec, rr, range_plots, sma
     add("![recall](recall.png)\n")
     add("Keys: random orthonormal (n ≤ d) or random unit vectors; values from a V=128 codebook of unit "
         "vectors; write n pairs, decode every key by nearest codebook cosine "
-        "(`specmem.golden.recall`, VLA with u = k, DeltaNet with beta = 1). The fixed-point runs size the "
-        f"input format for these unit vectors (`in_range={RECALL_IN_RANGE:g}`); the read-out multiplies the "
+        "(`specmem.golden.recall`: `vla` is Algorithm 1 with u = elu1(k) and u_scale = 1/sqrt(d), `vla-eq8` "
+        "the same with eq. (8)'s unit u; DeltaNet with beta = 1). The fixed-point runs size the "
+        f"input format for unit vectors and their ELU+1 features (`in_range={RECALL_IN_RANGE:g}`); the read-out multiplies the "
         "dequantised final state by the query in float64 (the module's read-out), so the table measures "
         "the state each format stores.\n")
-    add(f"VLA and linear attention sit near 1/n (only the most recent pair decodes) in float64 as well: the "
-        f"ELU+1 features of random unit keys are nearly parallel (mean cosine between the normalised "
-        f"features of two keys: {_feature_cosine(d):.3f} at d={d}), so the format comparison is informative "
-        f"for DeltaNet and only a consistency check for the other two.\n")
+    add(f"Algorithm 1's VLA and linear attention sit near 1/n (only the most recent pair decodes) in float64 "
+        f"as well: the ELU+1 features of random unit keys are nearly parallel (mean cosine between the "
+        f"normalised features of two keys: {_feature_cosine(d):.3f} at d={d}) and Algorithm 1's u_scale = "
+        f"1/sqrt(d) leaves A too close to I/lambda0 to separate them; `vla-eq8` (unit u) whitens them and "
+        f"recalls, so the format comparison is informative for `vla-eq8` and DeltaNet and a consistency "
+        f"check for the other two (see docs/claims.md).\n")
     add("| rule | format | " + " | ".join(f"n={n}" for n in ns) + " | max abs. gap to float64 |")
     add("|---|---|" + "---|" * (len(ns) + 1))
     for rule in RECALL_RULES:
