@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Claim", "write_claims"]
+__all__ = ["Claim", "table_row", "write_claims"]
 
 SEED_ANN = "seed 000 (spectral-annihilation note)"
 SEED_VLA = "seed 003 (VLA paper)"
@@ -330,6 +330,14 @@ def _recall(out_dir: str, plots: dict, full: bool, progress) -> list[Claim]:
     return rows
 
 
+def table_row(i: int, r: Claim) -> str:
+    """One Markdown table row; pipes inside cells (norms like ||S||_F) are escaped."""
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    return f"| {i} | {cell(r.claim)} | {cell(r.source)} | {cell(r.measurement)} | **{r.verdict}** |"
+
+
 def write_claims(out_dir: str = "docs", full: bool = False, progress=print) -> str:
     """Measure every row and write ``<out_dir>/claims.md`` with plots in ``<out_dir>/claims/``."""
     plot_dir = os.path.join(out_dir, "claims")
@@ -364,7 +372,7 @@ def write_claims(out_dir: str = "docs", full: bool = False, progress=print) -> s
         "|---|---|---|---|---|",
     ]
     for i, r in enumerate(rows, 1):
-        lines.append(f"| {i} | {r.claim} | {r.source} | {r.measurement} | **{r.verdict}** |")
+        lines.append(table_row(i, r))
     lines += ["", "## Plots", ""]
     for name, path in plots.items():
         lines.append(f"![{name}]({path})")
