@@ -120,7 +120,7 @@ def vla_fixed(k, v, q, u, preset="int8", lambda0=0.1, eps=1e-4, refresh_period=2
         cw = su.normalize(np.einsum("bi,bi->b", w, kh), fw + fh)
         alpha = aa - round_shift(w * cw.m[:, None], (fw + cw.f)[:, None] - Fa, dp.rounding)
         if refresh:
-            alpha = alpha + round_shift(eta_raw * kh, fa + fh - Fa, dp.rounding)
+            alpha = alpha + mul_round_shift(kh, eta_raw, fa + fh - Fa, dp.rounding)  # exact: may pass 2**63
         alpha_n, _ = dp.block("alpha", alpha, Fa)  # the exponent is dropped: only the direction is used
         ah = dp.scale("ah", alpha_n, fan, dp.rsqrt(np.einsum("bi,bi->b", alpha_n, alpha_n), 2 * fan))
         # error and output

@@ -267,3 +267,18 @@ def test_only_the_quantised_inputs_matter(algo):
     for n in base:
         if n.endswith("_raw"):
             np.testing.assert_array_equal(base[n], other[n], err_msg=n)
+
+
+def test_wide_vla_large_eta_refresh_does_not_overflow():
+    # Regression (found by the bit-exact RTL): eta * kh in the wide preset exceeds int64 for eta >= 2**-7.
+    from specmem.golden.fixed import run_fixed
+    from specmem.golden.vla import vla
+
+    rng = np.random.default_rng(11)
+    k, v, q, u = (rng.standard_normal((40, 8)) for _ in range(4))
+    params = {"eta": 0.05, "refresh_period": 3}
+    ref = vla(k, v, q, u, **params)
+    out = run_fixed("vla", {"k": k, "v": v, "q": q, "u": u}, "wide", params)
+    rel = np.linalg.norm(out["o"] - ref["o"]) / np.linalg.norm(ref["o"])
+    assert rel < 1e-5, rel
+    np.testing.assert_allclose(out["a"], ref["a"], rtol=0, atol=1e-5 * np.abs(ref["a"]).max())
