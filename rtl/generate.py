@@ -33,7 +33,7 @@ WAIVERS = Path(__file__).with_name("lint_waivers.vlt")
 #: its multiplier width from ``mul_bits``, the annihilation core every format from the table.
 PRESETS = GOLDEN_PRESETS
 
-ALGOS = ("engine", "annihilation")
+ALGOS = ("engine", "annihilation", "vla", "linear", "deltanet")
 
 
 def _check_dk(d, k):
@@ -97,11 +97,17 @@ class Built:
     manifest: dict = field(default_factory=dict)
 
 
-def build(algo: str, d: int, k: int, preset: str = "int8") -> Built:
-    """Construct the component for ``algo`` and the manifest fields that do not need the Verilog."""
+def build(algo: str, d: int, k: int, preset: str = "int8", **params) -> Built:
+    """Construct the component for ``algo`` and the manifest fields that do not need the Verilog.
+
+    ``params``: the rule's parameters (VLA: ``lambda0``, ``eps``, ``refresh_period``, ``eta``,
+    ``u_scale``, ``in_range``; linear attention and DeltaNet: ``eps``, ``in_range``); the engine
+    and the annihilation take none."""
     if algo not in ALGOS:
         raise ValueError(f"algo: must be one of {ALGOS}, got {algo!r}")
     _check_dk(d, k)
+    if params and algo not in ("vla", "linear", "deltanet"):
+        raise ValueError(f"{next(iter(params))}: not a parameter of {algo}")
     if algo == "engine":
         if preset not in PRESETS:
             raise ValueError(f"preset: must be one of {tuple(PRESETS)}, got {preset!r}")
@@ -118,14 +124,23 @@ def build(algo: str, d: int, k: int, preset: str = "int8") -> Built:
             "cycles_per_token": d // k,
             "cycles_per_token_note": "one d-term dot product per d/k beats at one beat per cycle",
         })
+    if algo == "vla":
+        from .top import VLATop
+        top = VLATop(d, k, preset, **params)
+        return Built(top, "specmem_vla", top.manifest())
+    if algo in ("linear", "deltanet"):
+        from .top import BaselineTop
+        top = BaselineTop(algo, d, k, preset, **params)
+        return Built(top, f"specmem_{algo}", top.manifest())
     from .top import AnnihilationTop  # imported lazily: needs the fixed-point golden model
     top = AnnihilationTop(d, k, preset=preset)
     return Built(top, "specmem_annihilation", top.manifest())
 
 
-def generate(algo: str, d: int, k: int, preset: str, out_dir) -> dict:
-    """Write ``<top>.v`` and ``<top>.json`` into ``out_dir``; return the manifest (with paths)."""
-    built = build(algo, d, k, preset)
+def generate(algo: str, d: int, k: int, preset: str, out_dir, **params) -> dict:
+    """Write ``<top>.v`` and ``<top>.json`` into ``out_dir``; return the manifest (with paths).
+    ``params`` go to the rule (see :func:`build`)."""
+    built = build(algo, d, k, preset, **params)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     text = verilog.convert(built.component, name=built.top, emit_src=False)

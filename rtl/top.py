@@ -1,4 +1,5 @@
-"""Top level of the annihilation memory: AXI4-Stream in and out, status counters.
+"""Top levels: AXI4-Stream in and out, status counters (the annihilation memory; VLA, see
+:class:`VLATop`; linear attention and DeltaNet, see :class:`BaselineTop`).
 
 Ports of the generated Verilog (``clk``, synchronous active-high ``rst``):
 
@@ -23,7 +24,7 @@ from amaranth.lib.wiring import In, Out
 from .annihilation import AnnihilationCore
 from .generate import stream_packing
 
-__all__ = ["AnnihilationTop"]
+__all__ = ["AnnihilationTop", "VLATop", "BaselineTop"]
 
 
 class AnnihilationTop(wiring.Component):
@@ -113,6 +114,231 @@ class AnnihilationTop(wiring.Component):
         ]
         # framing check: tlast must sit on beat d/k - 1 of every token
         beat = Signal(range(beats))
+        errors = Signal(32)
+        m.d.comb += self.status_framing_errors.eq(errors)
+        with m.If(self.s_axis_tvalid & core.x_in.ready):
+            m.d.sync += beat.eq(Mux(beat == beats - 1, 0, beat + 1))
+            with m.If(self.s_axis_tlast != (beat == beats - 1)):
+                m.d.sync += errors.eq(errors + 1)
+        return m
+
+
+class VLATop(wiring.Component):
+    """AXI4-Stream wrapper around :class:`~specmem.rtl.vla.VLACore`.
+
+    Ports of the generated Verilog (``clk``, synchronous active-high ``rst``):
+
+    * ``s_axis_tdata`` (``k * M``), ``s_axis_tvalid``, ``s_axis_tready``, ``s_axis_tlast``: one token
+      is ``4 d/k`` beats: ``d/k`` beats of ``k``, then of ``v``, ``q``, ``u``; element ``i`` of a
+      tensor is lane ``i % k`` of that tensor's beat ``i // k``, lane ``l`` at bits
+      ``[l*M, (l+1)*M)``, two's complement, the preset's input format (int8: Q2.5). ``tlast`` is
+      expected on the last (``u``) beat of each token; a mismatch counts in
+      ``status_framing_errors`` (the core frames tokens by beat count).
+    * ``m_axis_tdata`` (``k * Wo``), ``m_axis_tuser`` (the token's block exponent ``o_frac``,
+      signed), ``m_axis_tvalid``, ``m_axis_tready``, ``m_axis_tlast``: one output token per input
+      token, ``d/k`` beats, same lane packing; ``o = tdata_lane * 2^-tuser``; ``tuser`` is the same
+      on every beat of a token; ``tlast`` on its last beat.
+    * ``status_tokens``, ``status_saturations``, ``status_refreshes``, ``status_framing_errors``
+      (32-bit counters), ``status_busy``.
+    """
+
+    def __init__(self, d: int, k: int, preset: str = "int8", **params):
+        from .vla import VLACore  # the VLA core pulls in the VLA golden model's parameter checks
+
+        self.core = VLACore(d, k, preset, **params)
+        self.d, self.k, self.preset = d, k, preset
+        F = self.core.fmt
+        self.x_width = F["k"].width
+        self.o_width = F["o"].width
+        self.o_frac_width = self.core.o_frac_width
+        super().__init__({
+            "s_axis_tdata": In(k * self.x_width),
+            "s_axis_tvalid": In(1),
+            "s_axis_tready": Out(1),
+            "s_axis_tlast": In(1),
+            "m_axis_tdata": Out(k * self.o_width),
+            "m_axis_tuser": Out(self.o_frac_width),
+            "m_axis_tvalid": Out(1),
+            "m_axis_tready": In(1),
+            "m_axis_tlast": Out(1),
+            "status_tokens": Out(32),
+            "status_saturations": Out(32),
+            "status_refreshes": Out(32),
+            "status_framing_errors": Out(32),
+            "status_busy": Out(1),
+        })
+
+    def manifest(self) -> dict:
+        """Parameters, formats, packing and timing for ``rtl/generate.py``'s JSON manifest."""
+        c = self.core
+        F = c.fmt
+        dk = self.d // self.k
+        s_axis = stream_packing(self.d, self.k, F["k"], "k, v, q, u")
+        s_axis.update({
+            "tensors": ["k", "v", "q", "u"],
+            "beats_per_token": 4 * dk,
+            "element_to_beat": "tensor n (k, v, q, u = 0, 1, 2, 3), element i -> beat n d/k + i // k, lane i % k",
+            "tlast": "on the last beat of each token (the last u beat)",
+        })
+        m_axis = stream_packing(self.d, self.k, F["o"], "o")
+        m_axis["tuser"] = {"name": "o_frac", "width": self.o_frac_width, "signed": True,
+                           "meaning": "the token's block exponent: o = lane * 2^-o_frac (o_raw, o_frac of the model)"}
+        budget = c.cycle_budget()
+        return {
+            "parameters": {"d": self.d, "k": self.k, "preset": self.preset,
+                           **{n: v for n, v in c.params.items() if n != "in_range"},
+                           "in_range": F.preset.in_range if c.params["in_range"] is None else c.params["in_range"]},
+            "formats": F.to_dict(),
+            "streams": {"s_axis": s_axis, "m_axis": m_axis},
+            "status": {
+                "status_tokens": "tokens whose output is complete (32-bit, wraps)",
+                "status_saturations": "saturated elements since reset, every narrowing of the fixed-point model "
+                                      "except the host-side input quantisation (starts at the model's count for "
+                                      "the constants 1/lambda0 and eta, normally 0)",
+                "status_refreshes": "+eta I refreshes applied (one per refresh_period tokens)",
+                "status_framing_errors": "input beats whose tlast disagreed with the 4 d/k beat count",
+                "status_busy": "a token is being received, processed, written or sent",
+            },
+            "engines": {
+                "pass": {"count": 4, "products": ["A un", "A kh", "S kh", "S qf"], "latency": c.e_au.latency,
+                         "acc_widths": [e.acc_width for e in c.pass_engines]},
+                "vector": {"latency": c.ev.latency, "acc_width": c.ev.acc_width},
+                "scalar_unit": {"count": 2, "latency": {op.name.lower(): v for op, v in c.su.latency.items()},
+                                **c.su_config.to_json()},
+                "widths": c.ranges(),
+            },
+            "reset": "synchronous; after reset the core writes A = I/lambda0, S = 0 (d^2/k cycles) and zeroes zk",
+            "cycles_per_token": {
+                "full_steady_state": budget["total"],
+                "budget": budget,
+                "floor_d2_over_k": budget["floor"],
+                "note": "next token already in its slot, output sink ready: one fused pass (token t's rank-one "
+                        "writes, token t+1's reads) plus token t+1's vector chain; the output stage and VP6 "
+                        "run beside the next pass",
+            },
+        }
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.core = core = self.core
+        beats = 4 * (self.d // self.k)
+        m.d.comb += [
+            core.x_in.payload.as_value().eq(self.s_axis_tdata),
+            core.x_in.valid.eq(self.s_axis_tvalid),
+            self.s_axis_tready.eq(core.x_in.ready),
+            self.m_axis_tdata.eq(core.o_out.payload.o.as_value()),
+            self.m_axis_tuser.eq(core.o_out.payload.o_frac),
+            self.m_axis_tlast.eq(core.o_out.payload.last),
+            self.m_axis_tvalid.eq(core.o_out.valid),
+            core.o_out.ready.eq(self.m_axis_tready),
+            self.status_tokens.eq(core.tokens),
+            self.status_saturations.eq(core.saturations),
+            self.status_refreshes.eq(core.refreshes),
+            self.status_busy.eq(core.busy),
+        ]
+        beat = Signal(range(beats))
+        errors = Signal(32)
+        m.d.comb += self.status_framing_errors.eq(errors)
+        with m.If(self.s_axis_tvalid & core.x_in.ready):
+            m.d.sync += beat.eq(Mux(beat == beats - 1, 0, beat + 1))
+            with m.If(self.s_axis_tlast != (beat == beats - 1)):
+                m.d.sync += errors.eq(errors + 1)
+        return m
+
+
+class BaselineTop(wiring.Component):
+    """AXI4-Stream wrapper around :class:`~specmem.rtl.baselines.BaselineCore` (linear attention or
+    DeltaNet).
+
+    Ports: ``s_axis_*`` (``k * M`` bits; a token is ``d/k`` beats of ``k``, then of ``v``, ``q``,
+    and for DeltaNet one more beat whose lane 0 is ``beta``; ``tlast`` on the token's last beat,
+    mismatches counted in ``status_framing_errors``), ``m_axis_*`` (``k * Wo`` bits, ``d/k`` beats
+    of ``o`` per token in the fixed ``o`` format, ``tlast`` on the last), ``status_tokens``,
+    ``status_saturations``, ``status_framing_errors`` (32-bit), ``status_busy``.
+    """
+
+    def __init__(self, algo: str, d: int, k: int, preset: str = "int8", **params):
+        from .baselines import BaselineCore
+
+        self.core = BaselineCore(algo, d, k, preset, **params)
+        self.algo, self.d, self.k, self.preset = algo, d, k, preset
+        F = self.core.fmt
+        self.x_width = F["k"].width
+        self.o_width = F["o"].width
+        super().__init__({
+            "s_axis_tdata": In(k * self.x_width),
+            "s_axis_tvalid": In(1),
+            "s_axis_tready": Out(1),
+            "s_axis_tlast": In(1),
+            "m_axis_tdata": Out(k * self.o_width),
+            "m_axis_tvalid": Out(1),
+            "m_axis_tready": In(1),
+            "m_axis_tlast": Out(1),
+            "status_tokens": Out(32),
+            "status_saturations": Out(32),
+            "status_framing_errors": Out(32),
+            "status_busy": Out(1),
+        })
+
+    def manifest(self) -> dict:
+        c = self.core
+        F = c.fmt
+        lin = self.algo == "linear"
+        tensors = ["k", "v", "q"] + ([] if lin else ["beta"])
+        s_axis = stream_packing(self.d, self.k, F["k"], ", ".join(tensors))
+        s_axis.update({
+            "tensors": tensors,
+            "beats_per_token": c.beats_per_token,
+            "element_to_beat": "tensor n (k, v, q = 0, 1, 2), element i -> beat n d/k + i // k, lane i % k"
+                               + ("" if lin else "; beta: one more beat, lane 0 (format 'beta'), other lanes ignored"),
+            "tlast": "on the last beat of each token",
+        })
+        budget = c.cycle_budget()
+        return {
+            "parameters": {"d": self.d, "k": self.k, "preset": self.preset, "eps": c.params["eps"],
+                           "in_range": F.preset.in_range if c.params["in_range"] is None else c.params["in_range"]},
+            "formats": F.to_dict(),
+            "streams": {"s_axis": s_axis, "m_axis": stream_packing(self.d, self.k, F["o"], "o")},
+            "status": {
+                "status_tokens": "tokens whose output is complete (32-bit, wraps)",
+                "status_saturations": "saturated elements since reset, every narrowing of the fixed-point model "
+                                      "except the host-side input quantisation",
+                "status_framing_errors": f"input beats whose tlast disagreed with the {c.beats_per_token}-beat count",
+                "status_busy": "a token is being received, processed, written or sent",
+            },
+            "engines": {
+                "pass": {"count": len(c.pass_engines), "latency": c.e_sq.latency,
+                         "acc_widths": [e.acc_width for e in c.pass_engines]},
+                "scalar_unit": {"count": 1, "latency": {op.name.lower(): v for op, v in c.su_fe.latency.items()},
+                                **c.su_config.to_json()},
+            },
+            "reset": "synchronous; after reset the core writes S = 0 (d^2/k cycles)",
+            "cycles_per_token": {
+                "full_steady_state": budget["total"],
+                "budget": budget,
+                "floor_d2_over_k": budget["floor"],
+                "note": "next token already in its slot, output sink ready: one fused pass (token t's rank-one "
+                        "write, token t+1's reads and outputs) per token",
+            },
+        }
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.core = core = self.core
+        beats = core.beats_per_token
+        m.d.comb += [
+            core.x_in.payload.as_value().eq(self.s_axis_tdata),
+            core.x_in.valid.eq(self.s_axis_tvalid),
+            self.s_axis_tready.eq(core.x_in.ready),
+            self.m_axis_tdata.eq(core.o_out.payload.o.as_value()),
+            self.m_axis_tlast.eq(core.o_out.payload.last),
+            self.m_axis_tvalid.eq(core.o_out.valid),
+            core.o_out.ready.eq(self.m_axis_tready),
+            self.status_tokens.eq(core.tokens),
+            self.status_saturations.eq(core.saturations),
+            self.status_busy.eq(core.busy),
+        ]
+        beat = Signal(range(max(beats, 2)))
         errors = Signal(32)
         m.d.comb += self.status_framing_errors.eq(errors)
         with m.If(self.s_axis_tvalid & core.x_in.ready):

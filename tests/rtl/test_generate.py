@@ -52,7 +52,7 @@ def test_lint_reports_warnings(tmp_path):
 @pytest.mark.parametrize(
     "args,match",
     [
-        (("vla", 16, 4, "int8"), "algo: must be one of"),
+        (("lattice", 16, 4, "int8"), "algo: must be one of"),
         (("engine", 18, 4, "int8"), "d: must be a multiple of k"),
         (("engine", 16, 4, "int3"), "preset: must be one of"),
     ],

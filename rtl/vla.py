@@ -1,0 +1,940 @@
+"""Variational Linear Attention (spec §2, Algorithm 1), bit-exact with
+``specmem.golden.fixed.vla.vla_fixed``: the same k-lane dot-product engines, scalar unit and
+state memories as the annihilation core, programmed for VLA's ``d x d`` states ``A`` and ``S``.
+
+Structure (one token; the names are the FSM states of :class:`VLACore`):
+
+* **Front end** (runs ahead, one token at a time into one of two token slots): the token arrives
+  as ``4 d/k`` beats of ``k`` elements, ``k`` then ``v`` then ``q`` then ``u``. ``kf = elu1(k)``
+  and ``qf = elu1(q)`` (the model's hardware ELU+1: constant multiply, ROM, interpolation,
+  shift), ``zk += kf`` (exact, saturating), ``||kf||²``, ``zkᵀqf``, ``||u||²``; then three
+  scalar-unit operations (``rsqrt ||kf||²``, ``rsqrt ||u||²`` times the ``u_scale`` constant,
+  ``1 / zkᵀqf``) and a scale pass writing ``kh`` and ``un`` into the slot.
+* **Fused pass** ``PASS`` over ``A`` and ``S`` (``d²/k`` cycles, one address of ``k`` elements of
+  each matrix per cycle): element ``(i, j)`` is read, token ``t``'s rank-one updates are applied
+  (``A -= round(w_i w_j) [+ eta on the diagonal]``, ``S += round(e_i ah_j)``, one saturation
+  each), the element is written back, narrowed to the multiplier format and fed to four
+  ``DotEngine``\\ s that compute token ``t+1``'s ``A un``, ``A kh``, ``S kh``, ``S qf`` (one row
+  per ``d/k`` cycles). The write of token ``t`` and the read of token ``t+1`` are one pass.
+  Per row the results land in small vector banks, and ``e_i = narrow(v_i - (S kh)_i)`` is formed.
+* **Vector chain** of token ``t+1`` (``k`` lanes, ``d/k`` cycles per vector pass, the reductions
+  on a fifth ``DotEngine``, the two square roots on the core's scalar unit): ``VP1`` zsm =
+  block(A un) and ``unᵀzsm``; ``DELTA``, ``RD_REQ/RD_WAIT`` rsqrt(delta); ``BLK_W``; ``VP2`` w and
+  ``wᵀkh``; ``CW``; ``VP3`` alpha = A kh - round(w (wᵀkh)) [+ round(eta kh)] and max|alpha|;
+  ``VP4`` alpha_n = block(alpha) and ``||alpha_n||²``; ``RA_REQ/RA_WAIT`` rsqrt; ``VP5`` ah and
+  ``ahᵀqf``; ``C2``. Then ``w``, ``e``, ``ah`` are final and the next fused pass starts at once,
+  while a second small FSM (``VP6`` num = S qf + round(e (ahᵀqf)), ``BLK_O`` the output block
+  exponent) finishes the token beside it, and the output stage streams
+  ``o = block(num / zkᵀqf)`` (``d/k`` beats) in the background.
+
+If the next token is not complete when a fused pass starts, the pass only writes; that token
+then runs a read-only pass of its own. After reset the core writes ``A = I/lambda0``, ``S = 0``
+(``CLEAR``, ``d²/k`` cycles) and the front end zeroes ``zk``.
+
+Cycles per token in steady state: ``d²/k`` for the pass plus its pipeline tail plus the chain,
+``5 d/k + 45`` to ``5 d/k + 55`` (:meth:`VLACore.cycle_budget`, ``docs/rtl.md``).
+
+Every narrowing is the model's (same formats from ``golden/fixed/formats.py``, same rounding
+points and order); run-time shifts have their ranges derived from the formats at construction
+(:meth:`VLACore.ranges`) and every intermediate is wide enough that no shift or sum wraps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from specmem.golden.fixed.datapath import Datapath
+from specmem.golden.fixed.formats import PRESETS, formats_for
+from specmem.golden.vla import _check_params
+
+from .engine import DotEngine, min_signed_width
+from .fixed import abs_value, materialise, msb_index, requantize, round_shift, round_shift_var, saturate
+from .memory import StateMemory
+from .scalar_unit import ScalarOp, ScalarUnit
+
+__all__ = ["VLACore", "elu1_hw", "normalize_hw", "block_shift_hw"]
+
+
+# ----------------------------------------------------------------------------------------------
+# datapath helpers (each is the golden primitive of the same name, in hardware)
+
+
+def block_shift_hw(m, mx, width: int, rounding: str, ew: int, name: str):
+    """Shift of ``Datapath.block`` for a vector whose largest magnitude is ``mx`` (unsigned):
+    the top bit of ``mx`` lands just below the sign bit, one more if rounding carries into it."""
+    top = msb_index(m, mx, name=f"{name}_msb")
+    sh0 = materialise(m, Mux(mx == 0, 0, top - (width - 2)), f"{name}_sh0", signed(ew))
+    rounded = round_shift_var(m, mx, sh0, rounding, max_left=width, name=f"{name}_mxr")
+    return materialise(m, sh0 + (rounded >= (1 << (width - 1))), f"{name}_sh", signed(ew))
+
+
+def normalize_hw(m, x, frac, p_bits: int, ew: int, name: str):
+    """``ScalarUnit.normalize``: a signed integer as a floating scalar ``(m, f)``, the magnitude
+    rounded (rne) to a ``P``-bit mantissa in ``[2^(P-2), 2^(P-1))``; zero gives ``(0, 0)``."""
+    mag = abs_value(m, x, name=f"{name}_abs")
+    top = msb_index(m, mag, name=f"{name}_msb")
+    zero = materialise(m, mag == 0, f"{name}_zero")
+    sh = materialise(m, Mux(zero, 0, top - (p_bits - 2)), f"{name}_sh", signed(ew))
+    r = round_shift_var(m, mag, sh, "rne", max_left=p_bits - 2, name=f"{name}_r")
+    over = materialise(m, r >= (1 << (p_bits - 1)), f"{name}_over")
+    mm = materialise(m, Mux(over, r >> 1, r), f"{name}_mm", unsigned(p_bits))
+    mant = materialise(m, Mux(x < 0, -mm, mm), f"{name}_m", signed(p_bits))
+    f = materialise(m, Mux(zero, 0, frac - sh - over), f"{name}_f", signed(ew))
+    return mant, f
+
+
+def _round_shift_const(m, value, shift: int, rounding: str, name: str):
+    """``fixed.round_shift``, with the one-bit ``rne`` case written without its constant
+    comparison (``rem > half`` is always false for one dropped bit; Verilator flags it CMPCONST)."""
+    if shift == 1 and rounding == "rne":
+        value = materialise(m, value, f"{name}_in")
+        q = materialise(m, value >> 1, f"{name}_q")
+        return materialise(m, q + (value[0] & q[0]), name)
+    return round_shift(m, value, shift, rounding, name=name)
+
+
+def elu1_hw(m, raw, in_fx, out_fx, dp: Datapath, name: str):
+    """``Datapath.elu1``: ``x + 1`` for ``x > 0``; else ``2^-(n+phi)`` with ``n + phi = -x log2 e``,
+    ``2^-phi`` interpolated between two ROM entries (floor), one rounding shift by ``n``; then one
+    saturation. Returns ``(value, overflow)``."""
+    fi, fo = in_fx.frac, out_fx.frac
+    C, L, Ib, wf = dp.exp_const_frac, dp.fmt.preset.exp_lut_bits, dp.exp_interp_bits, dp.exp_word_frac
+    F = fi + C
+    if F < L:
+        raise ValueError("preset: the elu1 ROM index needs at least exp_lut_bits fraction bits")
+    rnd = out_fx.rounding
+    raw = materialise(m, raw, f"{name}_x")
+    W = len(raw)
+    pos = materialise(m, raw > 0, f"{name}_pos")
+    out_pos = _round_shift_const(m, raw + (1 << fi), fi - fo, rnd, name=f"{name}_p")
+    t = materialise(m, Mux(pos, 0, -raw), f"{name}_t", unsigned(W))
+    p = materialise(m, t * int(dp.log2e), f"{name}_prod")
+    n = materialise(m, p >> F, f"{name}_n")
+    idx = materialise(m, p[F - L:F], f"{name}_idx")
+    low = p[:F - L]
+    wgt = low[F - L - Ib:] if F - L - Ib >= 0 else Cat(Const(0, Ib - (F - L)), low)
+    wgt = materialise(m, wgt, f"{name}_wgt")
+    rom = Array(Const(int(v), unsigned(wf + 2)) for v in dp.exp_rom)
+    lo = materialise(m, rom[idx], f"{name}_lo")
+    hi = materialise(m, rom[idx + 1], f"{name}_hi")
+    val = materialise(m, lo - (((lo - hi) * wgt) >> Ib), f"{name}_val", unsigned(wf + 2))
+    out_neg = round_shift_var(m, val, n + (wf - fo), rnd, max_left=1, name=f"{name}_neg")
+    if wf - fo < 0:
+        raise ValueError("preset: elu1's ROM word must have at least as many fraction bits as kf")
+    return saturate(m, Mux(pos, out_pos, out_neg), out_fx, name=f"{name}_sat")
+
+
+# ----------------------------------------------------------------------------------------------
+# range analysis of the run-time exponents
+
+
+def _iv(*terms):
+    """Sum of intervals ``(lo, hi)`` and integers."""
+    lo = hi = 0
+    for t in terms:
+        if isinstance(t, tuple):
+            lo, hi = lo + t[0], hi + t[1]
+        else:
+            lo, hi = lo + t, hi + t
+    return lo, hi
+
+
+def _neg(a):
+    return -a[1], -a[0]
+
+
+def _scale(a, c):
+    return (a[0] * c, a[1] * c) if c >= 0 else (a[1] * c, a[0] * c)
+
+
+def _union(*ivs):
+    return min(i[0] for i in ivs), max(i[1] for i in ivs)
+
+
+def _su_f_range(fn, frac: int, lo: int, hi: int) -> tuple[int, int]:
+    """Range of the exponent ``f`` a golden scalar-unit function gives over inputs ``[lo, hi]``
+    (``f`` depends on the input's leading-one position, its parity and a rounding carry: every
+    octave is probed at both ends and widened by one)."""
+    xs = {max(lo, 1), hi}
+    for b in range(max(lo, 1).bit_length() - 1, hi.bit_length()):
+        for x in (1 << b, (1 << (b + 1)) - 1):
+            if lo <= x <= hi:
+                xs.add(x)
+    arr = np.array(sorted(xs), dtype=object if hi >= (1 << 62) else np.int64)
+    f = [int(v) for v in np.asarray(fn(arr, frac).f).ravel()]
+    if lo == 0:
+        f.append(0)
+    return min(f) - 1, max(f) + 1
+
+
+def _bits(n: int) -> int:
+    return max(1, int(n).bit_length())
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+class VLACore(wiring.Component):
+    """VLA engine for dimension ``d`` with ``k`` lanes per matrix, one preset.
+
+    Parameters are those of ``vla_fixed`` (``lambda0``, ``eps``, ``refresh_period``, ``eta``,
+    ``u_scale`` (None: ``1/sqrt(d)``), ``in_range``); ``k`` divides ``d``.
+
+    Members: ``x_in`` (stream of ``k`` signed input elements per beat; a token is ``d/k`` beats
+    of ``k``, then of ``v``, ``q``, ``u``), ``o_out`` (stream of ``o[k]``, the token's block
+    exponent ``o_frac`` and ``last``; ``o = o_raw 2^-o_frac`` as ``o_raw``/``o_frac`` of the
+    model), status ``tokens``, ``saturations``, ``refreshes`` (32-bit) and ``busy``.
+    """
+
+    SLOTS = 2
+
+    def __init__(self, d: int, k: int, preset: str = "int8", *, lambda0: float = 0.1, eps: float = 1e-4,
+                 refresh_period: int = 20, eta: float = 1e-3, u_scale: float | None = None,
+                 in_range: float | None = None):
+        for name, v in (("d", d), ("k", k)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name}: must be an integer >= 1, got {v!r}")
+        if k > d:
+            raise ValueError(f"k: must be <= d ({d}), got {k}")
+        if d % k:
+            raise ValueError(f"d: must be a multiple of k ({k}), got {d}")
+        if not isinstance(preset, str) or preset not in PRESETS:
+            raise ValueError(f"preset: must be one of {', '.join(PRESETS)}, got {preset!r}")
+        lambda0, eps, refresh_period, eta, u_scale = _check_params(d, lambda0, eps, refresh_period, eta, u_scale)
+        self.d, self.k, self.dk, self.preset = d, k, d // k, preset
+        self.params = {"lambda0": lambda0, "eps": eps, "refresh_period": int(refresh_period), "eta": eta,
+                       "u_scale": u_scale, "in_range": in_range}
+        self.fmt = F = formats_for("vla", preset, d, {"lambda0": lambda0, "u_scale": u_scale, "in_range": in_range})
+        self.dp = dp = Datapath(F, trace=False)
+        self.su_config = cfg = F.scalar_unit
+        for name in F.tensors:
+            if F[name].saturation != "saturate":
+                raise ValueError(f"preset: tensor {name} uses {F[name].saturation}; the RTL implements 'saturate'")
+        if len({F[n] for n in ("k", "v", "q", "u")}) != 1 or F["kf"] != F["qf"]:
+            raise ValueError("preset: k, v, q, u must share one input format and kf, qf one feature format")
+        Wb = F["zsm"].width
+        if not F["w"].width == F["alpha"].width == Wb:
+            raise ValueError("preset: the block vectors zsm, w, alpha must share one width")
+        if F["s_mul"].frac + F["kh"].frac < F["k"].frac:
+            raise ValueError("preset: v must align exactly with S kh (s_mul.frac + kh.frac >= k.frac)")
+
+        # constants of the model
+        a0, n0 = F["a"].quantize(1.0 / lambda0)
+        eta_raw, n1 = F["a"].quantize(eta)
+        self.a0, self.eta_raw, self.sat_init = int(a0), int(eta_raw), int(n0 + n1)
+        ff, fin = F["kf"].frac, F["k"].frac
+        self.eps_k = int(dp.eps_raw(eps * eps, 2 * ff))
+        self.eps_u = int(dp.eps_raw(eps * eps, 2 * fin))
+        self.eps_den = int(dp.eps_raw(eps, 2 * ff))
+        self.eps_d = int(dp.eps_raw(eps, F["delta"].frac))
+        cu = cfg.const(u_scale)
+        self.cu_m, self.cu_f = int(cu.m), int(cu.f)
+
+        dk = self.dk
+        Wam, Wsm = F["a_mul"].width, F["s_mul"].width
+        Wun, Wkh, Wqf, Wah = F["un"].width, F["kh"].width, F["qf"].width, F["ah"].width
+        # the read pass: A un, A kh, S kh, S qf (one row per d/k beats)
+        self.e_au = DotEngine(k, dk, a_width=Wam, b_width=Wun)
+        self.e_ak = DotEngine(k, dk, a_width=Wam, b_width=Wkh)
+        self.e_sk = DotEngine(k, dk, a_width=Wsm, b_width=Wkh)
+        self.e_sq = DotEngine(k, dk, a_width=Wsm, b_width=Wqf)
+        # the vector chain's reductions: unᵀzsm, wᵀkh, ||alpha_n||², ahᵀqf
+        self.ev = DotEngine(k, dk, a_width=max(Wb, Wah), b_width=max(Wun, Wkh, Wqf, Wb))
+        self.pass_engines = (self.e_au, self.e_ak, self.e_sk, self.e_sq)
+        assert len({e.latency for e in self.pass_engines}) == 1
+
+        # A[i, c k + l] in bank l at address i d/k + c (depth 2 at least: no zero-width address)
+        self.amem = StateMemory(max(d * dk, 2), k, F["a"].width)
+        self.smem = StateMemory(max(d * dk, 2), k, F["s"].width)
+        self._ranges()
+
+        self.su = ScalarUnit(cfg, self.su_in, frac_width=self.su_frac_w)
+        self.su_fe = ScalarUnit(cfg, self.su_fe_in, frac_width=self.su_fe_frac_w)
+
+        M = F["k"].width
+        self.x_layout = data.ArrayLayout(signed(M), k)
+        self.o_layout = data.StructLayout({
+            "o": data.ArrayLayout(signed(F["o"].width), k),
+            "o_frac": signed(self.o_frac_width),
+            "last": 1,
+        })
+        super().__init__({
+            "x_in": In(stream.Signature(self.x_layout)),
+            "o_out": Out(stream.Signature(self.o_layout)),
+            "tokens": Out(32),
+            "saturations": Out(32),
+            "refreshes": Out(32),
+            "busy": Out(1),
+        })
+
+    # ------------------------------------------------------------------------------------------
+    def _ranges(self):
+        """Widths of every intermediate and ranges of every run-time exponent, from the formats."""
+        F, cfg, d = self.fmt, self.su_config, self.d
+        P = cfg.out_bits
+        Wb = F["zsm"].width
+        fin, ff, fh, fun = F["k"].frac, F["kf"].frac, F["kh"].frac, F["un"].frac
+        fa, fam, fs, fsm = F["a"].frac, F["a_mul"].frac, F["s"].frac, F["s_mul"].frac
+        fe, fd, fan = F["e"].frac, F["delta"].frac, F["alpha"].frac
+        Fa, Fs = fam + fh, fsm + ff
+        Wd, Wo, Wa = F["delta"].width, F["o"].width, F["a"].width
+        Wza, Waa, Wsq = self.e_au.acc_width, self.e_ak.acc_width, self.e_sq.acc_width
+        Wev = self.ev.acc_width
+        We = F["e"].width
+        r = {}
+
+        def nrm(wacc):  # shift + carry of normalize() on a wacc-bit signed value (nonzero)
+            return _iv((-(P - 2), wacc - 1 - (P - 2)), (0, 1))
+
+        r["sh_z"] = (-(Wb - 2), Wza - Wb + 2)
+        r["fz"] = _iv(fam + fun, _neg(r["sh_z"]))
+        r["s_delta"] = _iv(fun - fd, r["fz"])
+        self.delta_max = (1 << (Wd - 1)) - 1
+        r["rd_f"] = _su_f_range(cfg.rsqrt, fd, self.eps_d, self.delta_max)
+        r["sh_w"] = (-(Wb - 2), P)
+        r["fw"] = _iv(r["fz"], r["rd_f"], _neg(r["sh_w"]))
+        r["cw_f"] = _union(_iv(r["fw"], fh, _neg(nrm(Wev))), (0, 0))
+        r["s3"] = _iv(_scale(r["fw"], 2), fh - Fa, _neg(nrm(Wev)))  # nonzero wᵀkh
+        r["s3_reg"] = _union(r["s3"], _iv(r["fw"], -Fa))            # the register also holds the zero case
+        r["s_wa"] = _iv(_scale(r["fw"], 2), -fa)
+        self.ml3 = max(0, -r["s3"][0])
+        self.c_eta = fa + fh - Fa
+        Weta = _bits(self.eta_raw) + F["kh"].width + max(0, -self.c_eta) + 2
+        self.W3 = Wb + P + self.ml3 + 1
+        self.Wal = max(Waa, self.W3, Weta) + 2
+        r["sh_al"] = (-(Wb - 2), self.Wal - Wb + 2)
+        self.na_max = d * ((1 << (Wb - 1)) - 1) ** 2
+        r["ra_f"] = _su_f_range(cfg.rsqrt, 2 * fan, 0, self.na_max)
+        r["s5"] = _iv(r["ra_f"], fan - fh)
+        r["c2_f"] = _union(_iv(fh + ff, _neg(nrm(Wev))), (0, 0))
+        r["s6"] = _iv(fe - Fs, ff + fh, _neg(nrm(Wev)))
+        r["s6_reg"] = _union(r["s6"], (fe - Fs, fe - Fs))
+        self.ml6 = max(0, -r["s6"][0])
+        self.W6 = We + P + self.ml6 + 1
+        self.Wnum = max(Wsq, self.W6) + 1
+        # front end
+        M = F["k"].width
+        kf_max = F["kf"].max_raw
+        self.zk_max = F["zk"].max_raw
+        self.nk2_max = d * kf_max * kf_max
+        self.nu2_max = d * (1 << (2 * (M - 1)))
+        self.den_max = d * self.zk_max * F["qf"].max_raw
+        W = cfg.work_bits
+        self.den_bits = _bits(self.den_max)
+        self.den_pre = self.den_bits > 62   # the golden unit pre-truncates wider inputs to W bits
+        r["rden_f"] = _su_f_range(cfg.recip, 2 * ff, self.eps_den, self.den_max)
+        r["sh_o"] = (-(Wo - 2), self.Wnum + P - 3 - (Wo - 2) + 1)
+        r["o_frac"] = _iv(Fs, r["rden_f"], _neg(r["sh_o"]))
+        r["rk_f"] = _su_f_range(cfg.rsqrt, 2 * ff, self.eps_k, self.nk2_max)
+        r["s_kh"] = _iv(r["rk_f"], ff - fh)
+        r["r1_f"] = _su_f_range(cfg.rsqrt, 2 * fin, self.eps_u, self.nu2_max)
+        r["mu_f"] = _iv(r["r1_f"], self.cu_f, _neg(_iv((P - 2, P - 1), (0, 1))))
+        r["s_un"] = _iv(r["mu_f"], fin - fun)
+        r["den_frac"] = (2 * ff - max(0, self.den_bits - W), 2 * ff)
+        self.r = r
+
+        exps = [v for v in r.values()]
+        self.ew = max(min_signed_width(lo, hi) for lo, hi in exps) + 1
+        self.o_frac_width = min_signed_width(*r["o_frac"])
+        # scalar units: core (delta, ||alpha_n||²), front end (||kf||², ||u||², zkᵀqf)
+        self.su_in = max(_bits(self.delta_max), _bits(self.na_max))
+        fr = (fd, 2 * fan)
+        self.su_frac_w = min_signed_width(min(fr), max(fr))
+        self.su_fe_in = max(_bits(self.nk2_max), _bits(self.nu2_max), min(self.den_bits, W if self.den_pre else 62))
+        fr = (2 * ff, 2 * fin, *r["den_frac"])
+        self.su_fe_frac_w = min_signed_width(min(fr), max(fr))
+        # left-shift bounds: exact where the result is not saturated, clamped where it is
+        self.ml_delta = min(max(0, -r["s_delta"][0]), Wd + 1)
+        self.ml_wa = min(max(0, -r["s_wa"][0]), Wa + 2)
+        self.ml5 = min(max(0, -r["s5"][0]), F["ah"].width + 1)
+        self.ml_kh = min(max(0, -r["s_kh"][0]), F["kh"].width + 1)
+        self.ml_un = min(max(0, -r["s_un"][0]), F["un"].width + 1)
+
+    def ranges(self) -> dict:
+        """Run-time exponent ranges ``{name: (lo, hi)}`` and the widths derived from them."""
+        return {"exponents": dict(self.r), "exp_width": self.ew, "alpha_width": self.Wal, "num_width": self.Wnum,
+                "o_frac_width": self.o_frac_width, "den_width": self.den_bits}
+
+    # ------------------------------------------------------------------------------------------
+    def cycle_budget(self) -> dict:
+        """Cycles per token in steady state (the next token already in its slot, the output sink
+        always ready), phase by phase from the first cycle of one fused pass to the first cycle of
+        the next; ``total`` is what ``tests/rtl/test_vla.py`` measures. ``floor`` is ``d²/k``."""
+        dk, N = self.dk, self.d * self.dk
+        L, Lv = self.e_au.latency, self.ev.latency
+        Ls = self.su.latency[ScalarOp.RSQRT]
+        vp_sum = dk + Lv + 1       # issue d/k; the last element's register cycle; engine latency
+        vp_max = dk + 2            # issue d/k; register stage; max register
+        budget = {
+            # issue N addresses; S1, S2, S3 (write back, narrow, engine input); engine latency;
+            # the cycle that sees the last row captured (and computes block(A un)'s shift)
+            "pass": N + 3 + L + 1,
+            "vp1_zsm": vp_sum,
+            "delta_rsqrt": 1 + 1 + Ls,          # DELTA, RD_REQ, then RD_WAIT for the unit's latency
+            "blk_w": 1,
+            "vp2_w": vp_sum,
+            "cw": 1,
+            "vp3_alpha": vp_max,                # its last cycle computes block(alpha)'s shift
+            "vp4_alpha_n": vp_sum,
+            "rsqrt_alpha": 1 + Ls,              # RA_REQ, then RA_WAIT for the unit's latency
+            "vp5_ah": vp_sum,
+            "c2_launch": 1,                     # then the next pass; VP6 + BLK_O run beside it
+        }
+        budget["total"] = sum(budget.values())
+        budget["floor"] = N
+        return budget
+
+    @property
+    def cycles_per_token(self) -> int:
+        return self.cycle_budget()["total"]
+
+
+    # ------------------------------------------------------------------------------------------
+    def elaborate(self, platform):
+        m = Module()
+        F, dp, cfg = self.fmt, self.dp, self.su_config
+        d, k, dk, N = self.d, self.k, self.dk, self.d * self.dk
+        S = self.SLOTS
+        EW = self.ew
+        P = cfg.out_bits
+        rnd = F["a"].rounding
+        fin, ff, fh, fun = F["k"].frac, F["kf"].frac, F["kh"].frac, F["un"].frac
+        fa, fam, fs, fsm = F["a"].frac, F["a_mul"].frac, F["s"].frac, F["s_mul"].frac
+        fe, fd, fan = F["e"].frac, F["delta"].frac, F["alpha"].frac
+        Fa, Fs = fam + fh, fsm + ff
+        M = F["k"].width
+        Wb, Wo, We, Wah = F["zsm"].width, F["o"].width, F["e"].width, F["ah"].width
+        Wza, Waa, _, Wsq = (e.acc_width for e in self.pass_engines)
+        Wal, Wnum = self.Wal, self.Wnum
+        RP = self.params["refresh_period"]
+        DK2, N2 = max(dk, 2), max(N, 2)  # counter ranges (never zero-width)
+
+        m.submodules.amem = amem = self.amem
+        m.submodules.smem = smem = self.smem
+        for n, e in zip(("e_au", "e_ak", "e_sk", "e_sq"), self.pass_engines):
+            m.submodules[n] = e
+            m.d.comb += e.o.ready.eq(1)
+        e_au, e_ak, e_sk, e_sq = self.pass_engines
+        m.submodules.ev = ev = self.ev
+        m.d.comb += ev.o.ready.eq(1)
+        m.submodules.su = su = self.su
+        m.submodules.su_fe = sfe = self.su_fe
+
+        def vec(name, shape, depth, granular=False):
+            # (a depth of 2 at least: a one-word memory would have a zero-width address port)
+            mem = memory.Memory(shape=data.ArrayLayout(shape, k), depth=max(depth, 2), init=[])
+            m.submodules[name] = mem
+            return mem, mem.write_port(granularity=1 if granular else None)
+
+        def rd(mem, addr):
+            port = mem.read_port(domain="comb")
+            m.d.comb += port.addr.eq(addr)
+            return port.data
+
+        def sel(word, idx, shape, name):
+            """Lane ``idx`` of an ``ArrayLayout`` word."""
+            out = Signal(shape, name=name)
+            if k == 1:
+                m.d.comb += out.eq(word[0])
+                return out
+            with m.Switch(idx):
+                for l in range(k):
+                    with m.Case(l):
+                        m.d.comb += out.eq(word[l])
+            return out
+
+        def saddr(slot, a):
+            return slot * dk + a
+
+        def incr(sig, top):
+            return Mux(sig == top, 0, sig + 1)
+
+        # status
+        tokens = Signal(32)
+        sats = Signal(32, init=self.sat_init)  # the model also counts saturations of its constants
+        refreshes = Signal(32)
+        m.d.comb += [self.tokens.eq(tokens), self.saturations.eq(sats), self.refreshes.eq(refreshes)]
+        sat_flags = []  # one-bit saturation events of this cycle, each already gated
+
+        # ======================================================================== token slots
+        kh_mem, kh_w = vec("slot_kh", signed(M), S * dk)   # kf on arrival, kh after the scale pass
+        un_mem, un_w = vec("slot_un", signed(M), S * dk)   # u on arrival, un after the scale pass
+        qf_mem, qf_w = vec("slot_qf", signed(M), S * dk)
+        v_mem, v_w = vec("slot_v", signed(M), S * dk)
+        slot_full = Signal(S)
+        rden_m = [Signal(signed(P), name=f"rden_m{s}") for s in range(S)]
+        rden_f = [Signal(signed(EW), name=f"rden_f{s}") for s in range(S)]
+        cslot = Signal(range(S))   # the token the core reads and runs the chain of
+        wslot = Signal(range(S))   # the token the front end fills
+
+        # ======================================================================== front end
+        zk_mem, zk_w = vec("zk", unsigned(F["zk"].width), dk)
+        zmax = self.zk_max
+        phase = Signal(2)
+        beat = Signal(range(DK2))
+        recv_done = Signal()
+        r_v, r_phase, r_beat = Signal(), Signal(2), Signal(range(DK2))
+        r_x = Signal(self.x_layout)
+        nk2 = Signal(unsigned(_bits(self.nk2_max)))
+        nu2 = Signal(unsigned(_bits(self.nu2_max)))
+        den = Signal(unsigned(self.den_bits))
+        rk_m, rk_f = Signal(signed(P)), Signal(signed(EW))
+        mu_m, mu_f = Signal(signed(P)), Signal(signed(EW))
+        sa = Signal(range(DK2))
+        fe_clr = Signal(range(DK2))
+        fe_recv, fe_clear, fe_scale = Signal(), Signal(), Signal()
+
+        x_ok = materialise(m, fe_recv & ~recv_done & ~slot_full.bit_select(wslot, 1), "x_ok")
+        m.d.comb += self.x_in.ready.eq(x_ok)
+        accept = self.x_in.valid & x_ok
+        m.d.sync += r_v.eq(accept)
+        with m.If(accept):
+            m.d.sync += [r_phase.eq(phase), r_beat.eq(beat), r_x.eq(self.x_in.payload)]
+            with m.If(beat == dk - 1):
+                m.d.sync += [beat.eq(0), phase.eq(phase + 1)]
+                with m.If(phase == 3):
+                    m.d.sync += recv_done.eq(1)
+            with m.Else():
+                m.d.sync += beat.eq(beat + 1)
+
+        # features of the registered beat (k lanes of elu1; used for k and for q)
+        zk_rd = rd(zk_mem, r_beat)
+        feat = [elu1_hw(m, r_x[l], F["k"], F["kf"], dp, name=f"elu{l}") for l in range(k)]
+        Wz = F["zk"].width
+        zk_sum = [materialise(m, zk_rd[l] + feat[l][0].as_unsigned(), f"zk_sum{l}") for l in range(k)]
+        zk_new = [materialise(m, Mux(zk_sum[l] > zmax, zmax + 1, zk_sum[l]), f"zk_new{l}", unsigned(Wz))
+                  for l in range(k)]
+        zk_val = [materialise(m, Mux(zk_rd[l] > zmax, zmax, zk_rd[l]), f"zk_val{l}", unsigned(Wz)) for l in range(k)]
+        slot_a = saddr(wslot, r_beat)
+        first = r_beat == 0
+        with m.If(r_v):
+            with m.Switch(r_phase):
+                with m.Case(0):  # k: kf, zk += kf (exact, saturating), ||kf||²
+                    m.d.comb += [kh_w.addr.eq(slot_a), kh_w.en.eq(1), zk_w.addr.eq(r_beat), zk_w.en.eq(1)]
+                    m.d.comb += [kh_w.data[l].eq(feat[l][0]) for l in range(k)]
+                    m.d.comb += [zk_w.data[l].eq(zk_new[l]) for l in range(k)]
+                    m.d.sync += nk2.eq(Mux(first, 0, nk2) + sum(feat[l][0] * feat[l][0] for l in range(k)))
+                with m.Case(1):  # v
+                    m.d.comb += [v_w.addr.eq(slot_a), v_w.en.eq(1), v_w.data.eq(r_x)]
+                with m.Case(2):  # q: qf, zkᵀqf
+                    m.d.comb += [qf_w.addr.eq(slot_a), qf_w.en.eq(1)]
+                    m.d.comb += [qf_w.data[l].eq(feat[l][0]) for l in range(k)]
+                    m.d.sync += den.eq(Mux(first, 0, den) + sum(zk_val[l] * feat[l][0].as_unsigned() for l in range(k)))
+                with m.Case(3):  # u, ||u||²
+                    m.d.comb += [un_w.addr.eq(slot_a), un_w.en.eq(1), un_w.data.eq(r_x)]
+                    m.d.sync += nu2.eq(Mux(first, 0, nu2) + sum(r_x[l] * r_x[l] for l in range(k)))
+        for l in range(k):
+            sat_flags.append(r_v & ((r_phase == 0) | (r_phase == 2)) & feat[l][1])
+            sat_flags.append(r_v & (r_phase == 0) & (zk_sum[l] > zmax))
+
+        # scale pass: kh = kf rsqrt(||kf||²), un = u (rsqrt(||u||²) u_scale), in place
+        kf_rd = rd(kh_mem, saddr(wslot, sa))
+        u_rd = rd(un_mem, saddr(wslot, sa))
+        kh_sc = [saturate(m, round_shift_var(m, kf_rd[l] * rk_m, rk_f + (ff - fh), rnd, max_left=self.ml_kh,
+                                             name=f"sc_kh{l}"), F["kh"], name=f"sc_khs{l}") for l in range(k)]
+        un_sc = [saturate(m, round_shift_var(m, u_rd[l] * mu_m, mu_f + (fin - fun), rnd, max_left=self.ml_un,
+                                             name=f"sc_un{l}"), F["un"], name=f"sc_uns{l}") for l in range(k)]
+        for l in range(k):
+            sat_flags += [fe_scale & kh_sc[l][1], fe_scale & un_sc[l][1]]
+        # u's two scalars multiplied as the golden ScalarUnit.mul does (one mantissa rounding)
+        mu_nm, mu_nf = normalize_hw(m, sfe.o.payload.m * self.cu_m, sfe.o.payload.f + self.cu_f, P, EW, "mu")
+        den_c = materialise(m, Mux(den < self.eps_den, self.eps_den, den), "den_c")
+        if self.den_pre:  # as the golden unit: keep work_bits significant bits, the shift in frac
+            W = cfg.work_bits
+            top = msb_index(m, den_c, name="den_msb")
+            dsh = materialise(m, Mux(top > W - 1, top - (W - 1), 0), "den_sh", unsigned(_bits(self.den_bits)))
+            den_x, den_fr = materialise(m, den_c >> dsh, "den_x"), materialise(m, 2 * ff - dsh, "den_fr")
+        else:
+            den_x, den_fr = den_c, Const(2 * ff, signed(self.su_fe_frac_w))
+
+        def fe_req(x, frac, op, nxt):
+            m.d.comb += [sfe.i.valid.eq(1), sfe.i.payload.x.eq(x), sfe.i.payload.frac.eq(frac),
+                         sfe.i.payload.op.eq(op)]
+            with m.If(sfe.i.ready):
+                m.next = nxt
+
+        with m.FSM(init="FE_CLEAR", name="fe") as fe_fsm:
+            with m.State("FE_CLEAR"):  # zk = 0 after reset
+                m.d.comb += [fe_clear.eq(1), zk_w.addr.eq(fe_clr), zk_w.en.eq(1)]
+                m.d.comb += [zk_w.data[l].eq(0) for l in range(k)]
+                m.d.sync += fe_clr.eq(incr(fe_clr, dk - 1))
+                with m.If(fe_clr == dk - 1):
+                    m.next = "FE_RECV"
+            with m.State("FE_RECV"):
+                m.d.comb += fe_recv.eq(1)
+                with m.If(r_v & (r_phase == 3) & (r_beat == dk - 1)):
+                    m.next = "FE_NK_REQ"
+            with m.State("FE_NK_REQ"):
+                fe_req(Mux(nk2 < self.eps_k, self.eps_k, nk2), 2 * ff, ScalarOp.RSQRT, "FE_NK_WAIT")
+            with m.State("FE_NK_WAIT"):
+                m.d.comb += sfe.o.ready.eq(1)
+                with m.If(sfe.o.valid):
+                    m.d.sync += [rk_m.eq(sfe.o.payload.m), rk_f.eq(sfe.o.payload.f)]
+                    m.next = "FE_NU_REQ"
+            with m.State("FE_NU_REQ"):
+                fe_req(Mux(nu2 < self.eps_u, self.eps_u, nu2), 2 * fin, ScalarOp.RSQRT, "FE_NU_WAIT")
+            with m.State("FE_NU_WAIT"):
+                m.d.comb += sfe.o.ready.eq(1)
+                with m.If(sfe.o.valid):
+                    m.d.sync += [mu_m.eq(mu_nm), mu_f.eq(mu_nf)]
+                    m.next = "FE_DEN_REQ"
+            with m.State("FE_DEN_REQ"):
+                fe_req(den_x, den_fr, ScalarOp.RECIP, "FE_DEN_WAIT")
+            with m.State("FE_DEN_WAIT"):
+                m.d.comb += sfe.o.ready.eq(1)
+                with m.If(sfe.o.valid):
+                    for s in range(S):
+                        with m.If(wslot == s):
+                            m.d.sync += [rden_m[s].eq(sfe.o.payload.m), rden_f[s].eq(sfe.o.payload.f)]
+                    m.d.sync += sa.eq(0)
+                    m.next = "FE_SCALE"
+            with m.State("FE_SCALE"):
+                m.d.comb += [fe_scale.eq(1), kh_w.addr.eq(saddr(wslot, sa)), kh_w.en.eq(1),
+                             un_w.addr.eq(saddr(wslot, sa)), un_w.en.eq(1)]
+                m.d.comb += [kh_w.data[l].eq(kh_sc[l][0]) for l in range(k)]
+                m.d.comb += [un_w.data[l].eq(un_sc[l][0]) for l in range(k)]
+                m.d.sync += sa.eq(incr(sa, dk - 1))
+                with m.If(sa == dk - 1):
+                    m.next = "FE_DONE"
+            with m.State("FE_DONE"):
+                m.d.sync += [slot_full.bit_select(wslot, 1).eq(1), wslot.eq(incr(wslot, S - 1)), recv_done.eq(0)]
+                m.next = "FE_RECV"
+        fe_idle = materialise(m, fe_recv & (phase == 0) & (beat == 0) & ~r_v & ~recv_done, "fe_idle")
+
+        # ======================================================================== core vectors
+        za_mem, za_w = vec("v_za", signed(Wza), dk, granular=True)
+        aa_mem, aa_w = vec("v_aa", signed(Waa), dk, granular=True)
+        sq_mem, sq_w = vec("v_sq", signed(Wsq), dk, granular=True)
+        e_mem, e_w = vec("v_e", signed(We), dk, granular=True)
+        zsm_mem, zsm_w = vec("v_zsm", signed(Wb), dk)
+        w_mem, w_w = vec("v_w", signed(Wb), dk)
+        al_mem, al_w = vec("v_alpha", signed(Wal), dk)
+        an_mem, an_w = vec("v_alpha_n", signed(Wb), dk)
+        ah_mem, ah_w = vec("v_ah", signed(Wah), dk)
+        num_mem, num_w = vec("v_num", signed(Wnum), dk)
+
+        # the vector banks by name (for testbenches: ``ctx.get(mem.data[addr])`` is a k-lane word)
+        self.vector_banks = {"za": za_mem, "aa": aa_mem, "sq": sq_mem, "e": e_mem, "zsm": zsm_mem, "w": w_mem,
+                     "alpha": al_mem, "an": an_mem, "ah": ah_mem, "num": num_mem}
+        # chain registers (per token)
+        refresh = Signal()            # token being chained / written gets +eta I
+        tcount = Signal(range(max(RP, 1)))
+        za_max = Signal(unsigned(Wza))
+        sh_z, fz = Signal(signed(EW)), Signal(signed(EW))
+        dacc = Signal(signed(self.ev.acc_width))
+        delta = Signal(unsigned(F["delta"].width))
+        rd_m, rd_f = Signal(signed(P)), Signal(signed(EW))
+        sh_w, fw = Signal(signed(EW)), Signal(signed(EW))
+        cw_m, s3, s_wa = Signal(signed(P)), Signal(signed(EW)), Signal(signed(EW))
+        sh_al = Signal(signed(EW))
+        ra_m, s5 = Signal(signed(P)), Signal(signed(EW))
+        c2_m, s6 = Signal(signed(P)), Signal(signed(EW))
+        vsum = Signal(signed(self.ev.acc_width))
+
+        # ======================================================================== fused pass
+        wr, rdp = Signal(), Signal()            # this pass writes token t / reads token t+1
+        p_on = Signal()
+        pn = Signal(range(N2))
+        pi, pia, pil, pc = Signal(range(max(d, 2))), Signal(range(DK2)), Signal(range(max(k, 2))), Signal(range(DK2))
+        clear = Signal()
+        core_idle = Signal()
+        m.d.comb += [amem.rd_addr.eq(pn), amem.rd_en.eq(p_on), smem.rd_addr.eq(pn), smem.rd_en.eq(p_on)]
+        with m.If(p_on | clear):
+            m.d.sync += [pn.eq(incr(pn, N - 1)), pc.eq(incr(pc, dk - 1))]
+            with m.If(pc == dk - 1):
+                m.d.sync += [pi.eq(incr(pi, d - 1)), pil.eq(incr(pil, k - 1))]
+                with m.If(pil == k - 1):
+                    m.d.sync += pia.eq(incr(pia, dk - 1))
+            with m.If(pn == N - 1):
+                m.d.sync += p_on.eq(0)
+
+        # S1: A, S read; row and lane operands; products
+        s1_v, s1_n, s1_ia, s1_il, s1_c = (Signal(name="s1_v"), Signal(range(N2), name="s1_n"),
+                                         Signal(range(DK2), name="s1_ia"), Signal(range(max(k, 2)), name="s1_il"),
+                                         Signal(range(DK2), name="s1_c"))
+        m.d.sync += [s1_v.eq(p_on), s1_n.eq(pn), s1_ia.eq(pia), s1_il.eq(pil), s1_c.eq(pc)]
+        w_lane = rd(w_mem, s1_c)
+        ah_lane = rd(ah_mem, s1_c)
+        w_row = sel(rd(w_mem, s1_ia), s1_il, signed(Wb), "w_row")
+        e_row = sel(rd(e_mem, s1_ia), s1_il, signed(We), "e_row")
+        s2_v, s2_n, s2_c = Signal(name="s2_v"), Signal(range(N2), name="s2_n"), Signal(range(DK2), name="s2_c")
+        s2_diag = Signal(k)
+        s2_A = [Signal(signed(F["a"].width), name=f"s2_A{l}") for l in range(k)]
+        s2_S = [Signal(signed(F["s"].width), name=f"s2_S{l}") for l in range(k)]
+        s2_pw = [Signal(signed(2 * Wb), name=f"s2_pw{l}") for l in range(k)]
+        s2_pe = [Signal(signed(We + Wah), name=f"s2_pe{l}") for l in range(k)]
+        m.d.sync += [s2_v.eq(s1_v), s2_n.eq(s1_n), s2_c.eq(s1_c)]
+        for l in range(k):
+            m.d.sync += [s2_A[l].eq(amem.rd_data[l]), s2_S[l].eq(smem.rd_data[l]),
+                         s2_pw[l].eq(w_row * w_lane[l]), s2_pe[l].eq(e_row * ah_lane[l]),
+                         s2_diag[l].eq((s1_ia == s1_c) & (s1_il == l))]
+
+        # S2: A - round(w_i w_j) [+ eta], S + round(e_i ah_j); one saturation each
+        s3_v, s3_n, s3_c = Signal(name="s3_v"), Signal(range(N2), name="s3_n"), Signal(range(DK2), name="s3_c")
+        s3_A = [Signal(signed(F["a"].width), name=f"s3_A{l}") for l in range(k)]
+        s3_S = [Signal(signed(F["s"].width), name=f"s3_S{l}") for l in range(k)]
+        m.d.sync += [s3_v.eq(s2_v), s3_n.eq(s2_n), s3_c.eq(s2_c)]
+        for l in range(k):
+            ta = round_shift_var(m, -s2_pw[l], s_wa, rnd, max_left=self.ml_wa, name=f"wa{l}")
+            eta = Mux(refresh & s2_diag[l], self.eta_raw, 0)
+            na_, oa_ = saturate(m, s2_A[l] + ta + eta, F["a"], name=f"wa_sat{l}")
+            ts = round_shift(m, s2_pe[l], fe + fh - fs, rnd, name=f"ws{l}")
+            ns_, os_ = saturate(m, s2_S[l] + ts, F["s"], name=f"ws_sat{l}")
+            m.d.sync += [s3_A[l].eq(Mux(wr, na_, s2_A[l])), s3_S[l].eq(Mux(wr, ns_, s2_S[l]))]
+            sat_flags += [s2_v & wr & oa_, s2_v & wr & os_]
+
+        # S3: write back; narrow into the multipliers; the four engines (next token's vectors)
+        with m.If(clear):
+            m.d.comb += [amem.wr_addr.eq(pn), amem.wr_en.eq((1 << k) - 1), smem.wr_addr.eq(pn),
+                         smem.wr_en.eq((1 << k) - 1)]
+            for l in range(k):
+                m.d.comb += [amem.wr_data[l].eq(Mux((pia == pc) & (pil == l), self.a0, 0)), smem.wr_data[l].eq(0)]
+        with m.Else():
+            m.d.comb += [amem.wr_addr.eq(s3_n), amem.wr_en.eq(Mux(s3_v & wr, (1 << k) - 1, 0)),
+                         smem.wr_addr.eq(s3_n), smem.wr_en.eq(Mux(s3_v & wr, (1 << k) - 1, 0))]
+            m.d.comb += [amem.wr_data[l].eq(s3_A[l]) for l in range(k)]
+            m.d.comb += [smem.wr_data[l].eq(s3_S[l]) for l in range(k)]
+        un_p = rd(un_mem, saddr(cslot, s3_c))
+        kh_p = rd(kh_mem, saddr(cslot, s3_c))
+        qf_p = rd(qf_mem, saddr(cslot, s3_c))
+        feed = s3_v & rdp
+        for e in self.pass_engines:
+            m.d.comb += [e.i.valid.eq(feed), e.i.payload.first.eq(s3_c == 0), e.i.payload.last.eq(s3_c == dk - 1)]
+        for l in range(k):
+            am, ao = requantize(m, s3_A[l], fa, F["a_mul"], name=f"am{l}")
+            sm, so = requantize(m, s3_S[l], fs, F["s_mul"], name=f"sm{l}")
+            sat_flags += [feed & ao, feed & so]
+            m.d.comb += [e_au.i.payload.a[l].eq(am), e_au.i.payload.b[l].eq(un_p[l]),
+                         e_ak.i.payload.a[l].eq(am), e_ak.i.payload.b[l].eq(kh_p[l]),
+                         e_sk.i.payload.a[l].eq(sm), e_sk.i.payload.b[l].eq(kh_p[l]),
+                         e_sq.i.payload.a[l].eq(sm), e_sq.i.payload.b[l].eq(qf_p[l])]
+
+        # rows out of the engines: A un, A kh, S qf stored; e = narrow(v - S kh); max |A un|
+        orow, oia, oil = Signal(range(max(d, 2))), Signal(range(DK2)), Signal(range(max(k, 2)))
+        rows_done = Signal()
+        v_row = sel(rd(v_mem, saddr(cslot, oia)), oil, signed(M), "v_row")
+        e_new, e_ovf = requantize(m, (v_row << (fsm + fh - fin)) - e_sk.o.payload.sum, fsm + fh, F["e"], name="e_new")
+        za_abs = abs_value(m, e_au.o.payload.sum, name="za_abs")
+        row_v = e_au.o.valid
+        sat_flags.append(row_v & e_ovf)
+        for mem_w, val in ((za_w, e_au.o.payload.sum), (aa_w, e_ak.o.payload.sum), (sq_w, e_sq.o.payload.sum),
+                           (e_w, e_new)):
+            m.d.comb += [mem_w.addr.eq(oia), mem_w.en.eq(Mux(row_v, 1 << oil, 0))]
+            m.d.comb += [mem_w.data[l].eq(val) for l in range(k)]
+        with m.If(row_v):
+            m.d.sync += [orow.eq(incr(orow, d - 1)), oil.eq(incr(oil, k - 1)),
+                         za_max.eq(Mux((orow == 0) | (za_abs > za_max), za_abs, za_max))]
+            with m.If(oil == k - 1):
+                m.d.sync += oia.eq(incr(oia, dk - 1))
+            with m.If(orow == d - 1):
+                m.d.sync += rows_done.eq(1)
+        pass_done = materialise(m, ~p_on & ~s1_v & ~s2_v & ~s3_v & (~rdp | rows_done), "pass_done")
+
+        def start_pass(write, read):
+            m.d.sync += [wr.eq(write), rdp.eq(read), p_on.eq(1), pn.eq(0), pi.eq(0), pia.eq(0), pil.eq(0),
+                         pc.eq(0), rows_done.eq(0), orow.eq(0), oia.eq(0), oil.eq(0)]
+
+        # ======================================================================== vector unit
+        v_on, va = Signal(), Signal(range(DK2))
+        vr_v, vr_a = Signal(), Signal(range(DK2))
+        Wv = max(Wal, Wnum, Wb, Wah) + 1
+        alu = [Signal(signed(Wv), name=f"alu{l}") for l in range(k)]
+        vr = [Signal(signed(Wv), name=f"vr{l}") for l in range(k)]
+        vmax = Signal(unsigned(Wv))
+        with m.If(v_on):
+            m.d.sync += [va.eq(incr(va, dk - 1))]
+            with m.If(va == dk - 1):
+                m.d.sync += v_on.eq(0)
+        m.d.sync += [vr_v.eq(v_on), vr_a.eq(va)]
+        m.d.sync += [vr[l].eq(alu[l]) for l in range(k)]
+        mags = [abs_value(m, vr[l], name=f"vr_abs{l}") for l in range(k)]
+        lmax = mags[0]
+        for l in range(1, k):
+            lmax = materialise(m, Mux(mags[l] > lmax, mags[l], lmax), f"vr_max{l}")
+        with m.If(vr_v):
+            m.d.sync += vmax.eq(Mux((vr_a == 0) | (lmax > vmax), lmax, vmax))
+
+        def start_vp():
+            m.d.sync += [v_on.eq(1), va.eq(0)]
+
+        # element-wise operations at the issue address (one per pass)
+        za_v, aa_v, sq_v, e_v = rd(za_mem, va), rd(aa_mem, va), rd(sq_mem, va), rd(e_mem, va)
+        zsm_v, w_v, al_v, an_v = rd(zsm_mem, va), rd(w_mem, va), rd(al_mem, va), rd(an_mem, va)
+        kh_v = rd(kh_mem, saddr(cslot, va))
+        op_zsm = [round_shift_var(m, za_v[l], sh_z, rnd, max_left=Wb - 2, name=f"vp1_{l}") for l in range(k)]
+        op_w = [round_shift_var(m, zsm_v[l] * rd_m, sh_w, rnd, max_left=Wb - 2, name=f"vp2_{l}") for l in range(k)]
+        op_al = []
+        for l in range(k):
+            t3 = round_shift_var(m, w_v[l] * cw_m, s3, rnd, max_left=self.ml3, name=f"vp3_{l}")
+            te = round_shift(m, kh_v[l] * self.eta_raw, self.c_eta, rnd, name=f"vp3e_{l}")
+            op_al.append(materialise(m, aa_v[l] - t3 + Mux(refresh, te, 0), f"vp3o_{l}"))
+        op_an = [round_shift_var(m, al_v[l], sh_al, rnd, max_left=Wb - 2, name=f"vp4_{l}") for l in range(k)]
+        op_ah = [saturate(m, round_shift_var(m, an_v[l] * ra_m, s5, rnd, max_left=self.ml5, name=f"vp5_{l}"),
+                          F["ah"], name=f"vp5s_{l}") for l in range(k)]
+        op_num = [materialise(m, sq_v[l] + round_shift_var(m, e_v[l] * c2_m, s6, rnd, max_left=self.ml6,
+                                                           name=f"vp6_{l}"), f"vp6o_{l}") for l in range(k)]
+        # reduction operands at the register stage
+        un_r = rd(un_mem, saddr(cslot, vr_a))
+        kh_r = rd(kh_mem, saddr(cslot, vr_a))
+        qf_r = rd(qf_mem, saddr(cslot, vr_a))
+
+        def vp_state(ops, bank_w, aux=None):
+            m.d.comb += [alu[l].eq(ops[l]) for l in range(k)]
+            m.d.comb += [bank_w.addr.eq(vr_a), bank_w.en.eq(vr_v)]
+            m.d.comb += [bank_w.data[l].eq(vr[l]) for l in range(k)]
+            if aux is not None:
+                m.d.comb += [ev.i.valid.eq(vr_v), ev.i.payload.first.eq(vr_a == 0), ev.i.payload.last.eq(vr_a == dk - 1)]
+                m.d.comb += [ev.i.payload.a[l].eq(vr[l]) for l in range(k)]
+                m.d.comb += [ev.i.payload.b[l].eq(aux[l]) for l in range(k)]
+
+        vp_max_done = ~v_on & ~vr_v
+
+        # ======================================================================== output stage
+        o_busy, oa = Signal(), Signal(range(DK2))
+        o_m, o_sh, o_fr = Signal(signed(P)), Signal(signed(EW)), Signal(signed(self.o_frac_width))
+        num_o = rd(num_mem, oa)
+        for l in range(k):
+            ov = round_shift_var(m, num_o[l] * o_m, o_sh, rnd, max_left=Wo - 2, name=f"o{l}")
+            m.d.comb += self.o_out.payload.o[l].eq(ov)
+        m.d.comb += [self.o_out.valid.eq(o_busy), self.o_out.payload.o_frac.eq(o_fr),
+                     self.o_out.payload.last.eq(oa == dk - 1)]
+        with m.If(self.o_out.valid & self.o_out.ready):
+            m.d.sync += oa.eq(incr(oa, dk - 1))
+            with m.If(oa == dk - 1):
+                m.d.sync += o_busy.eq(0)
+
+        # ======================================================================== scalar work
+        blk_z = block_shift_hw(m, za_max, Wb, rnd, EW, "blk_z")
+        dl = round_shift_var(m, dacc, fz + (fun - fd), rnd, max_left=self.ml_delta, name="delta_r")
+        delta_c, delta_ovf = saturate(m, dl + (1 << fd), F["delta"], name="delta_sat")
+        blk_w = block_shift_hw(m, materialise(m, vmax[:Wb] * rd_m.as_unsigned(), "mx_w"), Wb, rnd, EW, "blk_w")
+        cw_nm, cw_nf = normalize_hw(m, vsum, fw + fh, P, EW, "cw")
+        blk_al = block_shift_hw(m, vmax[:Wal], Wb, rnd, EW, "blk_al")
+        c2_nm, c2_nf = normalize_hw(m, vsum, fh + ff, P, EW, "c2")
+        rden_mc = Signal(signed(P))
+        rden_fc = Signal(signed(EW))
+        m.d.comb += [rden_mc.eq(Array(rden_m)[cslot]), rden_fc.eq(Array(rden_f)[cslot])]
+        t_rden_m, t_rden_f = Signal(signed(P)), Signal(signed(EW))  # the tail's token's 1/zkᵀqf
+        blk_o = block_shift_hw(m, materialise(m, vmax[:Wnum] * t_rden_m.as_unsigned(), "mx_o"), Wo, rnd, EW, "blk_o")
+        launch, tail_idle = Signal(), Signal()
+        nslot = materialise(m, incr(cslot, S - 1), "nslot", range(S))
+
+        def su_req(x, frac, nxt):
+            m.d.comb += [su.i.valid.eq(1), su.i.payload.x.eq(x), su.i.payload.frac.eq(frac),
+                         su.i.payload.op.eq(ScalarOp.RSQRT)]
+            with m.If(su.i.ready):
+                m.next = nxt
+
+        # ======================================================================== sequencer
+        with m.FSM(init="CLEAR", name="core") as fsm:
+            with m.State("CLEAR"):  # A = I / lambda0, S = 0 (RAM survives reset)
+                m.d.comb += clear.eq(1)
+                with m.If(pn == N - 1):
+                    m.next = "IDLE"
+            with m.State("IDLE"):
+                m.d.comb += core_idle.eq(1)
+                with m.If(slot_full.bit_select(cslot, 1)):
+                    start_pass(0, 1)
+                    m.next = "PASS"
+            with m.State("PASS"):
+                with m.If(pass_done):
+                    with m.If(rdp):  # the chain of the token just read; block(A un)'s shift now
+                        m.d.sync += [sh_z.eq(blk_z), fz.eq(fam + fun - blk_z)]
+                        if RP:
+                            last_in_period = tcount == RP - 1
+                            m.d.sync += [tcount.eq(incr(tcount, RP - 1)), refresh.eq(last_in_period)]
+                            with m.If(last_in_period):
+                                m.d.sync += refreshes.eq(refreshes + 1)
+                        start_vp()
+                        m.next = "VP1"
+                    with m.Else():
+                        m.next = "IDLE"
+            with m.State("VP1"):  # zsm = block(A un); unᵀzsm
+                vp_state(op_zsm, zsm_w, un_r)
+                with m.If(ev.o.valid):
+                    m.d.sync += dacc.eq(ev.o.payload.sum)
+                    m.next = "DELTA"
+            with m.State("DELTA"):  # delta = max(clip(round(unᵀzsm) + 1), eps)
+                m.d.sync += delta.eq(Mux(delta_c < self.eps_d, self.eps_d, delta_c))
+                sat_flags.append(fsm.ongoing("DELTA") & delta_ovf)
+                m.next = "RD_REQ"
+            with m.State("RD_REQ"):
+                su_req(delta, fd, "RD_WAIT")
+            with m.State("RD_WAIT"):
+                m.d.comb += su.o.ready.eq(1)
+                with m.If(su.o.valid):
+                    m.d.sync += [rd_m.eq(su.o.payload.m), rd_f.eq(su.o.payload.f)]
+                    m.next = "BLK_W"
+            with m.State("BLK_W"):  # w = block(zsm rsqrt(delta)): the shift from max|zsm| * m
+                m.d.sync += [sh_w.eq(blk_w), fw.eq(fz + rd_f - blk_w)]
+                start_vp()
+                m.next = "VP2"
+            with m.State("VP2"):  # w; wᵀkh
+                vp_state(op_w, w_w, kh_r)
+                with m.If(ev.o.valid):
+                    m.d.sync += vsum.eq(ev.o.payload.sum)
+                    m.next = "CW"
+            with m.State("CW"):
+                m.d.sync += [cw_m.eq(cw_nm), s3.eq(fw + cw_nf - Fa), s_wa.eq(2 * fw - fa)]
+                start_vp()
+                m.next = "VP3"
+            with m.State("VP3"):  # alpha = A kh - round(w (wᵀkh)) [+ round(eta kh)]; max |alpha|
+                vp_state(op_al, al_w)
+                with m.If(vp_max_done):  # block(alpha)'s shift from the final max
+                    m.d.sync += sh_al.eq(blk_al)
+                    start_vp()
+                    m.next = "VP4"
+            with m.State("VP4"):  # alpha_n = block(alpha) (exponent dropped); ||alpha_n||²
+                vp_state(op_an, an_w, vr)
+                with m.If(ev.o.valid):
+                    m.d.sync += vsum.eq(ev.o.payload.sum)
+                    m.next = "RA_REQ"
+            with m.State("RA_REQ"):
+                su_req(vsum.as_unsigned(), 2 * fan, "RA_WAIT")
+            with m.State("RA_WAIT"):
+                m.d.comb += su.o.ready.eq(1)
+                with m.If(su.o.valid):
+                    m.d.sync += [ra_m.eq(su.o.payload.m), s5.eq(su.o.payload.f + (fan - fh))]
+                    start_vp()
+                    m.next = "VP5"
+            with m.State("VP5"):  # ah = alpha_n rsqrt(||alpha_n||²); ahᵀqf
+                vp_state([op_ah[l][0] for l in range(k)], ah_w, qf_r)
+                sat_flags.extend(fsm.ongoing("VP5") & v_on & op_ah[l][1] for l in range(k))
+                with m.If(ev.o.valid):
+                    m.d.sync += vsum.eq(ev.o.payload.sum)
+                    m.next = "C2"
+            with m.State("C2"):
+                # c2 = ahᵀqf as a floating scalar; w, e, ah are final: the write pass (fused with the
+                # next token's read) starts, and the output tail (VP6, BLK_O) runs beside it once the
+                # previous token's o has left (num is rewritten)
+                m.d.sync += [c2_m.eq(c2_nm), s6.eq(c2_nf + (fe - Fs))]
+                with m.If(tail_idle & ~o_busy):
+                    m.d.comb += launch.eq(1)
+                    m.d.sync += [t_rden_m.eq(rden_mc), t_rden_f.eq(rden_fc),
+                                 slot_full.bit_select(cslot, 1).eq(0), cslot.eq(nslot)]
+                    start_pass(1, slot_full.bit_select(nslot, 1))
+                    m.next = "PASS"
+
+        # output tail of the token just chained, beside the next pass (which rewrites sq and e only
+        # after its first row, d/k + 3 + L cycles in, when VP6 has read them all)
+        with m.FSM(init="TAIL_IDLE", name="tail"):
+            with m.State("TAIL_IDLE"):
+                m.d.comb += tail_idle.eq(1)
+                with m.If(launch):
+                    start_vp()
+                    m.next = "VP6"
+            with m.State("VP6"):  # num = S qf + round(e (ahᵀqf)); max |num|
+                vp_state(op_num, num_w)
+                with m.If(vp_max_done):
+                    m.next = "BLK_O"
+            with m.State("BLK_O"):  # o = block(num / zkᵀqf): the shift from max|num| * m
+                m.d.sync += [o_busy.eq(1), oa.eq(0), o_m.eq(t_rden_m), o_sh.eq(blk_o),
+                             o_fr.eq(Fs + t_rden_f - blk_o), tokens.eq(tokens + 1)]
+                m.next = "TAIL_IDLE"
+
+        m.d.comb += self.busy.eq(~core_idle | ~tail_idle | ~fe_idle | o_busy | (slot_full != 0))
+        m.d.sync += sats.eq(sats + sum(sat_flags))
+        return m
