@@ -150,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.set_defaults(fn=_cmd_accuracy)
 
     g = sub.add_parser("rtl", help="generate Verilog and a JSON manifest, then lint it")
-    g.add_argument("--algo", required=True, help="annihilation or engine")
+    g.add_argument("--algo", required=True, help="annihilation, vla, linear, deltanet, or engine (the bare dot-product engine)")
     g.add_argument("--d", type=int, required=True)
     g.add_argument("--k", type=int, required=True)
     g.add_argument("--format", default="int8", help="fixed-point preset: int8 (default), int16, wide")

@@ -3,7 +3,7 @@
 Stages, in order: seeded vectors and a float64 golden run of every rule
 (exchange-format files under ``out/main``); the bit-exact fixed-point model
 (int8) of the rules it covers, with its error against float64; the annihilation
-RTL as Verilog plus manifest, linted by Verilator; the claims ledger
+and VLA RTL as Verilog plus manifest, linted by Verilator; the claims ledger
 (``docs/claims.md``); the small INT8-vs-float accuracy report (``out/main/accuracy``;
 the full one is ``specmem accuracy --full`` into ``docs/accuracy``).
 """
@@ -62,14 +62,18 @@ def main_job(out_dir: str = "out/main", docs_dir: str = "docs", progress=print) 
 
     from specmem.rtl.generate import generate, lint
 
-    manifest = generate("annihilation", d, k, "int8", os.path.join(out_dir, "rtl"))
-    res = lint(manifest["paths"]["verilog"])
-    if res.returncode or res.warnings:
-        raise RuntimeError("verilator lint of the generated Verilog failed:\n" + "\n".join(res.warnings or [res.output]))
-    cpt = manifest["cycles_per_token"]["full_steady_state"]
-    summary["rtl"] = {"verilog": manifest["paths"]["verilog"], "cycles_per_token": cpt}
-    progress(f"main: Verilog {manifest['paths']['verilog']} (lint clean), {cpt} cycles per full token "
-             f"(floor d = {d})")
+    summary["rtl"] = {}
+    for name in ("annihilation", "vla"):
+        manifest = generate(name, d, k, "int8", os.path.join(out_dir, "rtl"))
+        res = lint(manifest["paths"]["verilog"])
+        if res.returncode or res.warnings:
+            raise RuntimeError(f"verilator lint of {manifest['paths']['verilog']} failed:\n"
+                               + "\n".join(res.warnings or [res.output]))
+        cpt = manifest["cycles_per_token"]["full_steady_state"]
+        floor = d if name == "annihilation" else d * d // k
+        summary["rtl"][name] = {"verilog": manifest["paths"]["verilog"], "cycles_per_token": cpt, "floor": floor}
+        progress(f"main: Verilog {manifest['paths']['verilog']} (lint clean), {cpt} cycles per token "
+                 f"(floor {floor})")
 
     from specmem.claims import write_claims
 
