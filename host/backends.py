@@ -50,6 +50,10 @@ def register_backend(name: str, fn: BackendFn) -> None:
 
 def _lazy_backends() -> None:
     # Backends with heavy imports register on first use.
+    if "verilator" not in BACKENDS:
+        from specmem.backend_verilator import verilator_backend
+
+        BACKENDS["verilator"] = verilator_backend
     if "triton" not in BACKENDS:
         try:
             from specmem.kernels import backend as _kb  # noqa: F401  (registers "triton")

@@ -65,6 +65,14 @@ def _cmd_bench(args) -> int:
         from specmem.bench_gpu import bench_gpu
 
         bench_gpu("small" if args.quick else "full", out_json=args.json)
+    elif args.what == "sim":
+        from specmem.sim.commands import bench_sim
+
+        rec = bench_sim(tokens=500 if args.quick else 2000)
+        if args.json:
+            os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+            with open(args.json, "w") as f:
+                json.dump(rec, f, indent=2)
     elif args.what == "fixed":
         from specmem.golden.fixed.accuracy import bench_fixed
 
@@ -99,6 +107,17 @@ def _cmd_rtl(args) -> int:
         return 1
     print("specmem rtl: verilator --lint-only -Wall: clean (waivers: rtl/lint_waivers.vlt)")
     return 0
+
+
+def _cmd_sim(args) -> int:
+    from specmem.sim.commands import mutation_command, simulate
+
+    if args.mutants:
+        base, res = mutation_command()
+        return 0 if base.passed and all(r.caught for r in res) else 1
+    res = simulate(args.algo, args.d, args.k, args.tokens, args.seed, preset=args.format,
+                   coverage=args.coverage, waves=args.waves)
+    return 0 if res.passed else 1
 
 
 def _cmd_main(args) -> int:
@@ -139,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(fn=_cmd_claims)
 
     b = sub.add_parser("bench", help="benchmarks that print numbers and write JSON")
-    b.add_argument("what", choices=["golden", "gpu", "fixed"])
+    b.add_argument("what", choices=["golden", "gpu", "fixed", "sim"])
     b.add_argument("--json", default=None, help="where to write the JSON record")
     b.add_argument("--quick", action="store_true", help="small shapes only")
     b.set_defaults(fn=_cmd_bench)
@@ -157,6 +176,18 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--out", required=True, help="output folder")
     g.add_argument("--no-lint", action="store_true", help="skip the Verilator lint")
     g.set_defaults(fn=_cmd_rtl)
+
+    sm = sub.add_parser("sim", help="simulate the RTL in Verilator against the fixed-point golden model")
+    sm.add_argument("--algo", default="annihilation")
+    sm.add_argument("--d", type=int, default=16)
+    sm.add_argument("--k", type=int, default=4)
+    sm.add_argument("--tokens", type=int, default=256)
+    sm.add_argument("--seed", type=int, default=0)
+    sm.add_argument("--format", default="int8", help="fixed-point preset: int8 (default), int16, wide")
+    sm.add_argument("--coverage", action="store_true", help="line/toggle coverage, summary and what is not covered")
+    sm.add_argument("--waves", action="store_true", help="record a VCD waveform")
+    sm.add_argument("--mutants", action="store_true", help="run the mutation check instead")
+    sm.set_defaults(fn=_cmd_sim)
 
     m = sub.add_parser("main", help="the main job on the small default configuration")
     m.add_argument("--out", default="out/main", help="folder for generated files (default out/main)")

@@ -3,7 +3,8 @@
 Stages, in order: seeded vectors and a float64 golden run of every rule
 (exchange-format files under ``out/main``); the bit-exact fixed-point model
 (int8) of the rules it covers, with its error against float64; the annihilation
-and VLA RTL as Verilog plus manifest, linted by Verilator; the claims ledger
+and VLA RTL as Verilog plus manifest, linted by Verilator; the annihilation top
+simulated in Verilator (cocotb) against the fixed-point model; the claims ledger
 (``docs/claims.md``); the small INT8-vs-float accuracy report (``out/main/accuracy``;
 the full one is ``specmem accuracy --full`` into ``docs/accuracy``).
 """
@@ -74,6 +75,15 @@ def main_job(out_dir: str = "out/main", docs_dir: str = "docs", progress=print) 
         summary["rtl"][name] = {"verilog": manifest["paths"]["verilog"], "cycles_per_token": cpt, "floor": floor}
         progress(f"main: Verilog {manifest['paths']['verilog']} (lint clean), {cpt} cycles per token "
                  f"(floor {floor})")
+
+    from specmem.sim.commands import simulate
+
+    sim = simulate("annihilation", d, k, T, seed, preset="int8")
+    if not sim.passed:
+        raise RuntimeError(f"Verilator simulation disagrees with the fixed-point model: {sim.first_mismatch}")
+    summary["verilator"] = {"tokens": T, "cycles": sim.cycles, "cycles_per_s": sim.cycles_per_s,
+                            "tokens_per_s": sim.tokens_per_s, "build": sim.build_dir}
+    progress(f"main: Verilator: {T} tokens of the annihilation top bit exact against the fixed-point model")
 
     from specmem.claims import write_claims
 

@@ -1,0 +1,171 @@
+"""Commands for the ``specmem sim`` subcommand: simulate one stream through the Verilated design,
+benchmark the simulation, the coverage run and the mutation check.
+
+``simulate("annihilation", d=16, k=4, tokens=10_000, seed=0)`` builds (or reuses) the top for
+``(d, k, preset)``, streams ``tokens`` seeded tokens through it under random idle gaps and random
+backpressure, checks every output bit, the status counters and the final state against the
+fixed-point golden model, prints pass/fail and the first mismatch, and returns a
+:class:`SimResult`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from specmem.golden.common import SpecmemInputError
+
+from .build import Design, build
+from .suite import coverage_suite, run_mutants, run_top
+
+__all__ = ["SimResult", "simulate", "bench_sim", "coverage_command", "mutation_command", "SIM_ALGOS"]
+
+SIM_ALGOS = ("annihilation",)
+
+
+@dataclass
+class SimResult:
+    """What one ``simulate`` call saw."""
+
+    passed: bool
+    algo: str
+    d: int
+    k: int
+    preset: str
+    tokens: int
+    seed: int
+    cycles: int
+    wall_s: float
+    model_s: float
+    first_mismatch: dict | None
+    errors: list[str]
+    waves: str | None
+    build_dir: str
+    build_reused: bool
+    coverage: dict | None = None
+    coverage_report: str | None = None
+    record: dict = field(default_factory=dict)
+
+    @property
+    def cycles_per_s(self) -> float:
+        sim = max(self.wall_s - self.model_s, 1e-9)
+        return self.cycles / sim
+
+    @property
+    def tokens_per_s(self) -> float:
+        sim = max(self.wall_s - self.model_s, 1e-9)
+        return self.tokens / sim
+
+
+def _check(algo, d, k, tokens, seed, preset):
+    if algo not in SIM_ALGOS:
+        raise SpecmemInputError(f"algo: the RTL implements {', '.join(SIM_ALGOS)}; got {algo!r}")
+    for name, v, lo in (("d", d, 2), ("k", k, 2), ("tokens", tokens, 1), ("seed", seed, 0)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise SpecmemInputError(f"{name}: must be an integer >= {lo}, got {v!r}")
+    if k > d or d % k:
+        raise SpecmemInputError(f"d: must be a multiple of k ({k}) and at least k, got {d}")
+    from specmem.golden.fixed.formats import PRESETS
+
+    if preset not in PRESETS:
+        raise SpecmemInputError(f"preset: must be one of {', '.join(PRESETS)}, got {preset!r}")
+
+
+def simulate(algo: str, d: int, k: int, tokens: int, seed: int, preset: str = "int8", coverage: bool = False,
+             waves: bool = False, *, idle: float = 0.3, stall: float = 0.3, kind: str = "mixed",
+             quiet: bool = False) -> SimResult:
+    """Simulate ``tokens`` tokens of a seeded ``kind`` stream (Gaussian with zero, orthogonal and
+    large tokens mixed in) through the Verilated top; print pass/fail and the first mismatch.
+
+    ``waves``: record a VCD waveform (``dump.vcd`` in the run folder). ``coverage``: build with
+    line/toggle coverage, run the directed cases as well, and print the coverage summary with what
+    is not covered (also written to ``build/sim/<config>/coverage/``)."""
+    _check(algo, d, k, tokens, seed, preset)
+    design = Design("top", d, k, preset)
+    say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
+    t0 = time.perf_counter()
+    stream = {"kind": kind, "T": tokens, "seed": seed, "idle": idle, "stall": stall}
+    flavour = "cov" if coverage else ("waves" if waves else "plain")
+    b = build(design, flavour, quiet=quiet)
+    say(f"specmem sim: {design.name}: {tokens} tokens, seed {seed}, idle {idle}, backpressure {stall} "
+        f"({'reused' if b.reused else 'new'} build {b.directory})")
+    run = run_top(design, ["stream"], stream=stream, waves=waves and not coverage, name=f"sim-s{seed}-T{tokens}", b=b)
+    rec = run.record.get("stream", {})
+    cov = cov_text = None
+    if coverage:
+        rep, _, out = coverage_suite(design, extra_runs=[run])
+        cov = rep.to_json()
+        from .coverage import format_report
+
+        cov_text = format_report(rep)
+    res = SimResult(
+        passed=run.passed, algo=algo, d=d, k=k, preset=preset, tokens=tokens, seed=seed,
+        cycles=int(rec.get("test_cycles", rec.get("cycles", 0)) or 0), wall_s=float(rec.get("wall_s", 0.0)),
+        model_s=float(rec.get("model_s", 0.0)), first_mismatch=rec.get("first_mismatch"),
+        errors=list(rec.get("errors", [])) or [f"{k_}: {v[:400]}" for k_, v in run.failures.items()],
+        waves=str(run.waves) if run.waves else None, build_dir=str(b.directory), build_reused=b.reused,
+        coverage=cov, coverage_report=cov_text, record=rec)
+    if res.passed:
+        say(f"specmem sim: PASS: {rec.get('tokens_compared')} tokens bit exact, counters and final state equal "
+            f"to the model; {res.cycles} cycles ({res.cycles / max(tokens, 1):.1f} per token), "
+            f"{res.cycles_per_s:,.0f} cycles/s, {res.tokens_per_s:,.0f} tokens/s in simulation")
+    else:
+        fm = res.first_mismatch
+        say(f"specmem sim: FAIL ({rec.get('mismatched_tokens', '?')} mismatched tokens)")
+        if fm:
+            say(f"  first mismatch: token {fm['token']}, element {fm['element']} (beat {fm['beat']}, lane {fm['lane']}): "
+                f"expected {fm['expected']}, observed {fm['observed']}, cycle {fm['cycle']}")
+        for e in res.errors[:5]:
+            say(f"  {e}")
+        say(f"  waveform: {res.waves}" if res.waves else "  waveform: none (rerun with waves=True / --waves)")
+        say(f"  log: {run.log}")
+    if cov_text:
+        say(cov_text)
+    say(f"specmem sim: {time.perf_counter() - t0:.1f} s in all")
+    return res
+
+
+def bench_sim(d: int = 16, k: int = 4, preset: str = "int8", tokens: int = 2000, *, seed: int = 0,
+              quiet: bool = False) -> dict:
+    """Simulation speed of the Verilated top under cocotb: one stream at full rate (no idle gaps,
+    sink always ready) and one with 30 % gaps and backpressure. Prints and returns cycles/s and
+    tokens/s of the simulation (golden-model time excluded; it is reported separately)."""
+    out = {"d": d, "k": k, "preset": preset, "tokens": tokens, "runs": []}
+    for idle, stall in ((0.0, 0.0), (0.3, 0.3)):
+        r = simulate("annihilation", d, k, tokens, seed, preset, idle=idle, stall=stall, kind="gaussian", quiet=True)
+        row = {"idle": idle, "stall": stall, "passed": r.passed, "cycles": r.cycles, "wall_s": round(r.wall_s, 3),
+               "model_s": round(r.model_s, 3), "cycles_per_s": round(r.cycles_per_s), "tokens_per_s": round(r.tokens_per_s, 1),
+               "cycles_per_token": round(r.cycles / tokens, 2)}
+        out["runs"].append(row)
+        if not quiet:
+            print(f"specmem sim bench: d={d} k={k} {preset} T={tokens} idle={idle} backpressure={stall}: "
+                  f"{row['cycles']} cycles in {row['wall_s'] - row['model_s']:.2f} s -> {row['cycles_per_s']:,} cycles/s, "
+                  f"{row['tokens_per_s']:,} tokens/s ({row['cycles_per_token']} cycles/token; golden model "
+                  f"{row['model_s']:.2f} s extra){'' if r.passed else '  FAILED'}", flush=True)
+    return out
+
+
+def coverage_command(d: int = 16, k: int = 4, preset: str = "int8", *, seeds=(0, 1, 2, 3), tokens: int = 200,
+                     quiet: bool = False):
+    """The directed cases and ``len(seeds)`` random streams on a coverage build; prints the summary
+    and what is not covered; returns the :class:`~specmem.sim.coverage.CoverageReport`."""
+    from .coverage import format_report
+
+    rep, runs, out = coverage_suite(Design("top", d, k, preset), seeds=seeds, T=tokens)
+    if not quiet:
+        print(format_report(rep))
+        print(f"specmem sim: coverage report in {out}/coverage.txt and coverage.json"
+              f"{'' if all(r.passed for r in runs) else ' (SOME TESTS FAILED)'}")
+    return rep
+
+
+def mutation_command(*, ci: bool = True, seeds=(0, 1), tokens: int = 24, quiet: bool = False):
+    """Build the mutant schema and show that the testbench catches each mutant; returns
+    ``(baseline_run, [MutantResult])``."""
+    base, res = run_mutants(ci=ci, seeds=seeds, T=tokens)
+    if not quiet:
+        print(f"specmem sim: unmodified design {'PASS' if base.passed else 'FAIL'}")
+        for r in res:
+            print(f"  {r.name:28s} {'caught' if r.caught else 'SURVIVED'}  by {', '.join(r.failing_tests[:3]) or '-'}: "
+                  f"{r.first_error[:120]}")
+    return base, res

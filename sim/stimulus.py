@@ -1,0 +1,87 @@
+"""Seeded input streams for the annihilation testbenches (float tokens, quantised on the host).
+
+Every generator returns float64 tokens ``[T, d]``; :func:`quantize` turns them into the raw
+integers of the ``x`` format that the driver sends (the host-side quantisation, the only
+narrowing the hardware does not do itself).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["x_format", "quantize", "gaussian", "with_orthogonal", "with_zeros", "saturating", "KINDS", "make"]
+
+
+def x_format(d: int, k: int, preset: str = "int8", in_range: float | None = None):
+    """The ``x`` :class:`~specmem.golden.fixed.fxtype.FxType` of the annihilation formats."""
+    from specmem.golden.fixed.formats import formats_for
+
+    return formats_for("annihilation", preset, d, {"k": k, "in_range": in_range})["x"]
+
+
+def quantize(x: np.ndarray, k: int, preset: str = "int8", in_range: float | None = None) -> np.ndarray:
+    """Raw ``x`` integers ``[T, d]`` (round and saturate, as the golden model quantises)."""
+    x = np.asarray(x, dtype=np.float64)
+    raw, _ = x_format(x.shape[-1], k, preset, in_range).quantize(x)
+    return np.asarray(raw, dtype=np.int64)
+
+
+def gaussian(seed: int, T: int, d: int, scale: float = 1.0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((T, d)) * scale
+
+
+def with_orthogonal(x: np.ndarray, k: int, at) -> np.ndarray:
+    """Make the tokens ``at`` orthogonal to the warm-up tokens (disjoint supports: the first ``k``
+    tokens live on the first half of the coordinates, the orthogonal ones on the second), so that
+    ``a = Uᵀx`` is exactly zero: the skip-and-flag path."""
+    x = np.array(x)
+    d = x.shape[-1]
+    x[:k, d // 2:] = 0
+    for t in np.atleast_1d(at):
+        x[t, :d // 2] = 0
+    return x
+
+
+def with_zeros(x: np.ndarray, at) -> np.ndarray:
+    """All-zero tokens at ``at`` (no update, ``y = 0``)."""
+    x = np.array(x)
+    x[np.atleast_1d(at)] = 0
+    return x
+
+
+def saturating(seed: int, T: int, d: int) -> np.ndarray:
+    """Large tokens close to one sign pattern, alternating sign: the stored columns align, so
+    ``r = U a`` overflows its format and saturates (and ``x`` clips on the host)."""
+    rng = np.random.default_rng(seed)
+    base = 3.5 * np.sign(rng.standard_normal(d))
+    x = base + 0.8 * rng.standard_normal((T, d))
+    x[1::2] *= -1
+    return x
+
+
+KINDS = ("gaussian", "mixed", "saturating", "orthogonal", "zeros")
+
+
+def make(kind: str, seed: int, T: int, d: int, k: int) -> np.ndarray:
+    """Float tokens ``[T, d]`` of one of :data:`KINDS`; ``mixed`` is Gaussian with a zero token,
+    an orthogonal token and a few tokens scaled by 3 (saturation) sprinkled in."""
+    if kind == "gaussian":
+        return gaussian(seed, T, d)
+    if kind == "saturating":
+        return saturating(seed, T, d)
+    rng = np.random.default_rng(seed + 7919)
+    x = gaussian(seed, T, d)
+    if kind == "orthogonal":
+        return with_orthogonal(x, k, [t for t in (k, k + 2) if t < T])
+    if kind == "zeros":
+        return with_zeros(x, [t for t in (0, k // 2, k + 1, k + 3) if t < T])
+    if kind == "mixed":
+        if T > k + 1:
+            x = with_orthogonal(x, k, k)
+        n = max(1, T // 16)
+        zeros = rng.choice(np.arange(k + 1, T), size=min(n, max(T - k - 1, 0)), replace=False) if T > k + 1 else []
+        x = with_zeros(x, zeros)
+        big = rng.choice(T, size=max(1, T // 20), replace=False)
+        x[big] *= 3
+        return x
+    raise ValueError(f"kind: must be one of {KINDS}, got {kind!r}")

@@ -1,0 +1,115 @@
+"""The verification suite as functions: the top's testbench, the engine's and the scalar unit's,
+the coverage run and the mutation check. The pytest files in ``tests/sim`` and the commands in
+:mod:`specmem.sim.commands` call these.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .build import BUILD_ROOT, REPO_ROOT, Build, Design, SimRun, build, run_cocotb
+from .coverage import CoverageReport, merge, summarise, write_report
+from .mutants import MUTANTS, Mutant, apply_schema
+
+__all__ = ["TOP_TB", "ENGINE_TB", "SCALAR_UNIT_TB", "DIRECTED", "run_top", "run_engine", "run_scalar_unit",
+           "coverage_suite", "MutantResult", "run_mutants", "DEFAULT_SEEDS"]
+
+TOP_TB = "specmem.sim.tb_top"
+ENGINE_TB = "specmem.sim.tb_engine"
+SCALAR_UNIT_TB = "specmem.sim.tb_scalar_unit"
+#: the directed cocotb tests of the top (everything but the generic ``stream`` test)
+DIRECTED = ("steady_state", "warm_up_and_latency", "orthogonal_and_zero", "saturating", "reset_mid_stream",
+            "framing_errors", "random_stream")
+DEFAULT_SEEDS = tuple(range(10))
+
+
+def run_top(design: Design = Design(), testcases=DIRECTED, *, seeds=DEFAULT_SEEDS, stream: dict | None = None,
+            flavour: str = "plain", waves: bool = False, plusargs=(), name: str = "top", b: Build | None = None,
+            quiet: bool = True) -> SimRun:
+    """Build (or reuse) ``design`` and run the top testbench's ``testcases`` in one simulator
+    process. ``stream``: ``{kind, T, seed, idle, stall}`` for ``random_stream``/``stream``."""
+    b = b or build(design, "waves" if waves else flavour, quiet=quiet)
+    case = {"name": name, "seeds": list(seeds), "stream": dict(stream or {})}
+    if waves:
+        case["waves_file"] = "dump.vcd"
+    return run_cocotb(b, TOP_TB, case, testcase=list(testcases) if testcases else None, waves=waves,
+                      plusargs=plusargs)
+
+
+def run_engine(design: Design = Design(kind="engine"), *, seeds=(0, 1, 2), runs: int = 60) -> SimRun:
+    b = build(design, "plain")
+    return run_cocotb(b, ENGINE_TB, {"name": "engine", "seeds": list(seeds), "runs": runs})
+
+
+def run_scalar_unit(design: Design = Design(kind="scalar_unit"), *, seeds=(0, 1, 2), requests: int = 150) -> SimRun:
+    b = build(design, "plain")
+    return run_cocotb(b, SCALAR_UNIT_TB, {"name": "scalar_unit", "seeds": list(seeds), "requests": requests})
+
+
+def coverage_suite(design: Design = Design(), *, seeds=(0, 1, 2, 3), T: int = 200, extra_runs=(),
+                   out_dir: Path | None = None) -> tuple[CoverageReport, list[SimRun], Path]:
+    """Run the directed tests and ``len(seeds)`` random streams of ``T`` tokens on a coverage build
+    (``--coverage-line --coverage-toggle``), merge, summarise; writes ``coverage.txt`` and
+    ``coverage.json`` under ``out_dir`` (default ``build/sim/<config>/coverage``)."""
+    b = build(design, "cov")
+    runs = [run_top(design, seeds=seeds, stream={"T": T}, name="coverage", b=b)]
+    runs += list(extra_runs)
+    files = [r.coverage for r in runs if r.coverage is not None]
+    rep = summarise(merge(files), b.verilog, runs=len(files), repo_root=REPO_ROOT)
+    out = out_dir or (BUILD_ROOT / design.name / "coverage")
+    write_report(rep, Path(out))
+    return rep, runs, Path(out)
+
+
+@dataclass
+class MutantResult:
+    name: str
+    what: str
+    expect: str
+    caught: bool
+    failing_tests: list[str] = field(default_factory=list)
+    first_error: str = ""
+    seconds: float = 0.0
+
+
+def run_mutants(design: Design = Design(), mutants: list[Mutant] | None = None, *, ci: bool = True,
+                seeds=(0, 1), T: int = 24, testcases=DIRECTED) -> tuple[SimRun, list[MutantResult]]:
+    """Build the mutant schema of ``design`` once, run the testbench on the unmodified design
+    (``+SPECMEM_MUTANT=0``, must pass) and on each mutant (must fail). Returns the baseline run and
+    one :class:`MutantResult` per mutant. ``ci=True`` keeps the small default set."""
+    chosen = [m for m in (mutants or MUTANTS) if m.ci or not ci]
+    ids = {}
+
+    def mutate(text):
+        out, got = apply_schema(text, MUTANTS)  # always the full schema: one build for every subset
+        ids.update(got)
+        return out
+
+    b = build(design, "plain", mutate=mutate, mutant="schema")
+    if not ids:  # reused build: recompute the numbering (deterministic)
+        from .build import verilog_for
+
+        ids.update(apply_schema(verilog_for(design)[0], MUTANTS)[1])
+    stream = {"T": T}
+    baseline = run_top(design, testcases, seeds=seeds, stream=stream, plusargs=["+SPECMEM_MUTANT=0"],
+                       name="mutant-0", b=b)
+    results = []
+    for m in chosen:
+        t0 = time.perf_counter()
+        r = run_top(design, testcases, seeds=seeds, stream=stream, plusargs=[f"+SPECMEM_MUTANT={ids[m.name]}"],
+                    name=f"mutant-{ids[m.name]}", b=b)
+        failing = [t for t, ok in r.tests.items() if not ok] or (["<simulator>"] if not r.tests else [])
+        err = ""
+        for t in failing:
+            rec = r.record.get(t) or next((v for k, v in r.record.items() if k.startswith(t.split("/")[0])), None)
+            if rec and rec.get("errors"):
+                err = rec["errors"][0]
+                break
+            if t in r.failures:
+                err = r.failures[t].strip().splitlines()[0][:300]
+                break
+        results.append(MutantResult(m.name, m.what, m.expect, caught=not r.passed, failing_tests=failing,
+                                    first_error=err, seconds=time.perf_counter() - t0))
+    return baseline, results
