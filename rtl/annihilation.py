@@ -110,6 +110,13 @@ class AnnihilationCore(wiring.Component):
         # a_acc once the E2 result of the last row is captured)
         self.row_tail_write = 3
         self.row_tail_acc = 3 + self.e2.latency
+        # row pipeline depths (cycles from the clock edge that issues a row, S0, to the edge that
+        # registers it into a stage): S4 holds the new row and its y; S5 feeds E2 (fused/standalone A pass)
+        self.row_stages_y = 4
+        self.row_stages_e2 = 5
+        # output FIFO (SyncFIFOBuffered, depth d/k): from the edge writing a beat into the empty FIFO
+        # to the edge transferring it (sink ready): 2 (inner memory + output register), 1 at depth 1
+        self.y_fifo_latency = 1 if d // k == 1 else 2
         super().__init__({
             "x_in": In(stream.Signature(self.x_layout)),
             "y_out": Out(stream.Signature(self.y_layout)),
@@ -148,6 +155,34 @@ class AnnihilationCore(wiring.Component):
         }
         budget["total"] = sum(budget.values())
         return budget
+
+    def latency(self) -> dict:
+        """Latency of an isolated token (the core idle, the output sink ready): cycles from the
+        clock edge accepting its last input beat to the edge transferring its first output beat.
+
+        * ``warm_up_or_zero``: IDLE, ROW_START (2), then the row pass: row 0 reaches S4 after
+          :attr:`row_stages_y` cycles, the first beat collects ``k`` rows, then the output FIFO:
+          ``2 + row_stages_y + k + y_fifo_latency`` (``k + 8``).
+        * ``full``: the previous token's row pass found no token to fuse, so a standalone A pass runs:
+          IDLE (1); the A pass until BLOCK_A2 (``row_stages_e2 + d`` rows into E2, E2's latency
+          ``L2``, one cycle to see ``a_done``, BLOCK_A1: ``d + row_stages_e2 + L2 + 2``); the G pass
+          and the vector work from BLOCK_A2 to the row pass (``g_pass_and_a_work + vector_work`` of
+          :meth:`cycle_budget`, i.e. ``t_rsqrt + 1``, which holds ``d``, ``L1``, ``L2`` and the
+          scalar-unit latencies); then the row pass to the first output beat as above
+          (``row_stages_y + k + y_fifo_latency``). At the default pipeline depths this is
+          ``d + k + L2 + t_rsqrt + 15``.
+        """
+        d, k = self.d, self.k
+        budget = self.cycle_budget()
+        row_to_out = self.row_stages_y + k + self.y_fifo_latency
+        a_pass = d + self.row_stages_e2 + self.e2.latency + 2
+        g_and_vector = budget["g_pass_and_a_work"] + budget["vector_work"]
+        return {
+            "warm_up_or_zero": 2 + row_to_out,
+            "full": 1 + a_pass + g_and_vector + row_to_out,
+            "parts": {"idle": 1, "standalone_a_pass": a_pass, "g_pass_and_vector_work": g_and_vector,
+                      "row_pass_to_first_beat": row_to_out},
+        }
 
     @property
     def cycles_full(self) -> int:

@@ -81,6 +81,12 @@ class AnnihilationTop(wiring.Component):
                         "scalar_unit": {"latency": {op.name.lower(): v for op, v in c.su.latency.items()},
                                         **c.su_config.to_json()}},
             "reset": "synchronous; after reset the core zeroes U (d cycles) before the first token",
+            "latency": {
+                **c.latency(),
+                "note": "cycles from the clock edge accepting a token's last input beat to the edge "
+                        "transferring its first output beat, the core idle and the sink ready; 'full' "
+                        "includes the standalone A pass (no previous row pass to fuse it into)",
+            },
             "cycles_per_token": {
                 "full_steady_state": c.cycles_full,
                 "budget": c.cycle_budget(),

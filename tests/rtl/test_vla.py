@@ -328,7 +328,8 @@ def test_generated_vla_top_lints_clean(tmp_path):
         assert ports[name]["direction"] == direction and ports[name]["width"] == width, name
     on_disk = json.loads((tmp_path / "specmem_vla.json").read_text())
     ann = json.loads(json.dumps(generate("annihilation", 8, 2, "int8", tmp_path / "ann")))
-    assert set(ann) - {"paths"} <= set(on_disk) | {"paths"}
+    # "latency" is stated only where a Verilator testbench checks it (the annihilation top so far).
+    assert set(ann) - {"paths", "latency"} <= set(on_disk) | {"paths"}
     assert on_disk["streams"]["s_axis"]["beats_per_token"] == 16
     assert on_disk["streams"]["s_axis"]["tensors"] == ["k", "v", "q", "u"]
     assert on_disk["streams"]["m_axis"]["tuser"]["width"] == 7
