@@ -1,4 +1,5 @@
-"""The ``verilator`` backend: run an input through the Verilated RTL of the annihilation memory.
+"""The ``verilator`` backend: run an input through the Verilated RTL of the annihilation memory or
+of variational linear attention (VLA).
 
 ``verilator_backend("annihilation", {"x": x}, {"k": 4}, {"format": "int8"})`` returns the same
 names, shapes and dtypes as the ``fixed`` backend (:func:`specmem.golden.fixed.run_fixed`), bit for
@@ -11,6 +12,18 @@ bit when the hardware is right:
 * the hardware counts saturations in one counter, so the per-tensor ``sat_<tensor>`` counts and
   ``formats`` come from the golden model, after checking that their sum equals the hardware's
   counter (``sat_x`` is the host-side quantisation, the same code in both backends).
+
+VLA (``verilator_backend("vla", {"k": .., "v": .., "q": .., "u": ..}, {"refresh_period": 3}, ...)``;
+the parameters are generics of the generated design, one build per parameter set):
+
+* ``o_raw`` and ``o_frac`` (the output stream and its ``tuser``), ``a_raw`` and ``s_raw`` (the
+  state RAMs, read back through the simulator) come from the simulated hardware; ``o``, ``a`` and
+  ``s`` are derived from them exactly as the golden model derives its own;
+* ``s_norm`` and ``a_norm`` (per token: the Frobenius norms of the states after every token) are
+  not observable (the hardware exposes the final state only), so they come from the golden model,
+  after checking that their last entries equal the norms of the hardware's final ``S`` and ``A``;
+  ``sat_<tensor>`` and ``formats`` come from the golden model as for the annihilation (sum checked
+  against ``status_saturations``).
 
 Every stream (each leading batch index) runs after a reset in one simulator process, at full rate;
 the testbench's scoreboard compares every output against the model as it runs, and a hardware
@@ -39,6 +52,8 @@ def _options(options: dict) -> tuple[str, dict]:
     opts = dict(options)
     preset = opts.pop("format", None) or "int8"
     sim = {}
+    if "lanes" in opts:  # VLA: the design's lane count k (the result does not depend on it)
+        sim["lanes"] = opts.pop("lanes")
     for name in ("idle", "stall"):
         if name in opts:
             v = float(opts.pop(name))
@@ -54,9 +69,14 @@ def verilator_backend(algo: str, inputs: dict, params: dict, options: dict) -> d
     """Run ``inputs`` through the simulated design; see the module docstring for the outputs."""
     from specmem.golden.fixed import run_fixed
 
-    if algo != "annihilation":
-        raise SpecmemInputError(f"algo: the verilator backend implements annihilation only, got {algo!r}")
+    if algo not in ("annihilation", "vla"):
+        raise SpecmemInputError(f"algo: the verilator backend implements annihilation and vla, got {algo!r}")
     preset, sim_opts = _options(options)
+    lanes = sim_opts.pop("lanes", None)
+    if algo == "vla":
+        return _vla(inputs, params, preset, sim_opts, lanes)
+    if lanes is not None:
+        raise SpecmemInputError("lanes: a vla option (the annihilation's lane count is its parameter k)")
     # the fixed-point model validates inputs and parameters exactly as --backend fixed does
     ref = run_fixed(algo, inputs, preset, params)
     x = np.asarray(inputs["x"], dtype=np.float64)
@@ -75,24 +95,10 @@ def verilator_backend(algo: str, inputs: dict, params: dict, options: dict) -> d
     if T == 0 or B == 0:  # nothing reaches the hardware: its state stays zero, as the model's does
         return ref
 
-    from specmem.sim.build import Design, build, run_cocotb
     from specmem.sim.suite import TOP_TB
 
-    try:
-        design = Design("top", d, k, preset, None if in_range is None else float(in_range))
-        b = build(design, "plain")
-    except ValueError as exc:  # the RTL's generics (k >= 2, d a multiple of k, ...)
-        raise SpecmemInputError(f"k: the RTL cannot be built for d={d}, k={k}: {exc}") from None
-    with tempfile.TemporaryDirectory(prefix="specmem-vl-") as tmp:
-        streams = Path(tmp) / "streams.npz"
-        outputs = Path(tmp) / "outputs.npz"
-        np.savez(streams, **{f"s{i}": X[i] for i in range(B)})
-        run = run_cocotb(b, TOP_TB, {"name": f"backend-{os.getpid()}", "streams_file": str(streams),
-                                     "outputs_file": str(outputs), **sim_opts}, testcase="streams")
-        if not outputs.is_file():
-            raise VerilatorBackendError(f"verilator: the simulation produced no outputs ({run.log}): "
-                                        + "; ".join(run.failures.get("streams", "")[:500].splitlines()[:3]))
-        hw = dict(np.load(outputs))
+    design = _design("top", d, k, preset, None if in_range is None else float(in_range))
+    hw, run = _simulate_streams(design, TOP_TB, X, sim_opts)
     y_raw = np.stack([hw[f"y{i}"] for i in range(B)])
     orth = np.stack([hw[f"orth{i}"] for i in range(B)])
     u_raw = np.stack([hw[f"u{i}"] for i in range(B)])
@@ -121,3 +127,99 @@ def verilator_backend(algo: str, inputs: dict, params: dict, options: dict) -> d
         if name.startswith("sat_") or name == "formats":
             out[name] = v
     return {name: out[name] for name in ref}  # the fixed backend's order
+
+
+def _design(*args, **kwargs):
+    from specmem.sim.build import Design
+
+    try:
+        return Design(*args, **kwargs)
+    except ValueError as exc:
+        raise SpecmemInputError(f"k: the RTL cannot be built for d={args[1]}, k={args[2]}: {exc}") from None
+
+
+def _simulate_streams(design, tb: str, X: np.ndarray, sim_opts: dict) -> tuple[dict, object]:
+    """Run the raw streams ``X`` ``[B, T, ...]`` through ``tb``'s ``streams`` test on ``design``;
+    returns the testbench's outputs (``.npz`` contents) and the run."""
+    from specmem.sim.build import build, run_cocotb
+
+    try:
+        b = build(design, "plain")
+    except ValueError as exc:  # the RTL's generics (k >= 2, d a multiple of k, ...)
+        raise SpecmemInputError(f"k: the RTL cannot be built for d={design.d}, k={design.k}: {exc}") from None
+    with tempfile.TemporaryDirectory(prefix="specmem-vl-") as tmp:
+        streams = Path(tmp) / "streams.npz"
+        outputs = Path(tmp) / "outputs.npz"
+        np.savez(streams, **{f"s{i}": X[i] for i in range(X.shape[0])})
+        run = run_cocotb(b, tb, {"name": f"backend-{os.getpid()}", "streams_file": str(streams),
+                                 "outputs_file": str(outputs), **sim_opts}, testcase="streams")
+        if not outputs.is_file():
+            raise VerilatorBackendError(f"verilator: the simulation produced no outputs ({run.log}): "
+                                        + "; ".join(run.failures.get("streams", "")[:500].splitlines()[:3]))
+        return dict(np.load(outputs)), run
+
+
+def _vla(inputs: dict, params: dict, preset: str, sim_opts: dict, lanes=None) -> dict:
+    from specmem.golden.fixed import run_fixed
+    from specmem.sim.model import VLA_TENSORS, VLAModel
+    from specmem.sim.suite import VLA_TB
+
+    ref = run_fixed("vla", inputs, preset, params)  # validates inputs and parameters as --backend fixed does
+    x = {n: np.asarray(inputs[n], dtype=np.float64) for n in VLA_TENSORS}
+    batch, T, d = x["k"].shape[:-2], x["k"].shape[-2], x["k"].shape[-1]
+    if any(v.shape != x["k"].shape for v in x.values()):  # run_fixed accepts broadcasting shapes
+        shape = np.broadcast_shapes(*(v.shape for v in x.values()))
+        x = {n: np.broadcast_to(v, shape) for n, v in x.items()}
+        batch = shape[:-2]
+    p = dict(params)
+    in_range = p.pop("in_range", None)
+    k = _lanes(d) if lanes is None else lanes
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1 or d % k:
+        raise SpecmemInputError(f"lanes: must be an integer >= 1 dividing d ({d}), got {k!r}")
+    k = int(k)
+    model = VLAModel(d, k, preset, dict(params))
+    X = model.quantize({n: v.reshape((-1, T, d)) for n, v in x.items()})
+    B = X.shape[0]
+    design = _design("vla", d, k, preset, None if in_range is None else float(in_range), params=p)
+    hw, run = _simulate_streams(design, VLA_TB, X, sim_opts)
+    o_raw = np.stack([hw[f"o{i}"] for i in range(B)])
+    o_frac = np.stack([hw[f"o_frac{i}"] for i in range(B)])
+    a_raw = np.stack([hw[f"a{i}"] for i in range(B)])
+    s_raw = np.stack([hw[f"s{i}"] for i in range(B)])
+    status = np.stack([hw[f"status{i}"] for i in range(B)])  # tokens, saturations, refreshes, framing
+    if o_raw.shape != (B, T, d) or o_frac.shape != (B, T):
+        raise VerilatorBackendError(f"verilator: got outputs {o_raw.shape} and exponents {o_frac.shape}, expected "
+                                    f"{(B, T, d)} and {(B, T)} ({run.log})")
+    fmt = model.fmt
+    sat_model = sum(int(v) for n, v in ref.items() if n.startswith("sat_") and n[4:] not in VLA_TENSORS)
+    sat_hw = int(status[:, 1].sum()) - (B - 1) * model.const_saturations  # each stream counts the constants
+    a_f, s_f = fmt["a"].to_float(a_raw), fmt["s"].to_float(s_raw)
+    a_norm_hw = np.sqrt(np.einsum("bij,bij->b", a_f, a_f))
+    s_norm_hw = np.sqrt(np.einsum("bij,bij->b", s_f, s_f))
+    norms_ok = (np.array_equal(a_norm_hw, np.asarray(ref["a_norm"]).reshape(B, T)[:, -1])
+                and np.array_equal(s_norm_hw, np.asarray(ref["s_norm"]).reshape(B, T)[:, -1]))
+    if not run.passed or sat_hw != sat_model or not norms_ok:
+        rec = run.record.get("streams", {})
+        raise VerilatorBackendError(
+            f"verilator: the hardware disagrees with the fixed-point model (saturations {sat_hw} vs {sat_model}; "
+            f"final-state norms equal: {norms_ok}; {'; '.join(rec.get('errors', [])[:3]) or run.failures}); "
+            f"log {run.log}")
+    out = {
+        "o": np.ldexp(o_raw.astype(np.float64), -o_frac[..., None]).reshape(batch + (T, d)),
+        "s": s_f.reshape(batch + (d, d)),
+        "a": a_f.reshape(batch + (d, d)),
+        "o_raw": o_raw.reshape(batch + (T, d)),
+        "o_frac": o_frac.astype(np.int64).reshape(batch + (T,)),
+        "s_raw": s_raw.reshape(batch + (d, d)),
+        "a_raw": a_raw.reshape(batch + (d, d)),
+    }
+    for name, v in ref.items():
+        if name in ("s_norm", "a_norm") or name.startswith("sat_") or name == "formats":
+            out[name] = v
+    return {name: out[name] for name in ref}  # the fixed backend's order
+
+
+def _lanes(d: int) -> int:
+    """The default lane count of the simulated VLA design (option ``lanes``; the fixed model has
+    no ``k`` and the result does not depend on it): 2 where ``d`` is even, else 1."""
+    return 2 if d % 2 == 0 and d >= 2 else 1

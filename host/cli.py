@@ -115,8 +115,13 @@ def _cmd_sim(args) -> int:
     if args.mutants:
         base, res = mutation_command()
         return 0 if base.passed and all(r.caught for r in res) else 1
+    params = None
+    if args.param:  # the VLA's rule parameters (generics of the design)
+        from specmem.algorithms import parse_params
+
+        params = parse_params(get_algorithm(args.algo), args.param)
     res = simulate(args.algo, args.d, args.k, args.tokens, args.seed, preset=args.format,
-                   coverage=args.coverage, waves=args.waves)
+                   coverage=args.coverage, waves=args.waves, params=params)
     return 0 if res.passed else 1
 
 
@@ -186,6 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--format", default="int8", help="fixed-point preset: int8 (default), int16, wide")
     sm.add_argument("--coverage", action="store_true", help="line/toggle coverage, summary and what is not covered")
     sm.add_argument("--waves", action="store_true", help="record a VCD waveform")
+    sm.add_argument("--param", action="append", metavar="NAME=VALUE",
+                    help="rule parameter of --algo vla (repeatable), e.g. refresh_period=3")
     sm.add_argument("--mutants", action="store_true", help="run the mutation check instead")
     sm.set_defaults(fn=_cmd_sim)
 

@@ -105,6 +105,7 @@ class ObservedToken:
     first_cycle: int
     last_cycle: int
     frame_len: int  # elements in the frame it came in (d when tlast framing is right)
+    user: np.ndarray | None = None  # per element: tuser (unsigned) of its beat, where the port has tuser
 
 
 class TokenMonitor:
@@ -127,8 +128,14 @@ class TokenMonitor:
         vals = to_signed(frame.tdata, self.width)
         first, last = cycles(frame.sim_time_start), cycles(frame.sim_time_end)
         n = len(vals)
+        user = None
+        if isinstance(frame.tuser, list) and len(frame.tuser) == n:  # one value per element
+            user = np.asarray(frame.tuser, dtype=np.int64)
+        elif isinstance(frame.tuser, int):  # one for all (a normalised frame)
+            user = np.full(n, frame.tuser, dtype=np.int64)
         if n % self.d:
             # a frame whose length is not a whole number of tokens (tlast misplaced): keep the
             # elements in order; the caller re-splits the element stream
-            return [ObservedToken(vals, first, last, n)]
-        return [ObservedToken(vals[i:i + self.d], first if i == 0 else last, last, n) for i in range(0, n, self.d)]
+            return [ObservedToken(vals, first, last, n, user)]
+        return [ObservedToken(vals[i:i + self.d], first if i == 0 else last, last, n,
+                              None if user is None else user[i:i + self.d]) for i in range(0, n, self.d)]

@@ -56,19 +56,22 @@ FLAVOURS = {
     "cov": ["--coverage-line", "--coverage-toggle"],
     "waves": [],  # the runner adds --trace (VCD; FST would need the system's lz4 headers)
 }
-KINDS = ("top", "engine", "scalar_unit")
+KINDS = ("top", "engine", "scalar_unit", "vla")
 
 
 @dataclass(frozen=True)
 class Design:
     """One simulated configuration. ``kind``: ``top`` (annihilation memory, AXI4-Stream ports),
-    ``engine`` (``DotEngine(k, d // k)``) or ``scalar_unit`` (the preset's scalar unit)."""
+    ``engine`` (``DotEngine(k, d // k)``), ``scalar_unit`` (the preset's scalar unit) or ``vla``
+    (``VLATop``; ``params``: the rule's parameters as ``((name, value), ...)``, e.g.
+    ``(("refresh_period", 3),)``, passed to ``generate``'s ``build("vla", ...)`` and to the model)."""
 
     kind: str = "top"
     d: int = 16
     k: int = 4
     preset: str = "int8"
     in_range: float | None = None
+    params: tuple = ()
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -79,10 +82,14 @@ class Design:
                 raise ValueError(f"{name}: must be an integer >= 1, got {v!r}")
         if self.d % self.k:
             raise ValueError(f"d: must be a multiple of k ({self.k}), got {self.d}")
+        if self.params and self.kind != "vla":
+            raise ValueError(f"params: only the vla design takes parameters, got {self.params!r}")
+        object.__setattr__(self, "params", tuple(sorted((str(n), v) for n, v in dict(self.params).items())))
 
     @property
     def name(self) -> str:
         rng = "" if self.in_range is None else f"-r{self.in_range:g}"
+        rng += "".join(f"-{n}{v:g}" if isinstance(v, (int, float)) else f"-{n}{v}" for n, v in self.params)
         if self.kind == "scalar_unit":
             return f"scalar_unit-d{self.d}-k{self.k}-{self.preset}{rng}"
         return f"{self.kind}-d{self.d}-k{self.k}-{self.preset}{rng}"
@@ -180,10 +187,13 @@ def verilog_for(design: Design) -> tuple[str, str, str]:
         comp = AnnihilationTop(design.d, design.k, preset=design.preset, in_range=design.in_range)
         top = "specmem_annihilation"
         manifest = comp.manifest()
-    elif design.kind == "engine":
+    elif design.kind in ("engine", "vla"):
         from specmem.rtl.generate import build as rtl_build
 
-        built = rtl_build("engine", design.d, design.k, design.preset)
+        params = dict(design.params)
+        if design.kind == "vla" and design.in_range is not None:
+            params["in_range"] = design.in_range
+        built = rtl_build(design.kind, design.d, design.k, design.preset, **params)
         comp, top, manifest = built.component, built.top, dict(built.manifest)
     else:
         from specmem.rtl.generate import payload_fields
@@ -200,7 +210,7 @@ def verilog_for(design: Design) -> tuple[str, str, str]:
         }
     text = verilog.convert(comp, name=top, emit_src=True)
     manifest = {"design": {"kind": design.kind, "d": design.d, "k": design.k, "preset": design.preset,
-                           "in_range": design.in_range},
+                           "in_range": design.in_range, "params": dict(design.params)},
                 "top": top, **manifest, "ports": verilog_ports(text, top)}
     return text, top, json.dumps(manifest, indent=1, default=str)
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from specmem.golden.common import SpecmemInputError
 
 from .build import Design, build
-from .suite import coverage_suite, run_mutants, run_top
+from .suite import coverage_suite, run_mutants, run_top, run_vla
 
 __all__ = ["SimResult", "simulate", "bench_sim", "coverage_command", "mutation_command", "SIM_ALGOS"]
 
-SIM_ALGOS = ("annihilation",)
+SIM_ALGOS = ("annihilation", "vla")
 
 
 @dataclass
@@ -73,15 +73,27 @@ def _check(algo, d, k, tokens, seed, preset):
 
 def simulate(algo: str, d: int, k: int, tokens: int, seed: int, preset: str = "int8", coverage: bool = False,
              waves: bool = False, *, idle: float = 0.3, stall: float = 0.3, kind: str = "mixed",
-             quiet: bool = False) -> SimResult:
+             quiet: bool = False, params: dict | None = None) -> SimResult:
     """Simulate ``tokens`` tokens of a seeded ``kind`` stream (Gaussian with zero, orthogonal and
     large tokens mixed in) through the Verilated top; print pass/fail and the first mismatch.
 
     ``waves``: record a VCD waveform (``dump.vcd`` in the run folder). ``coverage``: build with
     line/toggle coverage, run the directed cases as well, and print the coverage summary with what
-    is not covered (also written to ``build/sim/<config>/coverage/``)."""
+    is not covered (also written to ``build/sim/<config>/coverage/``).
+
+    ``algo="vla"``: the VLA top (``sim/tb_vla.py``; ``kind`` ``mixed``, ``gaussian`` or
+    ``saturating``; ``params``: the rule's parameters, generics of the design, e.g.
+    ``{"refresh_period": 3}``); every ``o_raw``/``o_frac``, the counters and the final ``A``, ``S``
+    are checked. Coverage is not wired for it yet."""
     _check(algo, d, k, tokens, seed, preset)
-    design = Design("top", d, k, preset)
+    if algo == "vla":
+        if coverage:
+            raise SpecmemInputError("coverage: the coverage run covers the annihilation top only")
+        design = Design("vla", d, k, preset, params=dict(params or {}))
+    else:
+        if params:
+            raise SpecmemInputError("params: the annihilation top takes no parameters here (k is an argument)")
+        design = Design("top", d, k, preset)
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
     t0 = time.perf_counter()
     stream = {"kind": kind, "T": tokens, "seed": seed, "idle": idle, "stall": stall}
@@ -89,7 +101,11 @@ def simulate(algo: str, d: int, k: int, tokens: int, seed: int, preset: str = "i
     b = build(design, flavour, quiet=quiet)
     say(f"specmem sim: {design.name}: {tokens} tokens, seed {seed}, idle {idle}, backpressure {stall} "
         f"({'reused' if b.reused else 'new'} build {b.directory})")
-    run = run_top(design, ["stream"], stream=stream, waves=waves and not coverage, name=f"sim-s{seed}-T{tokens}", b=b)
+    if algo == "vla":
+        run = run_vla(design, ["stream"], stream=stream, waves=waves, name=f"sim-s{seed}-T{tokens}", b=b)
+    else:
+        run = run_top(design, ["stream"], stream=stream, waves=waves and not coverage, name=f"sim-s{seed}-T{tokens}",
+                      b=b)
     rec = run.record.get("stream", {})
     cov = cov_text = None
     if coverage:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["AnnihilationModel", "Scoreboard", "Mismatch", "expected_saturations"]
+__all__ = ["StreamModel", "AnnihilationModel", "VLAModel", "Scoreboard", "Mismatch", "expected_saturations"]
 
 
 def expected_saturations(sat: dict) -> int:
@@ -30,24 +30,21 @@ def expected_saturations(sat: dict) -> int:
     return int(sum(int(n) for name, n in sat.items() if name != "x"))
 
 
-class AnnihilationModel:
-    """Golden-model predictions for one configuration; :meth:`start` begins a stream (after a
-    reset), :meth:`observe` takes each token the input monitor saw (raw ``x`` integers)."""
+class StreamModel:
+    """Golden-model predictions for one configuration, fed from the input monitor: :meth:`start`
+    begins a stream (after a reset), :meth:`observe` takes each raw token the monitor saw,
+    :meth:`predict` gives token ``t``'s expected outputs, :meth:`totals` the expected status after
+    ``n`` tokens. Subclasses say how to run the golden model (:meth:`golden`) and what a
+    prediction (:meth:`_prediction`) and the totals (:meth:`_totals`) are."""
 
-    def __init__(self, d: int, k: int, preset: str = "int8", in_range: float | None = None):
-        from specmem.golden.fixed.formats import formats_for
-
-        self.d, self.k, self.preset, self.in_range = d, k, preset, in_range
-        self.fmt = formats_for("annihilation", preset, d, {"k": k, "in_range": in_range})
-        self.x_frac = self.fmt["x"].frac
+    def __init__(self, d: int, k: int, preset: str = "int8"):
+        self.d, self.k, self.preset = d, k, preset
         self.golden_runs = 0
         self.golden_seconds = 0.0
         self.start()
 
     def start(self, plan: np.ndarray | None = None) -> None:
         self.observed: list[np.ndarray] = []
-        self._nonzero = 0       # nonzero tokens observed so far ...
-        self._count: list[int] = []  # ... and the stored-direction count after each token
         self.plan = None if plan is None else np.asarray(plan, dtype=np.int64)
         self._basis = None      # the raw tokens of the last golden run
         self._result = None     # its outputs
@@ -55,16 +52,14 @@ class AnnihilationModel:
 
     # -- golden -------------------------------------------------------------------------------
     def golden(self, X: np.ndarray) -> dict:
-        """The golden model on raw tokens ``X`` ``[T, d]`` (dequantised exactly, then requantised
-        by the model itself to the same integers)."""
-        from specmem.golden.fixed.annihilation import annihilation_fixed
-
         t0 = time.perf_counter()
         self.golden_runs += 1
-        x = np.ldexp(np.asarray(X, dtype=np.float64), -self.x_frac)
-        out = annihilation_fixed(x, self.k, self.preset, in_range=self.in_range, trace=False)
+        out = self._golden(np.asarray(X, dtype=np.int64))
         self.golden_seconds += time.perf_counter() - t0
         return out
+
+    def _golden(self, X: np.ndarray) -> dict:  # pragma: no cover - abstract
+        raise NotImplementedError
 
     def _run_on(self, basis: np.ndarray) -> None:
         self._basis = basis
@@ -81,8 +76,7 @@ class AnnihilationModel:
         t = len(self.observed)
         token = np.asarray(token, dtype=np.int64)
         self.observed.append(token)
-        self._nonzero += bool(np.any(token != 0))
-        self._count.append(min(self.k, self._nonzero))  # warm-up stores each nonzero token
+        self._on_observe(token)
         if self._basis is None and self.plan is not None:
             self._run_on(self.plan)
         elif self._basis is not None and self._agree == t and t < len(self._basis) \
@@ -90,34 +84,134 @@ class AnnihilationModel:
             self._agree = t + 1
         return t
 
+    def _on_observe(self, token: np.ndarray) -> None:
+        pass
+
     def ready(self, t: int) -> bool:
         return t < len(self.observed)
 
     def predict(self, t: int) -> dict:
-        """``{"y": raw y [d], "orth": bool, "count": int}`` for observed token ``t``."""
+        """Token ``t``'s expected outputs: ``y`` (raw output elements ``[d]``), optionally
+        ``user`` (the expected ``tuser`` of its beats), and algorithm-specific fields."""
         if t >= len(self.observed):
             raise IndexError(f"token {t}: the input monitor has seen only {len(self.observed)} tokens")
         if self._basis is None or t >= self._agree:
             self._run_on(np.array(self.observed))
-        r = self._result
-        return {"y": r["y_raw"][t], "orth": bool(r["orth"][t]), "count": self._count[t]}
+        return self._prediction(self._result, t)
 
     def totals(self, n: int | None = None) -> dict:
-        """Expected status after the first ``n`` observed tokens (default all): ``tokens``,
-        ``saturations``, ``orth_count``, ``orth_flag``, ``count``, and the final state ``u_raw``."""
+        """Expected status (and final state) after the first ``n`` observed tokens (default all)."""
         n = len(self.observed) if n is None else n
         if self._result is not None and len(self._basis) == n and self._agree >= n:
-            r = self._result  # the run that made the predictions covers exactly these tokens
-            return {"tokens": n, "saturations": expected_saturations(r["sat"]), "orth_count": int(np.sum(r["orth"])),
-                    "orth_flag": int(np.any(r["orth"])), "count": int(r["count"]), "u_raw": r["u_raw"],
-                    "sat": {k: int(v) for k, v in r["sat"].items()}}
+            return self._totals(self._result, n)  # the run that made the predictions covers exactly these
         if n == 0:
-            return {"tokens": 0, "saturations": 0, "orth_count": 0, "orth_flag": 0, "count": 0,
-                    "u_raw": np.zeros((self.d, self.k), dtype=np.int64)}
-        r = self.golden(np.array(self.observed[:n]))
+            return self._empty_totals()
+        return self._totals(self.golden(np.array(self.observed[:n])), n)
+
+
+class AnnihilationModel(StreamModel):
+    """The annihilation memory: raw ``x`` tokens ``[d]``; predictions ``y``, ``orth``, ``count``."""
+
+    def __init__(self, d: int, k: int, preset: str = "int8", in_range: float | None = None):
+        from specmem.golden.fixed.formats import formats_for
+
+        self.in_range = in_range
+        self.fmt = formats_for("annihilation", preset, d, {"k": k, "in_range": in_range})
+        self.x_frac = self.fmt["x"].frac
+        super().__init__(d, k, preset)
+
+    def start(self, plan: np.ndarray | None = None) -> None:
+        super().start(plan)
+        self._nonzero = 0       # nonzero tokens observed so far ...
+        self._count: list[int] = []  # ... and the stored-direction count after each token
+
+    def _golden(self, X: np.ndarray) -> dict:
+        """The golden model on raw tokens ``X`` ``[T, d]`` (dequantised exactly, then requantised
+        by the model itself to the same integers)."""
+        from specmem.golden.fixed.annihilation import annihilation_fixed
+
+        x = np.ldexp(np.asarray(X, dtype=np.float64), -self.x_frac)
+        return annihilation_fixed(x, self.k, self.preset, in_range=self.in_range, trace=False)
+
+    def _on_observe(self, token: np.ndarray) -> None:
+        self._nonzero += bool(np.any(token != 0))
+        self._count.append(min(self.k, self._nonzero))  # warm-up stores each nonzero token
+
+    def _prediction(self, r: dict, t: int) -> dict:
+        """``{"y": raw y [d], "orth": bool, "count": int}``."""
+        return {"y": r["y_raw"][t], "orth": bool(r["orth"][t]), "count": self._count[t]}
+
+    def _totals(self, r: dict, n: int) -> dict:
+        """``tokens``, ``saturations``, ``orth_count``, ``orth_flag``, ``count``, ``u_raw``, ``sat``."""
         return {"tokens": n, "saturations": expected_saturations(r["sat"]), "orth_count": int(np.sum(r["orth"])),
                 "orth_flag": int(np.any(r["orth"])), "count": int(r["count"]), "u_raw": r["u_raw"],
                 "sat": {k: int(v) for k, v in r["sat"].items()}}
+
+    def _empty_totals(self) -> dict:
+        return {"tokens": 0, "saturations": 0, "orth_count": 0, "orth_flag": 0, "count": 0,
+                "u_raw": np.zeros((self.d, self.k), dtype=np.int64)}
+
+
+VLA_TENSORS = ("k", "v", "q", "u")
+
+
+class VLAModel(StreamModel):
+    """Variational linear attention: a raw token is ``4d`` integers, the ``k``, ``v``, ``q``, ``u``
+    vectors one after the other (the manifest's beat order: ``d/k`` beats of each, element ``i``
+    in lane ``i % k`` of beat ``i // k``, so the element stream is the concatenation); predictions
+    ``y`` = ``o_raw[t]`` and ``user`` = ``o_frac[t]``; totals ``tokens``, ``saturations``
+    (every tensor but the host-quantised inputs), ``refreshes``, and the final ``a_raw``,
+    ``s_raw``. ``params``: ``vla_fixed``'s (``lambda0``, ``eps``, ``refresh_period``, ``eta``,
+    ``u_scale``, ``in_range``), the ones the design was generated with."""
+
+    def __init__(self, d: int, k: int, preset: str = "int8", params: dict | None = None):
+        from specmem.golden.fixed.formats import formats_for
+        from specmem.golden.vla import _prepare
+
+        self.params = dict(params or {})
+        one = np.zeros((1, d))
+        *_, (lambda0, _eps, rp, eta, u_scale) = _prepare(one, one, one, one, *(
+            self.params.get(n, dflt) for n, dflt in (("lambda0", 0.1), ("eps", 1e-4), ("refresh_period", 20),
+                                                    ("eta", 1e-3), ("u_scale", None))))
+        self.refresh_period = int(rp)
+        self.fmt = formats_for("vla", preset, d, {"lambda0": lambda0, "u_scale": u_scale,
+                                                  "in_range": self.params.get("in_range")})
+        # the status counter starts at the saturations of the constants 1/lambda0 and eta
+        self.const_saturations = int(self.fmt["a"].quantize(1.0 / lambda0)[1] + self.fmt["a"].quantize(eta)[1])
+        super().__init__(d, k, preset)
+
+    def quantize(self, x: dict) -> np.ndarray:
+        """Float ``{k, v, q, u}`` ``[T, d]`` -> the raw tokens ``[T, 4d]`` the driver sends (the
+        host-side quantisation, as the golden model quantises)."""
+        return np.concatenate([np.asarray(self.fmt[n].quantize(np.asarray(x[n], dtype=np.float64))[0], dtype=np.int64)
+                               for n in VLA_TENSORS], axis=-1)
+
+    def split(self, X: np.ndarray) -> dict:
+        """Raw tokens ``[T, 4d]`` -> ``{k, v, q, u}`` raw ``[T, d]``."""
+        X = np.asarray(X, dtype=np.int64).reshape(-1, 4, self.d)
+        return {n: X[:, i] for i, n in enumerate(VLA_TENSORS)}
+
+    def _golden(self, X: np.ndarray) -> dict:
+        from specmem.golden.fixed.vla import vla_fixed
+
+        x = {n: np.ldexp(v.astype(np.float64), -self.fmt[n].frac) for n, v in self.split(X).items()}
+        return vla_fixed(x["k"], x["v"], x["q"], x["u"], self.preset, **self.params, trace=False)
+
+    def _prediction(self, r: dict, t: int) -> dict:
+        return {"y": r["o_raw"][t], "user": int(r["o_frac"][t])}
+
+    def refreshes(self, n: int) -> int:
+        return n // self.refresh_period if self.refresh_period else 0
+
+    def _totals(self, r: dict, n: int) -> dict:
+        sat = {k: int(v) for k, v in r["sat"].items()}
+        return {"tokens": n, "saturations": sum(v for name, v in sat.items() if name not in VLA_TENSORS),
+                "refreshes": self.refreshes(n), "a_raw": r["a_raw"], "s_raw": r["s_raw"], "sat": sat}
+
+    def _empty_totals(self) -> dict:
+        a0 = int(self.fmt["a"].quantize(1.0 / self.params.get("lambda0", 0.1))[0])
+        return {"tokens": 0, "saturations": self.const_saturations, "refreshes": 0,
+                "a_raw": np.eye(self.d, dtype=np.int64) * a0, "s_raw": np.zeros((self.d, self.d), dtype=np.int64)}
 
 
 @dataclass
@@ -133,7 +227,8 @@ class Mismatch:
     what: str = "y"
 
     def describe(self) -> str:
-        return (f"stream {self.stream} token {self.token} element {self.element} (beat {self.beat}, lane "
+        what = "" if self.what == "y" else f"{self.what}: "
+        return (f"{what}stream {self.stream} token {self.token} element {self.element} (beat {self.beat}, lane "
                 f"{self.lane}): expected {self.expected}, observed {self.observed} at cycle {self.cycle}")
 
 
@@ -141,7 +236,7 @@ class Mismatch:
 class Scoreboard:
     """In-order comparison of observed output tokens with the model's predictions."""
 
-    model: AnnihilationModel
+    model: StreamModel
     k: int
     stream: int = 0
     compared: int = 0           # tokens compared in the current stream
@@ -161,8 +256,10 @@ class Scoreboard:
         if len(self.errors) < 20:
             self.errors.append(msg)
 
-    def check(self, y: np.ndarray, first_cycle: int, last_cycle: int, frame_len: int) -> bool:
-        """Compare the next output token; returns whether it matched."""
+    def check(self, y: np.ndarray, first_cycle: int, last_cycle: int, frame_len: int,
+              user: np.ndarray | None = None) -> bool:
+        """Compare the next output token (and, where the model predicts one, the ``tuser`` of
+        every beat: ``user`` per element, signed); returns whether it matched."""
         t = self.compared
         self.compared += 1
         self.total_compared += 1
@@ -176,8 +273,20 @@ class Scoreboard:
             self.error(f"stream {self.stream} token {t}: output before the input monitor saw token {t}")
             self.mismatched_tokens += 1
             return False
-        exp = self.model.predict(t)["y"]
+        pred = self.model.predict(t)
+        exp = pred["y"]
         y = np.asarray(y)
+        if "user" in pred:
+            u = np.zeros(0, dtype=np.int64) if user is None else np.asarray(user)
+            bad_u = np.flatnonzero(u != pred["user"]) if len(u) == len(y) else np.arange(max(len(y), 1))
+            if bad_u.size:
+                i = int(bad_u[0])
+                mm = Mismatch(self.stream, t, i, i // self.k, i % self.k, int(pred["user"]),
+                              int(u[i]) if i < len(u) else None, last_cycle, what="tuser")
+                self.first = self.first or mm
+                self.mismatched_tokens += 1
+                self.error(mm.describe() + f" ({bad_u.size} of {d} elements' tuser differ)")
+                return False
         if y.shape == exp.shape and np.array_equal(y, exp):
             return True
         self.mismatched_tokens += 1

@@ -85,3 +85,37 @@ def make(kind: str, seed: int, T: int, d: int, k: int) -> np.ndarray:
         x[big] *= 3
         return x
     raise ValueError(f"kind: must be one of {KINDS}, got {kind!r}")
+
+
+# ------------------------------------------------------------------------------------------------
+# VLA: a token is four float vectors k, v, q, u (quantised with VLAModel.quantize)
+
+VLA_KINDS = ("gaussian", "mixed", "saturating")
+
+
+def vla_make(kind: str, seed: int, T: int, d: int) -> dict:
+    """Float ``{k, v, q, u}`` ``[T, d]`` of one of :data:`VLA_KINDS`. ``mixed``: Gaussian with an
+    all-zero ``u`` and a few tokens scaled by 3; ``saturating``: one-hot-like keys (``kh``
+    saturates), large values (``e`` saturates), zero-feature and all-zero-``u`` tokens (the eps
+    clamps), as ``tests/rtl/test_vla.py``'s saturating stream."""
+    rng = np.random.default_rng(seed)
+    x = {n: rng.standard_normal((T, d)) for n in ("k", "v", "q", "u")}
+    if kind == "gaussian":
+        return x
+    if kind == "mixed":
+        if T > 2:
+            x["u"][T // 2] = 0.0
+        for t in rng.choice(T, size=max(1, T // 8), replace=False):
+            for n in x:
+                x[n][t] *= 3.0
+        return x
+    if kind == "saturating":
+        x["k"][::2] = -4.0
+        x["k"][2::2, 0] = 4.0
+        x["v"] *= 3.0
+        x["u"][1::3] = 0.0
+        x["u"][1::3, 2] = 3.0
+        if T > 3:
+            x["u"][3] = 0.0
+        return x
+    raise ValueError(f"kind: must be one of {VLA_KINDS}, got {kind!r}")

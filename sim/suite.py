@@ -13,16 +13,19 @@ from .build import BUILD_ROOT, REPO_ROOT, Build, Design, SimRun, build, run_coco
 from .coverage import CoverageReport, merge, summarise, write_report
 from .mutants import MUTANTS, Mutant, apply_schema
 
-__all__ = ["TOP_TB", "ENGINE_TB", "SCALAR_UNIT_TB", "DIRECTED", "run_top", "run_engine", "run_scalar_unit",
+__all__ = ["TOP_TB", "VLA_TB", "VLA_DIRECTED", "run_vla", "ENGINE_TB", "SCALAR_UNIT_TB", "DIRECTED", "run_top", "run_engine", "run_scalar_unit",
            "coverage_suite", "MutantResult", "run_mutants", "DEFAULT_SEEDS"]
 
 TOP_TB = "specmem.sim.tb_top"
+VLA_TB = "specmem.sim.tb_vla"
 ENGINE_TB = "specmem.sim.tb_engine"
 SCALAR_UNIT_TB = "specmem.sim.tb_scalar_unit"
 #: the directed cocotb tests of the top (everything but the generic ``stream`` test)
 DIRECTED = ("steady_state", "warm_up_and_latency", "orthogonal_and_zero", "saturating", "reset_mid_stream",
             "framing_errors", "random_stream")
 DEFAULT_SEEDS = tuple(range(10))
+#: the directed cocotb tests of the VLA top (``sim/tb_vla.py``)
+VLA_DIRECTED = ("steady_state", "saturating", "reset_mid_stream", "framing_errors", "random_stream")
 
 
 def run_top(design: Design = Design(), testcases=DIRECTED, *, seeds=DEFAULT_SEEDS, stream: dict | None = None,
@@ -36,6 +39,20 @@ def run_top(design: Design = Design(), testcases=DIRECTED, *, seeds=DEFAULT_SEED
         case["waves_file"] = "dump.vcd"
     return run_cocotb(b, TOP_TB, case, testcase=list(testcases) if testcases else None, waves=waves,
                       plusargs=plusargs)
+
+
+def run_vla(design: Design, testcases=VLA_DIRECTED, *, seeds=(0, 1, 2), stream: dict | None = None,
+            waves: bool = False, name: str = "vla", b: Build | None = None, quiet: bool = True) -> SimRun:
+    """Build (or reuse) the VLA top ``design`` (``Design("vla", d, k, preset, params=...)``) and
+    run ``sim/tb_vla.py``'s ``testcases`` in one simulator process. ``stream``: ``{kind, T, seed,
+    idle, stall}`` for ``random_stream``/``stream``."""
+    if design.kind != "vla":
+        raise ValueError(f"design: a vla design is needed, got {design.kind!r}")
+    b = b or build(design, "waves" if waves else "plain", quiet=quiet)
+    case = {"name": name, "seeds": list(seeds), "stream": dict(stream or {})}
+    if waves:
+        case["waves_file"] = "dump.vcd"
+    return run_cocotb(b, VLA_TB, case, testcase=list(testcases) if testcases else None, waves=waves)
 
 
 def run_engine(design: Design = Design(kind="engine"), *, seeds=(0, 1, 2), runs: int = 60) -> SimRun:

@@ -30,7 +30,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, Event, ReadOnly, RisingEdge, SimTimeoutError, with_timeout
 
 from specmem.sim import stimulus
-from specmem.sim.axis import CLOCK_PERIOD_NS, TokenDriver, TokenMonitor, now_cycles, quiet_cocotbext
+from specmem.sim.axis import CLOCK_PERIOD_NS, TokenDriver, TokenMonitor, now_cycles, quiet_cocotbext, to_signed
 from specmem.sim.model import AnnihilationModel, Scoreboard
 
 CASE = json.loads(open(os.environ["SPECMEM_SIM_CASE"]).read()) if "SPECMEM_SIM_CASE" in os.environ else {}
@@ -59,7 +59,12 @@ def _jsonable(o):
 
 
 class AnnihilationEnv:
-    """Clock, reset, driver, monitors, model, scoreboard and status checker around the top."""
+    """Clock, reset, driver, monitors, model, scoreboard and status checker around the top.
+
+    Other tops (``sim/tb_vla.py``) subclass it: :meth:`make_model`, :attr:`in_len` (elements per
+    input token), :attr:`clear_cycles` (the state clear after reset), :meth:`_status`,
+    :meth:`_status_loop`, :meth:`check_end_of_stream` and :meth:`read_state` are the per-design
+    parts; driver, monitors, scoreboard and waits are shared."""
 
     def __init__(self, dut, *, seed: int = 0, idle: float = 0.0, stall: float = 0.0):
         p = MANIFEST["parameters"]
@@ -68,6 +73,8 @@ class AnnihilationEnv:
         self.in_range = MANIFEST.get("design", {}).get("in_range")
         self.xw = int(MANIFEST["streams"]["s_axis"]["format"]["width"])
         self.yw = int(MANIFEST["streams"]["m_axis"]["format"]["width"])
+        tuser = MANIFEST["streams"]["m_axis"].get("tuser")
+        self.user_width = int(tuser["width"]) if tuser else None  # m_axis_tuser, signed
         self.rng = random.Random(seed)
         quiet_cocotbext(dut._name)
         cocotb.start_soon(Clock(dut.clk, CLOCK_PERIOD_NS, unit="ns").start())
@@ -76,10 +83,10 @@ class AnnihilationEnv:
         dut.m_axis_tready.value = 0
         self.driver = TokenDriver(dut, "s_axis", dut.clk, dut.rst, self.xw,
                                   rng=random.Random(self.rng.random()), idle=idle)
-        self.in_mon = TokenMonitor(dut, "s_axis", dut.clk, dut.rst, self.xw, self.d, sink=False)
+        self.in_mon = TokenMonitor(dut, "s_axis", dut.clk, dut.rst, self.xw, self.in_len, sink=False)
         self.out_mon = TokenMonitor(dut, "m_axis", dut.clk, dut.rst, self.yw, self.d, sink=True,
                                     rng=random.Random(self.rng.random()), stall=stall)
-        self.model = AnnihilationModel(self.d, self.k, self.preset, self.in_range)
+        self.model = self.make_model()
         self.sb = Scoreboard(self.model, self.k)
         self.in_first: list[int] = []
         self.in_last: list[int] = []
@@ -89,17 +96,32 @@ class AnnihilationEnv:
         self.out_event = Event()
         self.streams: list[dict] = []
         self.outputs: list[np.ndarray] = []  # every output token of the current stream (collect mode)
+        self.outputs_user: list[np.ndarray] = []  # ... and its tuser per element, where m_axis has one
         self.collect = False
         self.start_cycle = now_cycles()
         cocotb.start_soon(self._input_loop())
         cocotb.start_soon(self._output_loop())
         cocotb.start_soon(self._status_loop())
 
+    # -- per design ----------------------------------------------------------------------------
+    @property
+    def in_len(self) -> int:
+        """Elements per input token."""
+        return self.d
+
+    @property
+    def clear_cycles(self) -> int:
+        """Cycles the design spends clearing its state after a reset."""
+        return self.d + 2
+
+    def make_model(self):
+        return AnnihilationModel(self.d, self.k, self.preset, self.in_range)
+
     # -- monitors ----------------------------------------------------------------------------
     async def _input_loop(self):
         while True:
             for tok in await self.in_mon.recv():
-                if len(tok.raw) != self.d:
+                if len(tok.raw) != self.in_len:
                     self.errors.append(f"input frame of {len(tok.raw)} elements is not whole tokens")
                     continue
                 self.model.observe(tok.raw)
@@ -111,11 +133,17 @@ class AnnihilationEnv:
         while True:
             toks = await self.out_mon.recv()
             for tok in toks:
+                user = None
+                if self.user_width is not None and tok.user is not None:
+                    user = to_signed(tok.user, self.user_width)
                 if self.collect:
                     self.outputs.append(np.asarray(tok.raw, dtype=np.int64))
+                    if user is not None:
+                        self.outputs_user.append(user)
                 if tok.frame_len % self.d == 0:  # whole tokens (one per frame unless tlast went missing)
-                    self.sb.check(tok.raw, tok.first_cycle, tok.last_cycle, tok.frame_len)
-                else:  # tlast misplaced: re-split the element stream into tokens
+                    self.sb.check(tok.raw, tok.first_cycle, tok.last_cycle, tok.frame_len, user)
+                else:  # tlast misplaced: re-split the element stream into tokens (the tuser check
+                    # needs whole frames; the misplaced tlast is an error of its own)
                     pending = np.concatenate([pending, tok.raw])
                     while len(pending) >= self.d:
                         self.sb.check(pending[:self.d], tok.first_cycle, tok.last_cycle, tok.frame_len)
@@ -165,7 +193,7 @@ class AnnihilationEnv:
         self.dut.rst.value = 0
         await RisingEdge(self.dut.clk)
         if clear_time:
-            await ClockCycles(self.dut.clk, self.d + 2)
+            await ClockCycles(self.dut.clk, self.clear_cycles)
 
     def start_stream(self, X: np.ndarray, *, tokens_per_frame: int = 1, send: bool = True) -> None:
         """Begin a stream of raw tokens ``X``: the model gets the plan, the driver the frames."""
@@ -184,8 +212,8 @@ class AnnihilationEnv:
     def deadline(self, T: int, idle: float = 0.0, stall: float = 0.0) -> int:
         """Cycles after which a stream of ``T`` tokens is declared hung (generous)."""
         full = int(MANIFEST.get("cycles_per_token", {}).get("full_steady_state", 4 * self.d))
-        beats = self.d // self.k
-        per = 2 * full + 4 * beats / max(1e-3, 1 - idle) + 4 * beats / max(1e-3, 1 - stall)
+        beats_in, beats_out = self.in_len // self.k, self.d // self.k
+        per = 2 * full + 4 * beats_in / max(1e-3, 1 - idle) + 4 * beats_out / max(1e-3, 1 - stall)
         return int(T * per + 20 * self.d + 2000)
 
     async def wait_outputs(self, n: int, deadline_cycles: int) -> bool:

@@ -20,7 +20,7 @@ def test_simulate_passes_and_reports(capsys):
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    ({"algo": "vla"}, "algo: the RTL implements annihilation"),
+    ({"algo": "linear"}, "algo: the RTL implements annihilation, vla"),
     ({"d": 18}, "d: must be a multiple of k"),
     ({"tokens": 0}, "tokens: must be an integer >= 1"),
     ({"preset": "int3"}, "preset: must be one of"),
@@ -79,4 +79,4 @@ def test_verilator_backend_unbatched_and_options(verilator_registered):
     with pytest.raises(SpecmemInputError, match="variant"):
         run("annihilation", {"x": x}, backend="verilator", params={"k": 4, "variant": "literal"})
     with pytest.raises(SpecmemInputError, match="algo"):
-        verilator_backend("vla", {}, {}, {})
+        verilator_backend("linear", {}, {}, {})
