@@ -196,6 +196,12 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--mutants", action="store_true", help="run the mutation check instead")
     sm.set_defaults(fn=_cmd_sim)
 
+    from specmem.synth import add_synth_arguments, cmd_synth
+
+    sy = add_synth_arguments(sub.add_parser(
+        "synth", help="ECP5 place and route (yowasp) and a 7-series estimate; --sweep writes docs/hardware.md"))
+    sy.set_defaults(fn=cmd_synth)
+
     m = sub.add_parser("main", help="the main job on the small default configuration")
     m.add_argument("--out", default="out/main", help="folder for generated files (default out/main)")
     m.set_defaults(fn=_cmd_main)

