@@ -31,6 +31,7 @@ from specmem.golden.fixed.datapath import Datapath
 from specmem.golden.fixed.formats import PRESETS, formats_for
 
 from .engine import DotEngine, min_signed_width
+from .lanes import lane_helpers
 from .fixed import materialise, msb_index, requantize, requantize_var, round_shift, round_shift_var, saturate
 from .memory import StateMemory
 from .scalar_unit import ScalarOp, ScalarUnit
@@ -171,32 +172,7 @@ class BaselineCore(wiring.Component):
             m.d.comb += e.o.ready.eq(1)
         m.submodules.su_fe = sfe = self.su_fe
 
-        def vec(name, shape, depth, granular=False):
-            mem = memory.Memory(shape=data.ArrayLayout(shape, k), depth=max(depth, 2), init=[])
-            m.submodules[name] = mem
-            return mem, mem.write_port(granularity=1 if granular else None)
-
-        def rd(mem, addr):
-            port = mem.read_port(domain="comb")
-            m.d.comb += port.addr.eq(addr)
-            return port.data
-
-        def sel(word, idx, shape, name):
-            out = Signal(shape, name=name)
-            if k == 1:
-                m.d.comb += out.eq(word[0])
-                return out
-            with m.Switch(idx):
-                for l in range(k):
-                    with m.Case(l):
-                        m.d.comb += out.eq(word[l])
-            return out
-
-        def saddr(slot, a):
-            return slot * dk + a
-
-        def incr(sig, top):
-            return Mux(sig == top, 0, sig + 1)
+        vec, rd, sel, saddr, incr = lane_helpers(m, k, dk)
 
         tokens = Signal(32)
         sats = Signal(32)

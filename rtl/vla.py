@@ -51,6 +51,7 @@ from specmem.golden.fixed.formats import PRESETS, formats_for
 from specmem.golden.vla import _check_params
 
 from .engine import DotEngine, min_signed_width
+from .lanes import lane_helpers
 from .fixed import abs_value, materialise, msb_index, requantize, round_shift, round_shift_var, saturate
 from .memory import StateMemory
 from .scalar_unit import ScalarOp, ScalarUnit
@@ -423,34 +424,7 @@ class VLACore(wiring.Component):
         m.submodules.su = su = self.su
         m.submodules.su_fe = sfe = self.su_fe
 
-        def vec(name, shape, depth, granular=False):
-            # (a depth of 2 at least: a one-word memory would have a zero-width address port)
-            mem = memory.Memory(shape=data.ArrayLayout(shape, k), depth=max(depth, 2), init=[])
-            m.submodules[name] = mem
-            return mem, mem.write_port(granularity=1 if granular else None)
-
-        def rd(mem, addr):
-            port = mem.read_port(domain="comb")
-            m.d.comb += port.addr.eq(addr)
-            return port.data
-
-        def sel(word, idx, shape, name):
-            """Lane ``idx`` of an ``ArrayLayout`` word."""
-            out = Signal(shape, name=name)
-            if k == 1:
-                m.d.comb += out.eq(word[0])
-                return out
-            with m.Switch(idx):
-                for l in range(k):
-                    with m.Case(l):
-                        m.d.comb += out.eq(word[l])
-            return out
-
-        def saddr(slot, a):
-            return slot * dk + a
-
-        def incr(sig, top):
-            return Mux(sig == top, 0, sig + 1)
+        vec, rd, sel, saddr, incr = lane_helpers(m, k, dk)
 
         # status
         tokens = Signal(32)
