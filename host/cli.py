@@ -88,10 +88,13 @@ def _cmd_accuracy(args) -> int:
 
 
 def _cmd_rtl(args) -> int:
-    from specmem.rtl.generate import generate, lint
+    from specmem.rtl.generate import generate, lint, model_sources
 
+    params = {"dsp": args.dsp} if args.dsp else {}
     try:
-        manifest = generate(args.algo, args.d, args.k, args.format, args.out)
+        if params and args.algo != "engine":
+            raise ValueError(f"dsp: only the engine takes it (the cores use 'fabric'), not {args.algo}")
+        manifest = generate(args.algo, args.d, args.k, args.format, args.out, **params)
     except ValueError as exc:  # parameter validation in rtl/ names the argument
         raise SpecmemInputError(str(exc)) from None
     cpt = manifest.get("cycles_per_token")
@@ -100,7 +103,7 @@ def _cmd_rtl(args) -> int:
           f"(steady-state cycles per token: {cpt}, floor d = {args.d})")
     if args.no_lint:
         return 0
-    res = lint(manifest["paths"]["verilog"])
+    res = lint(manifest["paths"]["verilog"], models=model_sources(manifest))
     if res.returncode or res.warnings:
         print("\n".join(res.warnings) or res.output, file=sys.stderr)
         print(f"specmem: error: verilator lint failed ({len(res.warnings)} warnings)", file=sys.stderr)
@@ -180,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--format", default="int8", help="fixed-point preset: int8 (default), int16, wide")
     g.add_argument("--out", required=True, help="output folder")
     g.add_argument("--no-lint", action="store_true", help="skip the Verilator lint")
+    g.add_argument("--dsp", choices=("fabric", "registered", "ecp5"), default=None,
+                   help="engine only: multiplier registers (fabric = product register, as in the cores; "
+                        "registered = input+output registers; ecp5 = those inside MULT18X18D)")
     g.set_defaults(fn=_cmd_rtl)
 
     sm = sub.add_parser("sim", help="simulate the RTL in Verilator against the fixed-point golden model")

@@ -43,7 +43,7 @@ from pathlib import Path
 
 __all__ = [
     "DEVICE", "TARGET_MHZ", "SEED", "SWEEP", "SynthError", "tool_versions", "tool_key", "shell_verilog",
-    "synth", "sweep", "config_name", "measure_cycles", "cpu_rates", "critical_path_summary", "longest_logic_path", "ltp_text", "endpoint_delays", "register_ranking",
+    "synth", "sweep", "engine_sweep", "load_engine_results", "ENGINE_SWEEP", "config_name", "measure_cycles", "cpu_rates", "critical_path_summary", "longest_logic_path", "ltp_text", "endpoint_delays", "register_ranking",
     "write_report", "load_results", "compare_to_baseline", "load_baselines", "write_baseline",
     "add_synth_arguments", "cmd_synth", "synth_main",
 ]
@@ -59,6 +59,9 @@ SHELL_TOP = "synth_shell"
 FLOW_VERSION = 1
 #: The grid of ``docs/hardware.md``.
 SWEEP = {"algo": "annihilation", "ks": (4, 8, 16), "ds": (32, 64, 128), "presets": ("int8", "int16")}
+#: The datapath alone: the dot-product engine with each multiplier register arrangement
+#: (``rtl/dsp.py``), at the sweep's lane counts; d only sizes the accumulator.
+ENGINE_SWEEP = {"d": 128, "ks": (4, 8, 16), "presets": ("int8", "int16"), "dsps": ("fabric", "registered", "ecp5")}
 #: Configurations whose steady-state cycle count ``tests/rtl`` checks in simulation.
 _RTL_TESTED_CYCLES = {(16, 4, "int8"), (32, 8, "int8"), (16, 4, "int16")}
 
@@ -563,11 +566,13 @@ def cpu_rates(d: int, k: int, preset: str, *, min_time: float = 0.2) -> dict:
 # ----------------------------------------------------------------------------------------------
 # one configuration
 
-def config_name(algo: str, d: int, k: int, preset: str) -> str:
-    return f"{algo}_d{d}_k{k}_{preset}"
+def config_name(algo: str, d: int, k: int, preset: str, params: dict | None = None) -> str:
+    """``<algo>_d<d>_k<k>_<preset>``, plus ``_<value>`` per generator parameter (engine: dsp)."""
+    extra = "".join(f"_{v}" for _, v in sorted((params or {}).items()))
+    return f"{algo}_d{d}_k{k}_{preset}{extra}"
 
 
-def _prepare(algo, d, k, preset, work: Path, built) -> tuple[dict, Path, str]:
+def _prepare(algo, d, k, preset, work: Path, built, params=None) -> tuple[dict, Path, str]:
     """generate() (Verilog and manifest) plus the same design with source locations (``built``,
     from :func:`_validate`), which is what is synthesised, so that the critical path names RTL
     lines; returns the manifest, the Verilog to synthesise and the sha256 of generate()'s Verilog."""
@@ -575,7 +580,7 @@ def _prepare(algo, d, k, preset, work: Path, built) -> tuple[dict, Path, str]:
 
     from specmem.rtl.generate import generate
 
-    manifest = generate(algo, d, k, preset, work / "rtl")
+    manifest = generate(algo, d, k, preset, work / "rtl", **(params or {}))
     text = verilog.convert(built.component, name=built.top, emit_src=True)
     vpath = work / f"{built.top}.src.v"
     vpath.write_text(text)
@@ -583,7 +588,7 @@ def _prepare(algo, d, k, preset, work: Path, built) -> tuple[dict, Path, str]:
     return manifest, vpath, hashlib.sha256(plain.encode()).hexdigest()
 
 
-def _validate(algo, d, k, preset, target_mhz, seed):
+def _validate(algo, d, k, preset, target_mhz, seed, params=None):
     from specmem.rtl.generate import ALGOS, PRESETS, build
 
     if algo not in ALGOS:
@@ -594,33 +599,36 @@ def _validate(algo, d, k, preset, target_mhz, seed):
         raise ValueError(f"target_mhz: must be a number in (0, 1000], got {target_mhz!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed: must be an integer >= 0, got {seed!r}")
-    return build(algo, d, k, preset)  # rtl/generate.py's own checks: algo, d, k, preset (messages name the argument)
+    return build(algo, d, k, preset, **(params or {}))  # rtl/generate.py's own checks: algo, d, k, preset (messages name the argument)
 
 
 def synth(algo: str, d: int, k: int, preset: str = "int8", out_dir="build/synth", *,
           target_mhz: float = TARGET_MHZ, seed: int = SEED, pnr: bool = True, xilinx: bool = True,
-          cycles: str = "auto", cpu: bool = False, ltp: bool = True, progress=None) -> dict:
+          cycles: str = "auto", cpu: bool = False, ltp: bool = True, progress=None,
+          params: dict | None = None) -> dict:
     """Synthesise, place and route one configuration; write ``<out_dir>/result.json`` and return it.
 
     ``pnr=False`` stops after Yosys (no fmax); ``xilinx=False`` skips the 7-series estimate;
     ``cycles``: ``"measure"`` (simulate the core), ``"manifest"`` (``cycle_budget()``) or
     ``"auto"`` (measure the annihilation core, the engine's ``d/k`` is exact by construction);
     ``cpu=True`` adds the golden models' tokens/s on this CPU; ``ltp`` adds Yosys's longest
-    word-level path (:func:`longest_logic_path`). Bad parameters raise
+    word-level path (:func:`longest_logic_path`); ``params``: generator parameters
+    (the engine's ``dsp``, ``rtl/dsp.py``). Bad parameters raise
     ``ValueError`` naming the argument (the checks of ``rtl/generate.py``).
     """
     if cycles not in ("auto", "measure", "manifest"):
         raise ValueError(f"cycles: must be 'auto', 'measure' or 'manifest', got {cycles!r}")
-    built = _validate(algo, d, k, preset, target_mhz, seed)
+    params = dict(params or {})
+    built = _validate(algo, d, k, preset, target_mhz, seed, params)
     say = progress or (lambda msg: None)
-    name = config_name(algo, d, k, preset)
+    name = config_name(algo, d, k, preset, params)
     work = Path(out_dir)
     work.mkdir(parents=True, exist_ok=True)
     t_all = time.perf_counter()
     times = {}
 
     t0 = time.perf_counter()
-    manifest, vpath, vsha = _prepare(algo, d, k, preset, work, built)
+    manifest, vpath, vsha = _prepare(algo, d, k, preset, work, built, params)
     top = manifest["top"]
     shell, shell_info = shell_verilog(top, manifest["ports"])
     (work / "shell.v").write_text(shell)
@@ -644,6 +652,7 @@ def synth(algo: str, d: int, k: int, preset: str = "int8", out_dir="build/synth"
 
     res = {
         "name": name, "algo": algo, "d": d, "k": k, "preset": preset, "top": top,
+        **({"params": params} if params else {}),
         "flow_version": FLOW_VERSION, "verilog_sha256": vsha,
         "device": {k_: v for k_, v in DEVICE.items() if k_ != "nextpnr_flag"},
         "target_mhz": float(target_mhz), "seed": seed,
@@ -742,6 +751,8 @@ def synth(algo: str, d: int, k: int, preset: str = "int8", out_dir="build/synth"
         src = "manifest (d/k beats at one beat per cycle, exact by construction)"
     else:
         src = f"manifest (the {algo} core's cycle budget, not simulated here)"
+    if "latency_cycles" in manifest:
+        res["manifest_latency"] = manifest["latency_cycles"]
     res.update({"cycles_per_token": cyc, "cycles_source": src, "floor_d": d,
                 "cycles_over_floor": round(cyc / d, 4)})
     res["tokens_per_s"] = res["fmax_mhz"] * 1e6 / cyc if res.get("fmax_mhz") else None
@@ -762,33 +773,34 @@ def synth(algo: str, d: int, k: int, preset: str = "int8", out_dir="build/synth"
 # ----------------------------------------------------------------------------------------------
 # the sweep
 
-def _cache_ok(path: Path, vsha: str, target_mhz: float, seed: int) -> dict | None:
+def _cache_ok(path: Path, vsha: str, target_mhz: float, seed: int, cpu: bool = True) -> dict | None:
     try:
         r = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
     same = (r.get("flow_version") == FLOW_VERSION and r.get("verilog_sha256") == vsha
             and r.get("target_mhz") == float(target_mhz) and r.get("seed") == seed
-            and r.get("tool_versions") == tool_versions() and "cpu" in r)
+            and r.get("tool_versions") == tool_versions() and ("cpu" in r or not cpu))
     return r if same else None
 
 
-def _verilog_sha(algo, d, k, preset) -> str:
+def _verilog_sha(algo, d, k, preset, params=None) -> str:
     from amaranth.back import verilog
 
     from specmem.rtl.generate import build
 
-    built = build(algo, d, k, preset)
+    built = build(algo, d, k, preset, **(params or {}))
     return hashlib.sha256(verilog.convert(built.component, name=built.top, emit_src=False).encode()).hexdigest()
 
 
 def sweep(out_dir="build/synth", docs_dir="docs", *, ks=None, ds=None, presets=None, algo=None,
           target_mhz: float = TARGET_MHZ, seed: int = SEED, resume: bool = True, report: bool = True,
-          progress=print) -> list[dict]:
+          engine: bool = True, progress=print) -> list[dict]:
     """Every configuration of the grid (``SWEEP`` by default), one at a time; each result is
     cached as ``<docs_dir>/hardware/results/<name>.json`` and reused while the generated Verilog,
     the tool versions, target and seed are unchanged (so an interrupted sweep resumes).
-    Build artefacts go to ``<out_dir>/<name>/``. Writes ``docs/hardware.md`` at the end."""
+    Build artefacts go to ``<out_dir>/<name>/``. Then (``engine``) :func:`engine_sweep`. Writes
+    ``docs/hardware.md`` at the end."""
     algo = algo or SWEEP["algo"]
     ks = list(ks or SWEEP["ks"])
     ks.sort(key=lambda k: (k != 8, k))  # the k = 8 headline first, the largest configurations last
@@ -820,11 +832,50 @@ def sweep(out_dir="build/synth", docs_dir="docs", *, ks=None, ds=None, presets=N
                  f"{r['ebr']} EBR, {r['cycles_per_token']} cycles/token in {spent[-1]:.0f} s{eta}")
         cpath.write_text(json.dumps(r, indent=2) + "\n")
         results.append(r)
+    if engine:
+        engine_sweep(out_dir, docs_dir, target_mhz=target_mhz, seed=seed, resume=resume, progress=progress)
     progress(f"synth sweep: done in {(time.perf_counter() - t_start) / 60:.1f} min")
     if report:
         path = write_report(results, docs_dir)
         progress(f"synth sweep: wrote {path}")
     return results
+
+
+def engine_sweep(out_dir="build/synth", docs_dir="docs", *, ks=None, presets=None, dsps=None,
+                 target_mhz: float = TARGET_MHZ, seed: int = SEED, resume: bool = True, progress=print) -> list[dict]:
+    """The dot-product engine alone (``ENGINE_SWEEP``): how fast the k-lane multiply/adder-tree
+    datapath runs with each multiplier register arrangement, apart from the cores' control.
+    Cached as ``<docs_dir>/hardware/engine/<name>.json`` like :func:`sweep` (a minute or less each)."""
+    d = ENGINE_SWEEP["d"]
+    grid = [(k, p, dsp) for dsp in (dsps or ENGINE_SWEEP["dsps"]) for p in (presets or ENGINE_SWEEP["presets"])
+            for k in (ks or ENGINE_SWEEP["ks"])]
+    cache = Path(docs_dir) / "hardware" / "engine"
+    cache.mkdir(parents=True, exist_ok=True)
+    results = []
+    for i, (k, preset, dsp) in enumerate(grid, 1):
+        params = {"dsp": dsp}
+        name = config_name("engine", d, k, preset, params)
+        tag = f"[engine {i}/{len(grid)}] {name}"
+        cpath = cache / f"{name}.json"
+        if resume and cpath.exists():
+            hit = _cache_ok(cpath, _verilog_sha("engine", d, k, preset, params), target_mhz, seed, cpu=False)
+            if hit is not None:
+                progress(f"{tag}: cached ({_fmt_mhz(hit.get('fmax_mhz'))})")
+                results.append(hit)
+                continue
+        # the 7-series estimate and Yosys's ltp cannot read the ECP5 primitive
+        r = synth("engine", d, k, preset, Path(out_dir) / name, target_mhz=target_mhz, seed=seed,
+                  xilinx=dsp != "ecp5", ltp=False, params=params,
+                  progress=lambda msg, tag=tag: progress(f"{tag}: {msg.split(': ', 1)[-1]}"))
+        progress(f"{tag}: {_fmt_mhz(r.get('fmax_mhz'))}, {r['luts']} LUT, {r['ffs']} FF, {r['dsp']} DSP")
+        cpath.write_text(json.dumps(r, indent=2) + "\n")
+        results.append(r)
+    return results
+
+
+def load_engine_results(docs_dir="docs") -> list[dict]:
+    """The cached results of :func:`engine_sweep`."""
+    return [json.loads(p.read_text()) for p in sorted((Path(docs_dir) / "hardware" / "engine").glob("*.json"))]
 
 
 def _fmt_mhz(v) -> str:
@@ -1023,12 +1074,43 @@ def _generated_block(results, docs_dir: Path) -> str:
             L.append(f"| {r['preset']} | {r['d']} | {rr['worst'][0]['est_ns']:.1f} / {_num(cpn, '{:.1f}')} | "
                      f"{rr['groups_over_budget']} ({rr['cells_over_budget']}) | {'; '.join(items[:14])} |")
         L.append("")
+    L.extend(_engine_block(load_engine_results(docs_dir)))
     rt = [r.get("runtime_s", {}).get("total_s") for r in rs if r.get("runtime_s")]
     if rt:
         L.append(f"Sweep runtime (one configuration at a time, 2 shared cores): {sum(rt) / 60:.0f} min in total, "
                  f"{min(rt) / 60:.1f} to {max(rt) / 60:.1f} min per configuration (nextpnr most of it).")
         L.append("")
     return "\n".join(L)
+
+
+def _engine_block(results) -> list[str]:
+    """The table of :func:`engine_sweep` results (empty when there are none)."""
+    if not results:
+        return []
+    order = {p: i for i, p in enumerate(ENGINE_SWEEP["dsps"])}
+    rs = sorted(results, key=lambda r: ({"int8": 0, "int16": 1}.get(r["preset"], 9), r["k"],
+                                        order.get((r.get("params") or {}).get("dsp"), 9)))
+    L = [f"### The datapath alone: the dot-product engine (d = {rs[0]['d']}), by multiplier registers", ""]
+    L.append("`specmem synth --algo engine --dsp STYLE` (`rtl/dsp.py`): `fabric` = the product register only "
+             "(what the cores use today), `registered` = input and output registers in portable Verilog, "
+             "`ecp5` = the same registers inside each MULT18X18D (`REG_INPUTA/B_CLK`, `REG_OUTPUT_CLK`). "
+             "Same flow, shell and target as above.")
+    L.append("")
+    L.append("| preset | k | multiplier registers | latency (cycles) | fmax MHz | LUT | FF | DSP (MULT18) | xc7 DSP48 | "
+             "critical path: from → to | path ns (logic / routing) |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rs:
+        cp = r.get("critical_path") or {}
+        x = r.get("xilinx") or {}
+        lat = r.get("manifest_latency")
+        path = (f"`{cp.get('start', '?').replace('_TRELLIS_FF_Q', '')}` → `{cp.get('end', '?').replace('_TRELLIS_FF_Q', '')}`"
+                if cp else "—")
+        L.append(f"| {r['preset']} | {r['k']} | {(r.get('params') or {}).get('dsp', 'fabric')} | {_num(lat)} | "
+                 f"{_num(r.get('fmax_mhz'), '{:.1f}')} | {_num(r['luts'])} | {_num(r['ffs'])} | {r['dsp']} | "
+                 f"{_num(x.get('dsp48e1'))} | {path} | "
+                 + (f"{cp['total_ns']:.2f} ({cp['logic_ns']:.2f} / {cp['routing_ns']:.2f}) |" if cp else "— |"))
+    L.append("")
+    return L
 
 
 def write_report(results, docs_dir="docs") -> Path:
@@ -1107,7 +1189,25 @@ def compare_to_baseline(result: dict, baseline: dict, tolerances: dict | None = 
 
 
 BASELINE_METRICS = ("fmax_mhz", "luts", "ffs", "dsp", "ebr", "lutram", "cycles_per_token", "tokens_per_s")
-BASELINE_CONFIGS = (("engine", 64, 8, "int8"), ("annihilation", 32, 8, "int8"))
+#: ``(algo, d, k, preset, generator parameters)`` recorded by ``--write-baseline``
+BASELINE_CONFIGS = (("engine", 64, 8, "int8", {}), ("engine", 64, 8, "int8", {"dsp": "ecp5"}),
+                    ("annihilation", 32, 8, "int8", {}))
+
+
+def baseline_result(algo, d, k, preset, params, out_dir="build/synth", docs_dir="docs", progress=print) -> dict:
+    """One baseline configuration: the sweep's cached result when it is current (same Verilog,
+    tools, target, seed), otherwise a fresh :func:`synth` run."""
+    name = config_name(algo, d, k, preset, params)
+    for sub in ("results", "engine"):
+        cpath = Path(docs_dir) / "hardware" / sub / f"{name}.json"
+        if cpath.exists():
+            hit = _cache_ok(cpath, _verilog_sha(algo, d, k, preset, params), TARGET_MHZ, SEED, cpu=False)
+            if hit is not None:
+                progress(f"synth: baseline {name}: current result in {cpath}")
+                return hit
+    ecp5 = params.get("dsp") == "ecp5"
+    return synth(algo, d, k, preset, Path(out_dir) / name, params=params, xilinx=not ecp5, ltp=not ecp5,
+                 progress=progress)
 
 
 def load_baselines(baseline_dir="docs/baselines", versions: dict | None = None) -> dict | None:
@@ -1125,7 +1225,7 @@ def write_baseline(results, baseline_dir="docs/baselines", tolerances: dict | No
         e = {key: r.get(key) for key in BASELINE_METRICS}
         e["xilinx"] = {key: (r.get("xilinx") or {}).get(key) for key in ("luts", "ffs", "dsp48e1", "bram36_equiv")}
         e["params"] = {"algo": r["algo"], "d": r["d"], "k": r["k"], "preset": r["preset"],
-                       "target_mhz": r["target_mhz"], "seed": r["seed"]}
+                       "target_mhz": r["target_mhz"], "seed": r["seed"], "rtl": r.get("params", {})}
         e["verilog_sha256"] = r["verilog_sha256"]
         entries[r["name"]] = e
     doc = {"tool_versions": versions, "device": DEVICE, "flow_version": FLOW_VERSION,
@@ -1148,6 +1248,8 @@ def add_synth_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--d", type=int, default=None)
     p.add_argument("--k", type=int, default=None)
     p.add_argument("--format", default="int8", help="fixed-point preset: int8 (default), int16, wide")
+    p.add_argument("--dsp", choices=("fabric", "registered", "ecp5"), default=None,
+                   help="engine only: multiplier registers (rtl/dsp.py; default fabric, as in the cores)")
     p.add_argument("--out", default=None, help="build folder (default build/synth[/<config>])")
     p.add_argument("--freq", type=float, default=TARGET_MHZ, help=f"nextpnr target in MHz (default {TARGET_MHZ:g})")
     p.add_argument("--seed", type=int, default=SEED, help=f"nextpnr placement seed (default {SEED})")
@@ -1182,16 +1284,21 @@ def cmd_synth(args) -> int:
                   resume=not args.no_resume, progress=_progress)
             return 0
         if args.write_baseline:
-            res = [synth(a, d, k, p, Path(args.out or "build/synth") / config_name(a, d, k, p),
-                         target_mhz=args.freq, seed=args.seed, progress=_progress) for a, d, k, p in BASELINE_CONFIGS]
+            res = [baseline_result(a, d, k, p, prm, args.out or "build/synth", args.docs, _progress)
+                   for a, d, k, p, prm in BASELINE_CONFIGS]
             _progress(f"synth: wrote {write_baseline(res)}")
             return 0
         missing = [n for n in ("algo", "d", "k") if getattr(args, n) is None]
         if missing:
             raise ValueError(f"{missing[0]}: required unless --sweep (--algo NAME --d D --k K)")
-        out = args.out or str(Path("build/synth") / config_name(args.algo, args.d, args.k, args.format))
+        params = {"dsp": args.dsp} if args.dsp else {}
+        if params and args.algo != "engine":
+            raise ValueError(f"dsp: only the engine takes it (the cores use 'fabric'), not {args.algo}")
+        out = args.out or str(Path("build/synth") / config_name(args.algo, args.d, args.k, args.format, params))
+        ecp5 = params.get("dsp") == "ecp5"  # Yosys's 7-series flow and ltp cannot read the ECP5 primitive
         r = synth(args.algo, args.d, args.k, args.format, out, target_mhz=args.freq, seed=args.seed,
-                  pnr=not args.no_pnr, xilinx=not args.no_xilinx, cpu=args.cpu, progress=_progress)
+                  pnr=not args.no_pnr, xilinx=not args.no_xilinx and not ecp5, cpu=args.cpu, ltp=not ecp5,
+                  progress=_progress, params=params)
     except ValueError as exc:
         print(f"specmem synth: error: {exc}", file=sys.stderr)
         return 2

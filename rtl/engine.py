@@ -15,6 +15,10 @@ Pipeline (all stages advance together; ``ready = ~o.valid | o.ready``):
 A register sits after the multipliers, after every ``tree_reg_every``-th tree level and after
 the last level, and the accumulator register is the output register. Latency from an accepted
 ``last`` beat to ``o.valid`` is :attr:`DotEngine.latency` cycles.
+
+``dsp`` picks the multiplier's registers (``rtl/dsp.py``): ``"fabric"`` (the product register
+only; what the cores use), ``"registered"`` (input and output registers, portable) or
+``"ecp5"`` (those registers inside a MULT18X18D); the last two add one cycle of latency.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from __future__ import annotations
 from amaranth.hdl import Module, Signal, signed, Mux
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
+
+from .dsp import LaneMultiplier, check_dsp
 
 __all__ = ["DotEngine", "signed_range", "min_signed_width", "product_range", "dot_range"]
 
@@ -75,13 +81,17 @@ class DotEngine(wiring.Component):
     lane_sums : also output the per-lane running sums (each ``lane_width`` bits).
     reduce : build the adder tree and the ``sum`` output (default). ``reduce=False`` (with
         ``lane_sums=True``) gives a bank of k independent multiply-accumulate lanes with latency 2.
+    dsp : ``"fabric"`` (default), ``"registered"`` or ``"ecp5"``: the lane multipliers' register
+        arrangement (:mod:`specmem.rtl.dsp`); the last two add one cycle of latency.
 
     Members: ``i: In(stream.Signature(in_layout))``, ``o: Out(stream.Signature(out_layout))``.
     """
 
     def __init__(self, k: int, max_len: int, *, a_width: int = 8, b_width: int = 8,
                  acc_width: int | None = None, tree_reg_every: int = 1, lane_sums: bool = False,
-                 reduce: bool = True):
+                 reduce: bool = True, dsp: str = "fabric"):
+        check_dsp(dsp, 2, 2)  # the style name first; operand widths once they are known
+        self.dsp = dsp
         self.k = _positive_int("k", k)
         self.max_len = _positive_int("max_len", max_len)
         self.a_width = _positive_int("a_width", a_width, 2)
@@ -114,8 +124,9 @@ class DotEngine(wiring.Component):
         self.levels = max(0, (self.k - 1).bit_length()) if self.reduce else 0
         regs = [lv for lv in range(1, self.levels + 1) if lv % self.tree_reg_every == 0 or lv == self.levels]
         self._tree_regs = set(regs)
-        # mul register + registered tree levels + accumulator/output register
-        self.latency = 1 + len(regs) + 1
+        # mul register(s) + registered tree levels + accumulator/output register
+        self.mul_latency = check_dsp(self.dsp, self.a_width, self.b_width)
+        self.latency = self.mul_latency + len(regs) + 1
 
         self.in_layout = data.StructLayout({
             "a": data.ArrayLayout(signed(self.a_width), self.k),
@@ -143,10 +154,22 @@ class DotEngine(wiring.Component):
         first = Signal(name="mul_first")
         last = Signal(name="mul_last")
         prods = [Signal(signed(self.product_width), name=f"mul_p{l}") for l in range(k)]
-        with m.If(advance):
-            m.d.sync += [valid.eq(self.i.valid), first.eq(self.i.payload.first), last.eq(self.i.payload.last)]
+        if self.dsp == "fabric":
+            with m.If(advance):
+                m.d.sync += [valid.eq(self.i.valid), first.eq(self.i.payload.first), last.eq(self.i.payload.last)]
+                for l in range(k):
+                    m.d.sync += prods[l].eq(self.i.payload.a[l] * self.i.payload.b[l])
+        else:
+            # the control bits follow the multipliers' two register stages
+            v0, f0, l0 = Signal(name="mul_in_valid"), Signal(name="mul_in_first"), Signal(name="mul_in_last")
+            with m.If(advance):
+                m.d.sync += [v0.eq(self.i.valid), f0.eq(self.i.payload.first), l0.eq(self.i.payload.last),
+                             valid.eq(v0), first.eq(f0), last.eq(l0)]
             for l in range(k):
-                m.d.sync += prods[l].eq(self.i.payload.a[l] * self.i.payload.b[l])
+                mul = LaneMultiplier(self.a_width, self.b_width, self.dsp)
+                m.submodules[f"mul{l}"] = mul
+                m.d.comb += [mul.a.eq(self.i.payload.a[l]), mul.b.eq(self.i.payload.b[l]), mul.en.eq(advance),
+                             prods[l].eq(mul.p)]
         lanes_in = prods  # per-lane products travel beside the tree for the lane sums
 
         # adder tree across lanes; a register after the chosen levels

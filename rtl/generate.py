@@ -22,12 +22,21 @@ from amaranth.lib import data
 from ..sim.toolchain import verilator_env, verilator_root
 from specmem.golden.fixed.formats import PRESETS as GOLDEN_PRESETS
 
+from .dsp import check_dsp
 from .engine import DotEngine
 
 __all__ = ["ALGOS", "PRESETS", "WAIVERS", "generate", "lint", "LintResult", "build", "payload_fields", "verilog_ports",
            "stream_packing"]
 
 WAIVERS = Path(__file__).with_name("lint_waivers.vlt")
+#: behavioural models of vendor primitives, for Verilator only (``rtl/vendor/<name>.v``)
+VENDOR_MODELS = Path(__file__).with_name("vendor")
+
+
+def model_sources(manifest: dict) -> list[Path]:
+    """The Verilog models a generated design needs beside its own file to lint or simulate
+    (``manifest["sim_models"]``: vendor primitives it instantiates)."""
+    return [VENDOR_MODELS / f"{name}.v" for name in manifest.get("sim_models", [])]
 
 #: The presets of the fixed-point golden model (``golden/fixed/formats.py``): the engine takes
 #: its multiplier width from ``mul_bits``, the annihilation core every format from the table.
@@ -102,21 +111,29 @@ def build(algo: str, d: int, k: int, preset: str = "int8", **params) -> Built:
 
     ``params``: the rule's parameters (VLA: ``lambda0``, ``eps``, ``refresh_period``, ``eta``,
     ``u_scale``, ``in_range``; linear attention and DeltaNet: ``eps``, ``in_range``); the engine
-    and the annihilation take none."""
+    takes ``dsp`` (``"fabric"``, ``"registered"``, ``"ecp5"``: its multipliers' registers,
+    ``rtl/dsp.py``); the annihilation takes none."""
     if algo not in ALGOS:
         raise ValueError(f"algo: must be one of {ALGOS}, got {algo!r}")
     _check_dk(d, k)
-    if params and algo not in ("vla", "linear", "deltanet"):
+    if algo == "engine":
+        extra = set(params) - {"dsp"}
+        if extra:
+            raise ValueError(f"{sorted(extra)[0]}: not a parameter of engine (it takes dsp)")
+    elif params and algo not in ("vla", "linear", "deltanet"):
         raise ValueError(f"{next(iter(params))}: not a parameter of {algo}")
     if algo == "engine":
         if preset not in PRESETS:
             raise ValueError(f"preset: must be one of {tuple(PRESETS)}, got {preset!r}")
         mul = PRESETS[preset].mul_bits
-        eng = DotEngine(k, d // k, a_width=mul, b_width=mul)
+        check_dsp(params.get("dsp", "fabric"), mul, mul)  # before any Elaboratable exists
+        eng = DotEngine(k, d // k, a_width=mul, b_width=mul, dsp=params.get("dsp", "fabric"))
         return Built(eng, "dot_engine", {
             "parameters": {"d": d, "k": k, "max_len": eng.max_len, "a_width": eng.a_width,
                            "b_width": eng.b_width, "acc_width": eng.acc_width,
-                           "tree_reg_every": eng.tree_reg_every},
+                           "tree_reg_every": eng.tree_reg_every, "dsp": eng.dsp},
+            # Verilog the simulator needs beside the generated file (vendor primitives)
+            "sim_models": ["MULT18X18D"] if eng.dsp == "ecp5" else [],
             "formats": {"a": f"signed {eng.a_width}-bit integer", "b": f"signed {eng.b_width}-bit integer",
                         "sum": f"signed {eng.acc_width}-bit integer, exact (never wraps for d terms)"},
             "streams": {"i": payload_fields(eng.in_layout), "o": payload_fields(eng.out_layout)},
@@ -167,17 +184,18 @@ class LintResult:
         return self.returncode == 0 and not self.warnings
 
 
-def lint(verilog_path, top: str | None = None, *, waivers=WAIVERS, extra_args=()) -> LintResult:
+def lint(verilog_path, top: str | None = None, *, waivers=WAIVERS, extra_args=(), models=()) -> LintResult:
     """``verilator --lint-only -Wall`` on one generated file with the project waivers.
 
-    ``top`` defaults to the file's stem (``generate`` names files after their top module).
+    ``top`` defaults to the file's stem (``generate`` names files after their top module);
+    ``models``: Verilog of vendor primitives it instantiates (:func:`model_sources`).
     """
     verilog_path = Path(verilog_path)
     top = top or verilog_path.stem
     cmd = [str(verilator_root() / "bin" / "verilator"), "--lint-only", "-Wall", "--top-module", top]
     if waivers is not None:
         cmd.append(str(waivers))
-    cmd += [*extra_args, str(verilog_path)]
+    cmd += [*extra_args, *(str(p) for p in models), str(verilog_path)]
     proc = subprocess.run(cmd, env=verilator_env(), capture_output=True, text=True, check=False)
     text = proc.stdout + proc.stderr
     warnings = [ln for ln in text.splitlines() if ln.startswith(("%Warning", "%Error"))]

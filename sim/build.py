@@ -82,8 +82,8 @@ class Design:
                 raise ValueError(f"{name}: must be an integer >= 1, got {v!r}")
         if self.d % self.k:
             raise ValueError(f"d: must be a multiple of k ({self.k}), got {self.d}")
-        if self.params and self.kind != "vla":
-            raise ValueError(f"params: only the vla design takes parameters, got {self.params!r}")
+        if self.params and self.kind not in ("vla", "engine"):
+            raise ValueError(f"params: only the vla and engine designs take parameters, got {self.params!r}")
         object.__setattr__(self, "params", tuple(sorted((str(n), v) for n, v in dict(self.params).items())))
 
     @property
@@ -259,7 +259,11 @@ def build(design: Design, flavour: str = "plain", *, mutate: Callable[[str], str
         text = mutate(text)
     args = ["-Wno-fatal", "--x-assign", "0", "--x-initial", "0", *FLAVOURS[flavour]]
     waivers = WAIVERS.read_text() if WAIVERS.exists() else ""
+    from specmem.rtl.generate import model_sources
+
+    models = model_sources(json.loads(manifest))  # vendor primitives' models (rtl/vendor/)
     key = hashlib.sha256("\0".join([flavour, text, top, " ".join(args), waivers, _versions(),
+                                     *(p.read_text() for p in models),
                                      json.dumps(MAKE_VARS, sort_keys=True)]).encode()).hexdigest()[:12]
     tag = f"{flavour}-{mutant}" if mutant else flavour
     directory = (root or BUILD_ROOT) / design.name / f"{tag}-{key}"
@@ -276,7 +280,7 @@ def build(design: Design, flavour: str = "plain", *, mutate: Callable[[str], str
         vpath = directory / f"{top}.v"
         vpath.write_text(text)
         (directory / f"{top}.json").write_text(manifest)
-        sources = [vpath]
+        sources = [*models, vpath]
         if WAIVERS.exists():
             wcopy = directory / "lint_waivers.vlt"
             wcopy.write_text(waivers)

@@ -60,19 +60,21 @@ def _run(dut, beats, n_out, *, seed, idle, stall):
 
 
 @pytest.mark.parametrize(
-    "k,max_len,aw,bw,every,idle,stall",
+    "k,max_len,aw,bw,every,idle,stall,dsp",
     [
-        pytest.param(4, 8, 8, 8, 1, 0.0, 0.0, id="k4-int8-streaming"),
-        pytest.param(4, 8, 8, 8, 1, 0.3, 0.4, id="k4-int8-gaps-backpressure"),
-        pytest.param(3, 5, 8, 8, 2, 0.2, 0.5, id="k3-odd-lanes-reg-every-2"),
-        pytest.param(1, 7, 6, 4, 1, 0.2, 0.3, id="k1-int6xint4"),
-        pytest.param(8, 4, 5, 8, 2, 0.1, 0.6, id="k8-int5xint8"),
+        pytest.param(4, 8, 8, 8, 1, 0.0, 0.0, "fabric", id="k4-int8-streaming"),
+        pytest.param(4, 8, 8, 8, 1, 0.3, 0.4, "fabric", id="k4-int8-gaps-backpressure"),
+        pytest.param(3, 5, 8, 8, 2, 0.2, 0.5, "fabric", id="k3-odd-lanes-reg-every-2"),
+        pytest.param(1, 7, 6, 4, 1, 0.2, 0.3, "fabric", id="k1-int6xint4"),
+        pytest.param(8, 4, 5, 8, 2, 0.1, 0.6, "fabric", id="k8-int5xint8"),
+        pytest.param(4, 8, 8, 8, 1, 0.0, 0.0, "registered", id="k4-int8-dsp-registers-streaming"),
+        pytest.param(8, 4, 16, 16, 1, 0.3, 0.5, "registered", id="k8-int16-dsp-registers-backpressure"),
     ],
 )
-def test_engine_matches_numpy(k, max_len, aw, bw, every, idle, stall):
+def test_engine_matches_numpy(k, max_len, aw, bw, every, idle, stall, dsp):
     rng = np.random.default_rng(1000 + 10 * k + max_len)
     beats, expect, _ = _beats(rng, k, max_len, 24, aw, bw)
-    dut = DotEngine(k, max_len, a_width=aw, b_width=bw, tree_reg_every=every)
+    dut = DotEngine(k, max_len, a_width=aw, b_width=bw, tree_reg_every=every, dsp=dsp)
     out = _run(dut, beats, len(expect), seed=k, idle=idle, stall=stall)
     np.testing.assert_array_equal(np.array(out), np.array(expect))
 
@@ -108,11 +110,14 @@ def test_engine_lane_bank_without_tree():
         DotEngine(k, max_len, reduce=False)
 
 
-def test_engine_full_throughput_and_latency():
+@pytest.mark.parametrize("dsp,latency", [("fabric", 4), ("registered", 5)])
+def test_engine_full_throughput_and_latency(dsp, latency):
     """With the sink always ready the engine takes one beat per cycle, and a ``last`` beat
-    appears on the output exactly ``latency`` cycles after it is accepted."""
+    appears on the output exactly ``latency`` cycles after it is accepted (k=4: multiplier
+    register(s), two tree levels, accumulator)."""
     k, n = 4, 16
-    dut = DotEngine(k, 1)
+    dut = DotEngine(k, 1, dsp=dsp)
+    assert dut.latency == latency
     rng = np.random.default_rng(11)
     a = rng.integers(-128, 128, size=(n, k))
     b = rng.integers(-128, 128, size=(n, k))
@@ -178,6 +183,8 @@ def test_engine_accumulator_width():
         ({"k": 4, "max_len": 0}, "max_len: must be"),
         ({"k": 4, "max_len": 4, "a_width": 1}, "a_width: must be"),
         ({"k": 4, "max_len": 4, "tree_reg_every": 0}, "tree_reg_every: must be"),
+        ({"k": 4, "max_len": 4, "dsp": "xilinx"}, "dsp: must be one of fabric, registered, ecp5"),
+        ({"k": 4, "max_len": 4, "a_width": 19, "dsp": "ecp5"}, "dsp: 'ecp5' maps one MULT18X18D per lane"),
     ],
 )
 def test_engine_rejects_bad_generics(kwargs, match):

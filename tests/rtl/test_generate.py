@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from specmem.rtl.generate import WAIVERS, generate, lint
+from specmem.rtl.generate import WAIVERS, generate, lint, model_sources
 
 
 def _waived_rules():
@@ -30,7 +30,7 @@ def test_engine_manifest(tmp_path):
     m = generate("engine", 32, 4, "int8", tmp_path)
     on_disk = json.loads((tmp_path / "dot_engine.json").read_text())
     assert on_disk["parameters"] == {"d": 32, "k": 4, "max_len": 8, "a_width": 8, "b_width": 8,
-                                     "acc_width": 21, "tree_reg_every": 1}
+                                     "acc_width": 21, "tree_reg_every": 1, "dsp": "fabric"}
     ports = {p["name"]: p for p in on_disk["ports"]}
     assert ports["i__payload"]["width"] == 2 * 4 * 8 + 2 and ports["i__payload"]["direction"] == "input"
     assert ports["o__payload"]["width"] == 21 and ports["o__valid"]["direction"] == "output"
@@ -38,7 +38,35 @@ def test_engine_manifest(tmp_path):
     fields = {f["name"]: f for f in on_disk["streams"]["i"]}
     assert fields["a[0]"] == {"name": "a[0]", "lsb": 0, "width": 8, "signed": True}
     assert fields["b[3]"]["lsb"] == 56 and fields["first"]["lsb"] == 64 and fields["last"]["lsb"] == 65
-    assert m["cycles_per_token"] == 8 and m["latency_cycles"] == 4
+    assert m["cycles_per_token"] == 8 and m["latency_cycles"] == 4 and m["sim_models"] == []
+
+
+def test_ecp5_engine_instantiates_registered_dsps(tmp_path):
+    """``dsp="ecp5"``: one MULT18X18D per lane with its input and output registers on CLK0,
+    the pipeline register bypassed and CE0 driven (the engine's advance), signed operands;
+    it lints clean only together with the primitive's model (rtl/vendor/MULT18X18D.v)."""
+    m = generate("engine", 32, 4, "int8", tmp_path, dsp="ecp5")
+    text = (tmp_path / "dot_engine.v").read_text()
+    insts = re.findall(r"MULT18X18D #\((.*?)\) \w+ \((.*?)\);", text, re.S)
+    assert len(insts) == 4 and m["latency_cycles"] == 5 and m["sim_models"] == ["MULT18X18D"]
+    for params, ports in insts:
+        for reg in ("REG_INPUTA_CLK", "REG_INPUTB_CLK", "REG_OUTPUT_CLK"):
+            assert re.search(rf"\.{reg}\(\"CLK0\"\)", params), reg
+        assert re.search(r'\.REG_PIPELINE_CLK\("NONE"\)', params)
+        assert re.search(r"\.CE0\(en\)", ports) and re.search(r"\.SIGNEDA\(1'h1\)", ports)
+        assert re.search(r"\.CLK0\(clk\)", ports)
+    assert lint(m["paths"]["verilog"], models=model_sources(m)).clean
+    assert not lint(m["paths"]["verilog"]).clean  # without the model the primitive is unknown
+
+
+@pytest.mark.parametrize("algo,params,match", [
+    ("engine", {"dsp": "xilinx"}, "dsp: must be one of fabric, registered, ecp5"),
+    ("engine", {"tree": 2}, "tree: not a parameter of engine"),
+    ("annihilation", {"dsp": "ecp5"}, "dsp: not a parameter of annihilation"),
+])
+def test_generate_rejects_bad_engine_parameters(tmp_path, algo, params, match):
+    with pytest.raises(ValueError, match=match):
+        generate(algo, 16, 4, "int8", tmp_path, **params)
 
 
 def test_lint_reports_warnings(tmp_path):

