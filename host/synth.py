@@ -43,7 +43,7 @@ from pathlib import Path
 
 __all__ = [
     "DEVICE", "TARGET_MHZ", "SEED", "SWEEP", "SynthError", "tool_versions", "tool_key", "shell_verilog",
-    "synth", "sweep", "engine_sweep", "load_engine_results", "ENGINE_SWEEP", "config_name", "measure_cycles", "cpu_rates", "critical_path_summary", "longest_logic_path", "ltp_text", "endpoint_delays", "register_ranking",
+    "synth", "sweep", "engine_sweep", "vla_sweep", "VLA_SWEEP", "load_engine_results", "ENGINE_SWEEP", "config_name", "measure_cycles", "cpu_rates", "critical_path_summary", "longest_logic_path", "ltp_text", "endpoint_delays", "register_ranking",
     "write_report", "load_results", "compare_to_baseline", "load_baselines", "write_baseline",
     "add_synth_arguments", "cmd_synth", "synth_main",
 ]
@@ -62,6 +62,9 @@ SWEEP = {"algo": "annihilation", "ks": (4, 8, 16), "ds": (32, 64, 128), "presets
 #: The datapath alone: the dot-product engine with each multiplier register arrangement
 #: (``rtl/dsp.py``), at the sweep's lane counts; d only sizes the accumulator.
 ENGINE_SWEEP = {"d": 128, "ks": (4, 8, 16), "presets": ("int8", "int16"), "dsps": ("fabric", "registered", "ecp5")}
+#: The VLA core (``rtl/vla.py``): its A and S memories and per-lane multipliers make it several
+#: times the annihilation core, so a few configurations rather than the full grid.
+VLA_SWEEP = {"configs": ((32, 4, "int8"), (32, 8, "int8"))}
 #: Configurations whose steady-state cycle count ``tests/rtl`` checks in simulation.
 _RTL_TESTED_CYCLES = {(16, 4, "int8"), (32, 8, "int8"), (16, 4, "int16")}
 
@@ -753,8 +756,9 @@ def synth(algo: str, d: int, k: int, preset: str = "int8", out_dir="build/synth"
         src = f"manifest (the {algo} core's cycle budget, not simulated here)"
     if "latency_cycles" in manifest:
         res["manifest_latency"] = manifest["latency_cycles"]
-    res.update({"cycles_per_token": cyc, "cycles_source": src, "floor_d": d,
-                "cycles_over_floor": round(cyc / d, 4)})
+    floor = cpt.get("floor_d2_over_k", d) if isinstance(cpt, dict) else d  # VLA: d²/k, the others: d
+    res.update({"cycles_per_token": cyc, "cycles_source": src, "floor_d": d, "floor_cycles": floor,
+                "cycles_over_floor": round(cyc / floor, 4)})
     res["tokens_per_s"] = res["fmax_mhz"] * 1e6 / cyc if res.get("fmax_mhz") else None
     if cpu and algo == "annihilation":
         t0 = time.perf_counter()
@@ -799,7 +803,8 @@ def sweep(out_dir="build/synth", docs_dir="docs", *, ks=None, ds=None, presets=N
     """Every configuration of the grid (``SWEEP`` by default), one at a time; each result is
     cached as ``<docs_dir>/hardware/results/<name>.json`` and reused while the generated Verilog,
     the tool versions, target and seed are unchanged (so an interrupted sweep resumes).
-    Build artefacts go to ``<out_dir>/<name>/``. Then (``engine``) :func:`engine_sweep`. Writes
+    Build artefacts go to ``<out_dir>/<name>/``. Then (``engine``) :func:`engine_sweep` and
+    :func:`vla_sweep`. Writes
     ``docs/hardware.md`` at the end."""
     algo = algo or SWEEP["algo"]
     ks = list(ks or SWEEP["ks"])
@@ -834,6 +839,7 @@ def sweep(out_dir="build/synth", docs_dir="docs", *, ks=None, ds=None, presets=N
         results.append(r)
     if engine:
         engine_sweep(out_dir, docs_dir, target_mhz=target_mhz, seed=seed, resume=resume, progress=progress)
+        vla_sweep(out_dir, docs_dir, target_mhz=target_mhz, seed=seed, resume=resume, progress=progress)
     progress(f"synth sweep: done in {(time.perf_counter() - t_start) / 60:.1f} min")
     if report:
         path = write_report(results, docs_dir)
@@ -847,35 +853,51 @@ def engine_sweep(out_dir="build/synth", docs_dir="docs", *, ks=None, presets=Non
     datapath runs with each multiplier register arrangement, apart from the cores' control.
     Cached as ``<docs_dir>/hardware/engine/<name>.json`` like :func:`sweep` (a minute or less each)."""
     d = ENGINE_SWEEP["d"]
-    grid = [(k, p, dsp) for dsp in (dsps or ENGINE_SWEEP["dsps"]) for p in (presets or ENGINE_SWEEP["presets"])
-            for k in (ks or ENGINE_SWEEP["ks"])]
-    cache = Path(docs_dir) / "hardware" / "engine"
+    grid = [("engine", d, k, p, {"dsp": dsp}) for dsp in (dsps or ENGINE_SWEEP["dsps"])
+            for p in (presets or ENGINE_SWEEP["presets"]) for k in (ks or ENGINE_SWEEP["ks"])]
+    return _run_grid("engine", grid, out_dir, docs_dir, target_mhz=target_mhz, seed=seed, resume=resume,
+                     progress=progress)
+
+
+def vla_sweep(out_dir="build/synth", docs_dir="docs", *, configs=None, target_mhz: float = TARGET_MHZ,
+              seed: int = SEED, resume: bool = True, progress=print) -> list[dict]:
+    """The VLA core at ``VLA_SWEEP``'s configurations, cached as ``<docs_dir>/hardware/vla/``.
+    A configuration that does not fit the device keeps its Yosys counts and nextpnr's error."""
+    grid = [("vla", d, k, p, {}) for d, k, p in (configs or VLA_SWEEP["configs"])]
+    return _run_grid("vla", grid, out_dir, docs_dir, target_mhz=target_mhz, seed=seed, resume=resume,
+                     progress=progress)
+
+
+def _run_grid(sub: str, grid, out_dir, docs_dir, *, target_mhz, seed, resume, progress) -> list[dict]:
+    """Synthesise ``grid`` (``(algo, d, k, preset, params)``), caching each result as
+    ``<docs_dir>/hardware/<sub>/<name>.json`` (reused while Verilog, tools, target and seed match)."""
+    cache = Path(docs_dir) / "hardware" / sub
     cache.mkdir(parents=True, exist_ok=True)
     results = []
-    for i, (k, preset, dsp) in enumerate(grid, 1):
-        params = {"dsp": dsp}
-        name = config_name("engine", d, k, preset, params)
-        tag = f"[engine {i}/{len(grid)}] {name}"
+    for i, (algo, d, k, preset, params) in enumerate(grid, 1):
+        name = config_name(algo, d, k, preset, params)
+        tag = f"[{sub} {i}/{len(grid)}] {name}"
         cpath = cache / f"{name}.json"
         if resume and cpath.exists():
-            hit = _cache_ok(cpath, _verilog_sha("engine", d, k, preset, params), target_mhz, seed, cpu=False)
+            hit = _cache_ok(cpath, _verilog_sha(algo, d, k, preset, params), target_mhz, seed, cpu=False)
             if hit is not None:
                 progress(f"{tag}: cached ({_fmt_mhz(hit.get('fmax_mhz'))})")
                 results.append(hit)
                 continue
-        # the 7-series estimate and Yosys's ltp cannot read the ECP5 primitive
-        r = synth("engine", d, k, preset, Path(out_dir) / name, target_mhz=target_mhz, seed=seed,
-                  xilinx=dsp != "ecp5", ltp=False, params=params,
+        ecp5 = params.get("dsp") == "ecp5"  # the 7-series estimate and Yosys's ltp cannot read the primitive
+        r = synth(algo, d, k, preset, Path(out_dir) / name, target_mhz=target_mhz, seed=seed,
+                  xilinx=not ecp5, ltp=algo != "engine" and not ecp5, params=params,
                   progress=lambda msg, tag=tag: progress(f"{tag}: {msg.split(': ', 1)[-1]}"))
-        progress(f"{tag}: {_fmt_mhz(r.get('fmax_mhz'))}, {r['luts']} LUT, {r['ffs']} FF, {r['dsp']} DSP")
+        progress(f"{tag}: {_fmt_mhz(r.get('fmax_mhz'))}, {r['luts']} LUT, {r['ffs']} FF, {r['dsp']} DSP"
+                 + (f" (place and route failed: {r['pnr_error']})" if r.get("pnr_error") else ""))
         cpath.write_text(json.dumps(r, indent=2) + "\n")
         results.append(r)
     return results
 
 
-def load_engine_results(docs_dir="docs") -> list[dict]:
-    """The cached results of :func:`engine_sweep`."""
-    return [json.loads(p.read_text()) for p in sorted((Path(docs_dir) / "hardware" / "engine").glob("*.json"))]
+def load_engine_results(docs_dir="docs", sub: str = "engine") -> list[dict]:
+    """The cached results of :func:`engine_sweep` (``sub="vla"``: of :func:`vla_sweep`)."""
+    return [json.loads(p.read_text()) for p in sorted((Path(docs_dir) / "hardware" / sub).glob("*.json"))]
 
 
 def _fmt_mhz(v) -> str:
@@ -1075,6 +1097,7 @@ def _generated_block(results, docs_dir: Path) -> str:
                      f"{rr['groups_over_budget']} ({rr['cells_over_budget']}) | {'; '.join(items[:14])} |")
         L.append("")
     L.extend(_engine_block(load_engine_results(docs_dir)))
+    L.extend(_vla_block(load_engine_results(docs_dir, "vla")))
     rt = [r.get("runtime_s", {}).get("total_s") for r in rs if r.get("runtime_s")]
     if rt:
         L.append(f"Sweep runtime (one configuration at a time, 2 shared cores): {sum(rt) / 60:.0f} min in total, "
@@ -1110,6 +1133,34 @@ def _engine_block(results) -> list[str]:
                  f"{_num(x.get('dsp48e1'))} | {path} | "
                  + (f"{cp['total_ns']:.2f} ({cp['logic_ns']:.2f} / {cp['routing_ns']:.2f}) |" if cp else "— |"))
     L.append("")
+    return L
+
+
+def _vla_block(results) -> list[str]:
+    """The table of :func:`vla_sweep` results (empty when there are none)."""
+    if not results:
+        return []
+    rs = sorted(results, key=lambda r: ({"int8": 0, "int16": 1}.get(r["preset"], 9), r["k"], r["d"]))
+    L = ["### The VLA core (`rtl/vla.py`)", ""]
+    L.append("| preset | k | d | fmax MHz | LUT | FF | DSP (MULT18, of 156) | EBR | LUTRAM | xc7 LUT | xc7 DSP48 | "
+             "cycles/token | floor d²/k | cycles / floor | tokens/s |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    notes = []
+    for r in rs:
+        x = r.get("xilinx") or {}
+        fm = _num(r.get("fmax_mhz"), "{:.1f}")
+        if r.get("fmax_mhz") is None and r.get("pnr_error"):
+            fm = "does not place"
+            notes.append(f"- {r['preset']} k={r['k']} d={r['d']}: nextpnr: `{r['pnr_error'].strip()[-200:]}` "
+                         "(resources from Yosys's cell counts: LUT4 + 2 per CCU2C + 4 per DPR16X4)")
+        L.append(f"| {r['preset']} | {r['k']} | {r['d']} | {fm} | {_num(r['luts'])} | {_num(r['ffs'])} | {r['dsp']} | "
+                 f"{r['ebr']} | {r.get('lutram', 0)} | {_num(x.get('luts'))} | {_num(x.get('dsp48e1'))} | "
+                 f"{r['cycles_per_token']} | {r.get('floor_cycles', '—')} | {r['cycles_over_floor']:.2f} | "
+                 f"{_num(r.get('tokens_per_s'), '{:,.0f}')} |")
+    L.append("")
+    L.append("Cycles per token: the manifest's `VLACore.cycle_budget()` (measured equal in `tests/rtl/test_vla.py` "
+             "and the Verilator suite at the configurations they run).")
+    L.extend(["", *notes, ""] if notes else [""])
     return L
 
 
