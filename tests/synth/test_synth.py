@@ -177,3 +177,14 @@ def test_engine_table_in_the_report(tmp_path):
     assert "The datapath alone" in text
     row = next(ln for ln in text.splitlines() if "| ecp5 |" in ln)
     assert "| int8 | 8 | ecp5 | 6 | 234.0 |" in row and "`dut.mul3.mult` → `dut.tree1_1_4`" in row
+    assert "The VLA core" not in text  # no VLA results, no VLA table
+
+    vla = tmp_path / "hardware" / "vla"
+    vla.mkdir()
+    (vla / "v.json").write_text(json.dumps(rec("vla_d32_k8_int8", algo="vla", fmax_mhz=None, dsp=168, luts=46368,
+                                               cycles_per_token=203, floor_cycles=128, cycles_over_floor=1.5859,
+                                               tokens_per_s=None, pnr_error="ERROR: 168 MULT18X18D, 156 on the device")))
+    text = write_report([rec("annihilation_d32_k8_int8")], tmp_path).read_text()
+    row = next(ln for ln in text.splitlines() if ln.startswith("| int8 | 8 | 32 | does not place |"))
+    assert "| 168 |" in row and "| 203 | 128 | 1.59 | — |" in row
+    assert "168 MULT18X18D, 156 on the device" in text
