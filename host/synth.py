@@ -983,6 +983,36 @@ def _plots(results, out: Path) -> list[str]:
     return files
 
 
+def _engine_plot(rs, out: Path) -> str:
+    """Grouped bars: the engine's post-route fmax per (preset, k), one bar per multiplier style."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    groups = sorted({(r["preset"], r["k"]) for r in rs}, key=lambda g: ({"int8": 0, "int16": 1}.get(g[0], 9), g[1]))
+    styles = [s_ for s_ in ENGINE_SWEEP["dsps"] if any((r.get("params") or {}).get("dsp") == s_ for r in rs)]
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    width = 0.8 / max(len(styles), 1)
+    for j, style in enumerate(styles):
+        ys = []
+        for g in groups:
+            hit = [r for r in rs if (r["preset"], r["k"]) == g and (r.get("params") or {}).get("dsp") == style]
+            ys.append(hit[0].get("fmax_mhz") or 0 if hit else 0)
+        ax.bar([i + (j - (len(styles) - 1) / 2) * width for i in range(len(groups))], ys, width, label=style)
+    ax.axhline(TARGET_MHZ, color="k", lw=0.8, ls=":", label=f"{TARGET_MHZ:g} MHz target")
+    ax.set_xticks(range(len(groups)), [f"{p} k={k}" for p, k in groups])
+    ax.set_ylabel("post-route fmax, MHz")
+    ax.set_title("dot-product engine alone by multiplier registers (ECP5-85F, speed 6)", fontsize=10)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    fig.savefig(out / "engine_fmax.png", dpi=110)
+    plt.close(fig)
+    return "engine_fmax.png"
+
+
 def _enrich(r: dict) -> dict:
     """Add diagnostics that results cached by an older version of this module lack (from the
     netlist left in the build folder, when it is still there)."""
@@ -1096,7 +1126,10 @@ def _generated_block(results, docs_dir: Path) -> str:
             L.append(f"| {r['preset']} | {r['d']} | {rr['worst'][0]['est_ns']:.1f} / {_num(cpn, '{:.1f}')} | "
                      f"{rr['groups_over_budget']} ({rr['cells_over_budget']}) | {'; '.join(items[:14])} |")
         L.append("")
-    L.extend(_engine_block(load_engine_results(docs_dir)))
+    eng = load_engine_results(docs_dir)
+    L.extend(_engine_block(eng))
+    if eng:
+        L.extend([f"![engine fmax](hardware/{_engine_plot(eng, docs_dir / 'hardware')})", ""])
     L.extend(_vla_block(load_engine_results(docs_dir, "vla")))
     rt = [r.get("runtime_s", {}).get("total_s") for r in rs if r.get("runtime_s")]
     if rt:
