@@ -566,6 +566,30 @@ def cpu_rates(d: int, k: int, preset: str, *, min_time: float = 0.2) -> dict:
             "method": "specmem.bench.steady_rate: difference of two stream lengths, batch 1, float64 / int"}
 
 
+def cpu_rates_vla(d: int, preset: str, *, min_time: float = 0.2) -> dict:
+    """Steady-state tokens/s on this CPU of the VLA golden models (float64 ``vla`` and the
+    bit-exact ``run_fixed("vla", ...)``), Gaussian k, v, q, u, one stream, default parameters."""
+    import numpy as np
+
+    from specmem.backends import run
+    from specmem.bench import steady_rate
+
+    x = np.random.default_rng(0).standard_normal((4, 2 * 256 + 8, d)) / np.sqrt(d)
+
+    def go(backend):
+        def fn(a, _k):
+            opts = {"format": preset} if backend == "fixed" else {}
+            return run("vla", {"k": a[0], "v": a[1], "q": a[2], "u": a[3]}, backend, **opts)
+        return fn
+
+    fl = steady_rate(go("float"), x, 0, min_time=min_time, max_m=256)
+    fx = steady_rate(go("fixed"), x, 0, min_time=min_time, max_m=256)
+    return {"float_tokens_per_s": fl, "fixed_tokens_per_s": fx,
+            "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+            "method": "specmem.bench.steady_rate: difference of two stream lengths, batch 1, float64 / int "
+                      "(specmem.backends.run('vla', ..., 'float' / 'fixed'))"}
+
+
 # ----------------------------------------------------------------------------------------------
 # one configuration
 
@@ -760,10 +784,10 @@ def synth(algo: str, d: int, k: int, preset: str = "int8", out_dir="build/synth"
     res.update({"cycles_per_token": cyc, "cycles_source": src, "floor_d": d, "floor_cycles": floor,
                 "cycles_over_floor": round(cyc / floor, 4)})
     res["tokens_per_s"] = res["fmax_mhz"] * 1e6 / cyc if res.get("fmax_mhz") else None
-    if cpu and algo == "annihilation":
+    if cpu and algo in ("annihilation", "vla"):
         t0 = time.perf_counter()
         say(f"{name}: golden models on this CPU")
-        res["cpu"] = cpu_rates(d, k, preset)
+        res["cpu"] = cpu_rates(d, k, preset) if algo == "annihilation" else cpu_rates_vla(d, preset)
         times["cpu_s"] = time.perf_counter() - t0
     res["tool_versions"] = tool_versions()
     times["total_s"] = time.perf_counter() - t_all
@@ -886,7 +910,7 @@ def _run_grid(sub: str, grid, out_dir, docs_dir, *, target_mhz, seed, resume, pr
                 continue
         ecp5 = params.get("dsp") == "ecp5"  # the 7-series estimate and Yosys's ltp cannot read the primitive
         r = synth(algo, d, k, preset, Path(out_dir) / name, target_mhz=target_mhz, seed=seed,
-                  xilinx=not ecp5, ltp=algo != "engine" and not ecp5, params=params,
+                  xilinx=not ecp5, ltp=algo != "engine" and not ecp5, params=params, cpu=algo == "vla",
                   progress=lambda msg, tag=tag: progress(f"{tag}: {msg.split(': ', 1)[-1]}"))
         progress(f"{tag}: {_fmt_mhz(r.get('fmax_mhz'))}, {r['luts']} LUT, {r['ffs']} FF, {r['dsp']} DSP"
                  + (f" (place and route failed: {r['pnr_error']})" if r.get("pnr_error") else ""))
@@ -1176,8 +1200,9 @@ def _vla_block(results) -> list[str]:
     rs = sorted(results, key=lambda r: ({"int8": 0, "int16": 1}.get(r["preset"], 9), r["k"], r["d"]))
     L = ["### The VLA core (`rtl/vla.py`)", ""]
     L.append("| preset | k | d | fmax MHz | LUT | FF | DSP (MULT18, of 156) | EBR | LUTRAM | xc7 LUT | xc7 DSP48 | "
-             "cycles/token | floor d²/k | cycles / floor | tokens/s |")
-    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+             "cycles/token | floor d²/k | cycles / floor | RTL tokens/s | CPU float golden tokens/s | "
+             "CPU fixed golden tokens/s |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     notes = []
     for r in rs:
         x = r.get("xilinx") or {}
@@ -1189,7 +1214,9 @@ def _vla_block(results) -> list[str]:
         L.append(f"| {r['preset']} | {r['k']} | {r['d']} | {fm} | {_num(r['luts'])} | {_num(r['ffs'])} | {r['dsp']} | "
                  f"{r['ebr']} | {r.get('lutram', 0)} | {_num(x.get('luts'))} | {_num(x.get('dsp48e1'))} | "
                  f"{r['cycles_per_token']} | {r.get('floor_cycles', '—')} | {r['cycles_over_floor']:.2f} | "
-                 f"{_num(r.get('tokens_per_s'), '{:,.0f}')} |")
+                 f"{_num(r.get('tokens_per_s'), '{:,.0f}')} | "
+                 f"{_num((r.get('cpu') or {}).get('float_tokens_per_s'), '{:,.0f}')} | "
+                 f"{_num((r.get('cpu') or {}).get('fixed_tokens_per_s'), '{:,.0f}')} |")
     L.append("")
     L.append("Cycles per token: the manifest's `VLACore.cycle_budget()` (measured equal in `tests/rtl/test_vla.py` "
              "and the Verilator suite at the configurations they run).")

@@ -186,5 +186,5 @@ def test_engine_table_in_the_report(tmp_path):
                                                tokens_per_s=None, pnr_error="ERROR: 168 MULT18X18D, 156 on the device")))
     text = write_report([rec("annihilation_d32_k8_int8")], tmp_path).read_text()
     row = next(ln for ln in text.splitlines() if ln.startswith("| int8 | 8 | 32 | does not place |"))
-    assert "| 168 |" in row and "| 203 | 128 | 1.59 | — |" in row
+    assert "| 168 |" in row and "| 203 | 128 | 1.59 | — | — | — |" in row
     assert "168 MULT18X18D, 156 on the device" in text
