@@ -4,15 +4,17 @@ The dot-product engine's lanes multiply through :class:`LaneMultiplier`. Three a
 
 * ``"fabric"``: ``p <= a * b`` (one register, after the multiplier). The cores use this one.
   Yosys maps the product to a combinational MULT18X18D and the register to fabric flip-flops,
-  so the path is FF -> routing -> DSP (about 3.9 ns) -> routing -> FF: ~140-190 MHz on ECP5-6.
+  so the path is FF -> routing -> DSP (3.9 ns) -> routing -> FF: 133-143 MHz for the engine
+  on an ECP5 speed 6 (docs/hardware.md).
 * ``"registered"``: ``ra <= a; rb <= b; p <= ra * rb`` (input and output registers, portable
   Verilog). Yosys 0.70 does not absorb these registers into the ECP5 DSP, so on ECP5 the
-  multiplier path stays combinational between fabric flip-flops; on 7-series ``synth_xilinx``
-  packs them as AREG/BREG/PREG.
+  multiplier path stays combinational between fabric flip-flops (125-143 MHz); 7-series
+  ``synth_xilinx`` packs them into the DSP48E1 (the engine keeps 94 fabric flip-flops at k=8).
 * ``"ecp5"``: the same two-register behaviour as a ``MULT18X18D`` instance with
   ``REG_INPUTA/B_CLK = REG_OUTPUT_CLK = "CLK0"`` and ``CE0`` as the stage enable, so the
-  registers are the DSP's own and nextpnr times the block as register to register.
-  Only for ECP5 synthesis; simulation needs a model of the primitive (``sim/models/``).
+  registers are the DSP's own and nextpnr times the block as register to register
+  (217-234 MHz at int8, 193-199 MHz at int16).
+  Only for ECP5 synthesis; Verilator simulates it through ``rtl/vendor/MULT18X18D.v``.
 
 Latency (accepted inputs to ``p``): 1 for ``"fabric"``, 2 for the others. Every register
 advances only while ``en`` is high (the engine's pipeline-advance signal).
