@@ -214,6 +214,14 @@ class VLATop(wiring.Component):
                 "widths": c.ranges(),
             },
             "reset": "synchronous; after reset the core writes A = I/lambda0, S = 0 (d^2/k cycles) and zeroes zk",
+            "latency": {
+                **c.latency(),
+                "note": "cycles from the clock edge accepting a token's last input beat (its last u beat) to the "
+                        "edge transferring its first output beat, the core idle (status_busy low) when the token "
+                        "arrives and the sink ready; the same for every token (refresh tokens included): front end "
+                        "(three scalar-unit operations, the scale pass), a read-only pass and the vector chain "
+                        "(cycles_per_token.budget total), VP6 and the output block exponent",
+            },
             "cycles_per_token": {
                 "full_steady_state": budget["total"],
                 "budget": budget,

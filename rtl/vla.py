@@ -32,7 +32,9 @@ then runs a read-only pass of its own. After reset the core writes ``A = I/lambd
 (``CLEAR``, ``d²/k`` cycles) and the front end zeroes ``zk``.
 
 Cycles per token in steady state: ``d²/k`` for the pass plus its pipeline tail plus the chain,
-``5 d/k + 45`` to ``5 d/k + 55`` (:meth:`VLACore.cycle_budget`, ``docs/rtl.md``).
+``5 d/k + 45`` to ``5 d/k + 55`` (:meth:`VLACore.cycle_budget`, ``docs/rtl.md``). Latency of
+an isolated token, last input beat to first output beat: that plus the front end and the output
+tail, ``d²/k + 7 d/k + L + 4 Lv + 4 Ls + Lr + 26`` (:meth:`VLACore.latency`).
 
 Every narrowing is the model's (same formats from ``golden/fixed/formats.py``, same rounding
 points and order); run-time shifts have their ranges derived from the formats at construction
@@ -387,6 +389,50 @@ class VLACore(wiring.Component):
         budget["total"] = sum(budget.values())
         budget["floor"] = N
         return budget
+
+    def latency(self) -> dict:
+        """Latency of an isolated token (the core idle, i.e. ``busy`` low, when its first beat
+        arrives; the output sink ready): cycles from the clock edge accepting its last input beat
+        (the last ``u`` beat) to the edge transferring its first output beat. The beats before
+        the last may come at any rate (the front end consumes each as it arrives); refresh
+        tokens take the same time (the refresh changes values, not the schedule), and so does
+        every input (the scalar units' latencies do not depend on the operand).
+
+        ``parts`` (they sum to ``full``):
+
+        * ``fe_last_beat`` 1: the registered last beat is stored and summed (``||u||²``);
+          ``FE_RECV`` sees it.
+        * ``fe_rsqrt_kf``, ``fe_rsqrt_u`` (``1 + Ls``), ``fe_recip_den`` (``1 + Lr``): each a
+          request cycle (``FE_*_REQ``), then the front-end scalar unit's latency (``FE_*_WAIT``).
+        * ``fe_scale`` ``d/k``: ``kh``, ``un`` written into the slot.
+        * ``fe_done_idle`` 2: ``FE_DONE`` marks the slot full; the sequencer's ``IDLE`` starts a
+          read-only pass.
+        * ``pass_and_chain``: from the pass's first cycle to ``C2``, exactly
+          :meth:`cycle_budget`'s ``total`` (the read-only pass has the fused pass's timing).
+        * ``vp6_num`` ``d/k + 2``: the output tail's vector pass (with a max) beside the write pass.
+        * ``blk_o`` 1: the output block exponent; ``o_out.valid`` rises in the next cycle.
+        * ``first_beat`` 1: that cycle, ended by the edge transferring the beat.
+
+        In closed form (``L``, ``Lv`` the pass and vector engines' latencies, ``Ls``/``Lr`` the
+        scalar units' rsqrt/recip latencies, the front end's and the core's being equal):
+        ``d²/k + 7 d/k + L + 4 Lv + 4 Ls + Lr + 26``, i.e. ``cycle_budget()['total'] + 2 d/k +
+        2 Ls + Lr + 10``.
+        """
+        dk = self.dk
+        Ls, Lr = self.su_fe.latency[ScalarOp.RSQRT], self.su_fe.latency[ScalarOp.RECIP]
+        parts = {
+            "fe_last_beat": 1,
+            "fe_rsqrt_kf": 1 + Ls,
+            "fe_rsqrt_u": 1 + Ls,
+            "fe_recip_den": 1 + Lr,
+            "fe_scale": dk,
+            "fe_done_idle": 2,
+            "pass_and_chain": self.cycle_budget()["total"],
+            "vp6_num": dk + 2,
+            "blk_o": 1,
+            "first_beat": 1,
+        }
+        return {"full": sum(parts.values()), "parts": parts}
 
     @property
     def cycles_per_token(self) -> int:
