@@ -25,7 +25,7 @@ DIRECTED = ("steady_state", "warm_up_and_latency", "orthogonal_and_zero", "satur
             "framing_errors", "random_stream")
 DEFAULT_SEEDS = tuple(range(10))
 #: the directed cocotb tests of the VLA top (``sim/tb_vla.py``)
-VLA_DIRECTED = ("steady_state", "saturating", "reset_mid_stream", "framing_errors", "random_stream")
+VLA_DIRECTED = ("steady_state", "latency", "saturating", "reset_mid_stream", "framing_errors", "random_stream")
 
 
 def run_top(design: Design = Design(), testcases=DIRECTED, *, seeds=DEFAULT_SEEDS, stream: dict | None = None,

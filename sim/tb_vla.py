@@ -9,7 +9,9 @@ design was generated with (the case's ``manifest.design.params``) on the tokens 
 saw; the in-order scoreboard compares every ``o_raw`` element and the ``o_frac`` (``tuser``) of
 every output beat bit for bit; at the end of each stream the counters (``tokens``,
 ``saturations``, ``refreshes``, ``framing_errors``) and the states ``A`` and ``S`` (read back from
-the RAM banks ``core.amem``/``core.smem``, a backdoor) equal the model's.
+the RAM banks ``core.amem``/``core.smem``, a backdoor) equal the model's. The cycles per token
+back to back and the latency of an isolated token (last input beat to first output beat) equal
+the manifest's ``cycles_per_token`` and ``latency``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 
 import cocotb
 import numpy as np
-from cocotb.triggers import ReadOnly, RisingEdge
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from specmem.sim import stimulus
 from specmem.sim.model import VLAModel
@@ -161,6 +163,33 @@ async def steady_state(dut):
     full = MANIFEST.get("cycles_per_token", {}).get("full_steady_state")
     _expect_equal(env, "cycles per token back to back", sorted(set(steps)), [full])
     env.finish("steady_state", t0, steps=steps, manifest_full_steady_state=full)
+
+
+@cocotb.test()
+async def latency(dut):
+    """Isolated tokens (each sent after the previous one's output and the core went idle, the sink
+    always ready), refresh tokens among them: the latency from the last input beat to the first
+    output beat of each equals the manifest's ``latency["full"]``."""
+    t0 = time.perf_counter()
+    env = VLAEnv(dut)
+    await env.reset()
+    X = _raw("gaussian", 71, 4, env)
+    env.start_stream(X, send=False)
+    refreshes = []
+    for t in range(len(X)):
+        env.driver.send(X[t:t + 1])
+        await env.wait_outputs(t + 1, env.deadline(1))
+        await env.wait_tokens(t + 1)
+        refreshes.append(int(dut.status_refreshes.value))
+        await ClockCycles(dut.clk, 3)
+    status = await env.check_end_of_stream()
+    lat = env.latencies()
+    man = MANIFEST.get("latency")
+    if isinstance(man, dict) and "full" in man:
+        _expect_equal(env, "latency of an isolated token", lat, [int(man["full"])] * len(X))
+    else:
+        env.errors.append("the manifest states no latency")
+    env.finish("latency", t0, latency=lat, refreshes_after_token=refreshes, status=status, manifest_latency=man)
 
 
 @cocotb.test()

@@ -2,9 +2,9 @@
 golden model ``vla_fixed``: every ``o_raw`` and ``o_frac`` (``m_axis_tuser``), the counters
 (tokens, saturations, refreshes, framing errors) and the final states ``A`` and ``S``; random idle
 gaps and backpressure, several refresh periods (``refresh_period = 3``), saturating inputs, a
-reset in the middle of a token, cycles per token = the manifest's. d=8, k=2, int8: one build,
-one simulator process for the directed cases and three seeds; the ``verilator`` back-end and
-``simulate("vla", ...)`` on the same build."""
+reset in the middle of a token, cycles per token and the latency of an isolated token = the
+manifest's. d=8, k=2, int8: one build, one simulator process for the directed cases and three
+seeds; the ``verilator`` back-end and ``simulate("vla", ...)`` on the same build."""
 
 from __future__ import annotations
 
@@ -53,6 +53,15 @@ def test_steady_state_cycles_per_token_equal_manifest(suite):
     full = build(SMALL).manifest["cycles_per_token"]["full_steady_state"]
     assert rec["steps"] and set(rec["steps"]) == {full}, (rec["steps"], full)
     print(f"VLA d=8 k=2 cycles per token: {sorted(set(rec['steps']))} (manifest {full})")
+
+
+def test_latency_equals_manifest(suite):
+    """Isolated tokens, refresh tokens among them: last input beat to first output beat."""
+    _passed(suite, "latency")
+    rec = suite.record["latency"]
+    full = build(SMALL).manifest["latency"]["full"]
+    assert rec["latency"] == [full] * 4 and rec["refreshes_after_token"][-1] >= 1, rec
+    print(f"VLA d=8 k=2 latency of an isolated token: {rec['latency']} (manifest {full})")
 
 
 def test_saturating_inputs(suite):
