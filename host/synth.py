@@ -906,7 +906,7 @@ def _run_grid(sub: str, grid, out_dir, docs_dir, *, target_mhz, seed, resume, pr
         tag = f"[{sub} {i}/{len(grid)}] {name}"
         cpath = cache / f"{name}.json"
         if resume and cpath.exists():
-            hit = _cache_ok(cpath, _verilog_sha(algo, d, k, preset, params), target_mhz, seed, cpu=False)
+            hit = _cache_ok(cpath, _verilog_sha(algo, d, k, preset, params), target_mhz, seed, cpu=algo == "vla")
             if hit is not None:
                 progress(f"{tag}: cached ({_fmt_mhz(hit.get('fmax_mhz'))})")
                 results.append(hit)
@@ -1384,20 +1384,21 @@ BASELINE_CONFIGS = (("engine", 64, 8, "int8", {}), ("engine", 64, 8, "int8", {"d
                     ("annihilation", 32, 8, "int8", {}))
 
 
-def baseline_result(algo, d, k, preset, params, out_dir="build/synth", docs_dir="docs", progress=print) -> dict:
+def baseline_result(algo, d, k, preset, params, out_dir="build/synth", docs_dir="docs", progress=print, *,
+                    target_mhz: float = TARGET_MHZ, seed: int = SEED) -> dict:
     """One baseline configuration: the sweep's cached result when it is current (same Verilog,
     tools, target, seed), otherwise a fresh :func:`synth` run."""
     name = config_name(algo, d, k, preset, params)
     for sub in ("results", "engine"):
         cpath = Path(docs_dir) / "hardware" / sub / f"{name}.json"
         if cpath.exists():
-            hit = _cache_ok(cpath, _verilog_sha(algo, d, k, preset, params), TARGET_MHZ, SEED, cpu=False)
+            hit = _cache_ok(cpath, _verilog_sha(algo, d, k, preset, params), target_mhz, seed, cpu=False)
             if hit is not None:
                 progress(f"synth: baseline {name}: current result in {cpath}")
                 return hit
     ecp5 = params.get("dsp") == "ecp5"
     return synth(algo, d, k, preset, Path(out_dir) / name, params=params, xilinx=not ecp5, ltp=not ecp5,
-                 progress=progress)
+                 target_mhz=target_mhz, seed=seed, progress=progress)
 
 
 def load_baselines(baseline_dir="docs/baselines", versions: dict | None = None) -> dict | None:
@@ -1474,8 +1475,8 @@ def cmd_synth(args) -> int:
                   resume=not args.no_resume, progress=_progress)
             return 0
         if args.write_baseline:
-            res = [baseline_result(a, d, k, p, prm, args.out or "build/synth", args.docs, _progress)
-                   for a, d, k, p, prm in BASELINE_CONFIGS]
+            res = [baseline_result(a, d, k, p, prm, args.out or "build/synth", args.docs, _progress,
+                                   target_mhz=args.freq, seed=args.seed) for a, d, k, p, prm in BASELINE_CONFIGS]
             _progress(f"synth: wrote {write_baseline(res)}")
             return 0
         missing = [n for n in ("algo", "d", "k") if getattr(args, n) is None]

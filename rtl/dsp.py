@@ -6,17 +6,18 @@ The dot-product engine's lanes multiply through :class:`LaneMultiplier`. Three a
   Yosys maps the product to a combinational MULT18X18D and the register to fabric flip-flops,
   so the path is FF -> routing -> DSP (3.9 ns) -> routing -> FF: 133-143 MHz for the engine
   on an ECP5 speed 6 (docs/hardware.md).
-* ``"registered"``: ``ra <= a; rb <= b; p <= ra * rb`` (input and output registers, portable
-  Verilog). Yosys 0.70 does not absorb these registers into the ECP5 DSP, so on ECP5 the
-  multiplier path stays combinational between fabric flip-flops (125-143 MHz); 7-series
-  ``synth_xilinx`` packs them into the DSP48E1 (the engine keeps 94 fabric flip-flops at k=8).
-* ``"ecp5"``: the same two-register behaviour as a ``MULT18X18D`` instance with
-  ``REG_INPUTA/B_CLK = REG_OUTPUT_CLK = "CLK0"`` and ``CE0`` as the stage enable, so the
-  registers are the DSP's own and nextpnr times the block as register to register
-  (217-234 MHz at int8, 193-199 MHz at int16).
+* ``"registered"``: ``ra <= a; rb <= b; m <= ra * rb; p <= m`` (input, pipeline and output
+  registers, portable Verilog). Yosys 0.70 does not absorb these registers into the ECP5 DSP,
+  so on ECP5 the multiply stays combinational between fabric flip-flops; 7-series
+  ``synth_xilinx`` packs them into the DSP48E1 (AREG/BREG, MREG, PREG).
+* ``"ecp5"``: the same three-register behaviour as a ``MULT18X18D`` instance with
+  ``REG_INPUTA/B_CLK = REG_PIPELINE_CLK = REG_OUTPUT_CLK = "CLK0"`` and ``CE0`` as the stage
+  enable: every register is the DSP's own. nextpnr times the block's pins only (setup at A/B,
+  clock-to-out at P); the stages inside it are the DSP's own pipeline, whose limit is Lattice's
+  rating for that configuration, not something this flow checks (docs/hardware.md).
   Only for ECP5 synthesis; Verilator simulates it through ``rtl/vendor/MULT18X18D.v``.
 
-Latency (accepted inputs to ``p``): 1 for ``"fabric"``, 2 for the others. Every register
+Latency (accepted inputs to ``p``): 1 for ``"fabric"``, 3 for the others. Every register
 advances only while ``en`` is high (the engine's pipeline-advance signal).
 """
 
@@ -29,7 +30,7 @@ from amaranth.lib.wiring import In, Out
 __all__ = ["DSP_STYLES", "LaneMultiplier", "ECP5_MULT_WIDTH", "check_dsp"]
 
 #: register arrangements of :class:`LaneMultiplier`, with their latency in cycles
-DSP_STYLES = {"fabric": 1, "registered": 2, "ecp5": 2}
+DSP_STYLES = {"fabric": 1, "registered": 3, "ecp5": 3}
 #: operand width of one ECP5 MULT18X18D (signed operands are sign-extended to it)
 ECP5_MULT_WIDTH = 18
 
@@ -68,8 +69,9 @@ class LaneMultiplier(wiring.Component):
                 m.d.sync += self.p.eq(self.a * self.b)
         elif self.style == "registered":
             ra, rb = Signal.like(self.a, name="ra"), Signal.like(self.b, name="rb")
+            mid = Signal.like(self.p, name="m")
             with m.If(self.en):
-                m.d.sync += [ra.eq(self.a), rb.eq(self.b), self.p.eq(ra * rb)]
+                m.d.sync += [ra.eq(self.a), rb.eq(self.b), mid.eq(ra * rb), self.p.eq(mid)]
         else:
             w = ECP5_MULT_WIDTH
             a18, b18 = Signal(signed(w), name="a18"), Signal(signed(w), name="b18")
@@ -83,7 +85,8 @@ class LaneMultiplier(wiring.Component):
                 "MULT18X18D",
                 p_REG_INPUTA_CLK="CLK0", p_REG_INPUTA_CE="CE0", p_REG_INPUTA_RST="RST0",
                 p_REG_INPUTB_CLK="CLK0", p_REG_INPUTB_CE="CE0", p_REG_INPUTB_RST="RST0",
-                p_REG_PIPELINE_CLK="NONE", p_REG_OUTPUT_CLK="CLK0", p_REG_OUTPUT_CE="CE0",
+                p_REG_PIPELINE_CLK="CLK0", p_REG_PIPELINE_CE="CE0", p_REG_PIPELINE_RST="RST0",
+                p_REG_OUTPUT_CLK="CLK0", p_REG_OUTPUT_CE="CE0",
                 p_REG_OUTPUT_RST="RST0", p_GSR="DISABLED", p_RESETMODE="SYNC",
                 p_SOURCEB_MODE="B_SHIFT", p_MULT_BYPASS="DISABLED",
                 i_SIGNEDA=Const(1, 1), i_SIGNEDB=Const(1, 1), i_SOURCEA=Const(0, 1), i_SOURCEB=Const(0, 1),

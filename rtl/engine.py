@@ -17,8 +17,8 @@ the last level, and the accumulator register is the output register. Latency fro
 ``last`` beat to ``o.valid`` is :attr:`DotEngine.latency` cycles.
 
 ``dsp`` picks the multiplier's registers (``rtl/dsp.py``): ``"fabric"`` (the product register
-only; what the cores use), ``"registered"`` (input and output registers, portable) or
-``"ecp5"`` (those registers inside a MULT18X18D); the last two add one cycle of latency.
+only; what the cores use), ``"registered"`` (input, pipeline and output registers, portable)
+or ``"ecp5"`` (those registers inside a MULT18X18D); the last two add two cycles of latency.
 """
 
 from __future__ import annotations
@@ -80,9 +80,10 @@ class DotEngine(wiring.Component):
         level; the last level is always registered).
     lane_sums : also output the per-lane running sums (each ``lane_width`` bits).
     reduce : build the adder tree and the ``sum`` output (default). ``reduce=False`` (with
-        ``lane_sums=True``) gives a bank of k independent multiply-accumulate lanes with latency 2.
+        ``lane_sums=True``) gives a bank of k independent multiply-accumulate lanes with latency 2
+        (4 with ``dsp="registered"`` or ``"ecp5"``).
     dsp : ``"fabric"`` (default), ``"registered"`` or ``"ecp5"``: the lane multipliers' register
-        arrangement (:mod:`specmem.rtl.dsp`); the last two add one cycle of latency.
+        arrangement (:mod:`specmem.rtl.dsp`); the last two add two cycles of latency.
 
     Members: ``i: In(stream.Signature(in_layout))``, ``o: Out(stream.Signature(out_layout))``.
     """
@@ -160,11 +161,16 @@ class DotEngine(wiring.Component):
                 for l in range(k):
                     m.d.sync += prods[l].eq(self.i.payload.a[l] * self.i.payload.b[l])
         else:
-            # the control bits follow the multipliers' two register stages
-            v0, f0, l0 = Signal(name="mul_in_valid"), Signal(name="mul_in_first"), Signal(name="mul_in_last")
+            # the control bits follow the multipliers' register stages
+            v, f, la = self.i.valid, self.i.payload.first, self.i.payload.last
+            for st in range(self.mul_latency - 1):
+                nv, nf, nl = (Signal(name=f"mul_s{st}_valid"), Signal(name=f"mul_s{st}_first"),
+                              Signal(name=f"mul_s{st}_last"))
+                with m.If(advance):
+                    m.d.sync += [nv.eq(v), nf.eq(f), nl.eq(la)]
+                v, f, la = nv, nf, nl
             with m.If(advance):
-                m.d.sync += [v0.eq(self.i.valid), f0.eq(self.i.payload.first), l0.eq(self.i.payload.last),
-                             valid.eq(v0), first.eq(f0), last.eq(l0)]
+                m.d.sync += [valid.eq(v), first.eq(f), last.eq(la)]
             for l in range(k):
                 mul = LaneMultiplier(self.a_width, self.b_width, self.dsp)
                 m.submodules[f"mul{l}"] = mul

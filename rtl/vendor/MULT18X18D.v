@@ -1,10 +1,13 @@
-// Behavioural model of the Lattice ECP5 MULT18X18D, only the configuration rtl/dsp.py
-// instantiates (style "ecp5"): signed 18x18 multiply, input registers A and B and the output
-// register on CLK0 with clock enable CE0, pipeline register bypassed, RST0 unused (tied low).
+// Behavioural model of the Lattice ECP5 MULT18X18D in exactly the configuration rtl/dsp.py
+// instantiates (style "ecp5"): signed 18x18 multiply with the input registers A and B, the
+// pipeline register and the output register all on CLK0 with clock enable CE0 (three cycles
+// from A/B to P), RST0 tied low, SOURCEA/SOURCEB low, SIGNEDA/SIGNEDB high.
 // It exists so Verilator can lint and simulate the generated engine; Yosys never reads it
-// (synth_ecp5 uses its own black box and nextpnr the silicon's timing). Any other parameter
-// value stops the simulation at time 0 instead of being modelled wrongly, and only the ports
-// rtl/dsp.py connects are declared (any other connection is an error, not a silent no-op).
+// (synth_ecp5 uses its own black box). Every parameter is checked against that configuration at
+// time 0 and the tied inputs on every clock edge: anything else stops the simulation instead of
+// being modelled wrongly. Only the ports rtl/dsp.py connects are declared (connecting any other
+// is an elaboration error, not a silent no-op). Its fidelity to the silicon rests on Lattice's
+// description of the primitive; no vendor simulation model is available offline.
 /* verilator lint_off UNUSEDSIGNAL */
 /* verilator lint_off UNUSEDPARAM */
 /* verilator lint_off WIDTHTRUNC */
@@ -138,21 +141,31 @@ module MULT18X18D (
     reg  [17:0] ra, rb;
     reg  [35:0] p;
 
+    reg  [35:0] m;
+
     initial begin
-        if (REG_INPUTA_CLK != "CLK0" || REG_INPUTB_CLK != "CLK0" || REG_OUTPUT_CLK != "CLK0"
-            || REG_PIPELINE_CLK != "NONE" || REG_INPUTA_CE != "CE0" || REG_INPUTB_CE != "CE0"
-            || REG_OUTPUT_CE != "CE0" || MULT_BYPASS != "DISABLED" || SOURCEB_MODE != "B_SHIFT") begin
+        if (REG_INPUTA_CLK != "CLK0" || REG_INPUTB_CLK != "CLK0" || REG_PIPELINE_CLK != "CLK0"
+            || REG_OUTPUT_CLK != "CLK0" || REG_INPUTC_CLK != "NONE"
+            || REG_INPUTA_CE != "CE0" || REG_INPUTB_CE != "CE0" || REG_PIPELINE_CE != "CE0"
+            || REG_OUTPUT_CE != "CE0" || REG_INPUTA_RST != "RST0" || REG_INPUTB_RST != "RST0"
+            || REG_PIPELINE_RST != "RST0" || REG_OUTPUT_RST != "RST0" || RESETMODE != "SYNC"
+            || GSR != "DISABLED" || MULT_BYPASS != "DISABLED" || SOURCEB_MODE != "B_SHIFT"
+            || CAS_MATCH_REG != "FALSE" || HIGHSPEED_CLK != "NONE" || CLK0_DIV != "ENABLED") begin
             $display("MULT18X18D model: unsupported configuration");
             $stop;
         end
     end
 
     always @(posedge CLK0) begin
+        if (RST0 !== 1'b0 || SOURCEA !== 1'b0 || SOURCEB !== 1'b0 || SIGNEDA !== 1'b1 || SIGNEDB !== 1'b1) begin
+            $display("MULT18X18D model: RST0/SOURCEA/SOURCEB must be tied low and SIGNEDA/SIGNEDB high");
+            $stop;
+        end
         if (CE0) begin
             ra <= a;
             rb <= b;
-            // SIGNEDA/SIGNEDB select two's complement operands (the engine ties both high)
-            p <= $signed({SIGNEDA & ra[17], ra}) * $signed({SIGNEDB & rb[17], rb});
+            m <= $signed(ra) * $signed(rb);
+            p <= m;
         end
     end
 

@@ -110,7 +110,7 @@ def test_engine_lane_bank_without_tree():
         DotEngine(k, max_len, reduce=False)
 
 
-@pytest.mark.parametrize("dsp,latency", [("fabric", 4), ("registered", 5)])
+@pytest.mark.parametrize("dsp,latency", [("fabric", 4), ("registered", 6)])
 def test_engine_full_throughput_and_latency(dsp, latency):
     """With the sink always ready the engine takes one beat per cycle, and a ``last`` beat
     appears on the output exactly ``latency`` cycles after it is accepted (k=4: multiplier

