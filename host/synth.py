@@ -58,7 +58,7 @@ SEED = 1
 #: Cap on one nextpnr run, in CPU seconds (so that it does not depend on how busy the machine
 #: is): at ~90 % utilisation (k = 16, int16) its router can run for hours; past the cap the
 #: result records how far it got (utilisation, arcs left).
-PNR_TIMEOUT_S = 2400.0
+PNR_TIMEOUT_S = 1500.0
 SHELL_TOP = "synth_shell"
 #: Bump when the flow (scripts, shell, parsing) changes: cached sweep results are then redone.
 FLOW_VERSION = 1
