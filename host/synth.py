@@ -1308,9 +1308,9 @@ def _engine_block(results) -> list[str]:
                                         order.get((r.get("params") or {}).get("dsp"), 9)))
     L = [f"### The datapath alone: the dot-product engine (d = {rs[0]['d']}), by multiplier registers", ""]
     L.append("`specmem synth --algo engine --dsp STYLE` (`rtl/dsp.py`): `fabric` = the product register only "
-             "(what the cores use today), `registered` = input and output registers in portable Verilog, "
-             "`ecp5` = the same registers inside each MULT18X18D (`REG_INPUTA/B_CLK`, `REG_OUTPUT_CLK`). "
-             "Same flow, shell and target as above.")
+             "(what the cores use today), `registered` = input, pipeline and output registers in portable Verilog, "
+             "`ecp5` = the same registers inside each MULT18X18D (`REG_INPUTA/B_CLK`, `REG_PIPELINE_CLK`, "
+             "`REG_OUTPUT_CLK`; nextpnr times the block at its pins only). Same flow, shell and target as above.")
     L.append("")
     L.append("| preset | k | multiplier registers | latency (cycles) | fmax MHz | LUT | FF | DSP (MULT18) | xc7 DSP48 | "
              "critical path: from → to | path ns (logic / routing) |")
