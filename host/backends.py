@@ -32,8 +32,8 @@ def _fixed_backend(algo: str, inputs: dict[str, np.ndarray], params: dict[str, A
         from specmem.golden.fixed import PRESETS, run_fixed
     except ImportError:
         raise SpecmemInputError("backend: the fixed-point backend is not available in this build") from None
-    preset = options.pop("format", None) or "int8"
-    if preset not in PRESETS:
+    preset = options.pop("format", None)  # None: the rule's default format (DEFAULT_FORMAT)
+    if preset is not None and preset not in PRESETS:
         raise SpecmemInputError(f"format: unknown fixed-point preset {preset!r}; choose one of {', '.join(PRESETS)}")
     if options:
         raise SpecmemInputError(f"backend: unknown option(s) for fixed: {', '.join(options)}")

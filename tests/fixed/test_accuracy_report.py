@@ -16,7 +16,7 @@ def test_report_smoke(tmp_path):
         assert (tmp_path / png).stat().st_size > 1000
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["config"] == {"d": 8, "k": 2, "T": 48, "long_T": 60, "seeds": [0], "small": True}
-    assert summary["annihilation"]["wide"]["max_omega_err"] < 1e-4
+    assert summary["annihilation"]["legacy-wide"]["max_omega_err"] < 1e-4
     assert any(line.startswith("accuracy: report in") for line in lines)
 
 
@@ -24,6 +24,6 @@ def test_bench_fixed_reports_every_rule(tmp_path):
     out = tmp_path / "bench.json"
     rec = bench_fixed(out_json=str(out), d=8, k=2, T=16, progress=lambda m: None)
     assert set(rec["tokens_per_s"]) == {f"{a}/{p}" for a in ("annihilation", "vla", "linear", "deltanet")
-                                        for p in ("int8", "int16", "wide")}
+                                        for p in ("legacy-int8", "legacy-int16", "legacy-wide")}
     assert all(v > 0 for v in rec["tokens_per_s"].values())
     assert json.loads(out.read_text())["d"] == 8

@@ -17,7 +17,8 @@ from specmem.golden.linear_attention import linear_attention
 from specmem.golden.vla import vla
 from specmem.vectors import make_vectors
 
-ALGOS = list(FIXED_ALGOS)
+ALGOS = [a for a in FIXED_ALGOS if a != "gated-deltanet"]  # the legacy models (scaled: test_scaled.py)
+FIXED_PRESETS = [n for n, p in PRESETS.items() if p.scheme == "fixed"]
 FLOAT = {
     "annihilation": lambda x, k: annihilation_gram(x, k),
     "vla": lambda **kw: vla(**kw),
@@ -54,7 +55,7 @@ def test_wide_tracks_float64(algo, d, T):
     """Relative Frobenius error <= 1e-5 per output; VLA's o (which decays like 1/t) per token too."""
     vec, params = _inputs(algo, T, d), _params(algo, d)
     ref = _float(algo, vec, params)
-    out = run_fixed(algo, vec, "wide", params)
+    out = run_fixed(algo, vec, "legacy-wide", params)
     for name in COMPARED[algo]:
         assert _rel(out[name], ref[name]) <= 1e-5, name
     if algo == "vla":
@@ -63,7 +64,7 @@ def test_wide_tracks_float64(algo, d, T):
     assert all(int(out[f"sat_{n}"]) == 0 for n in json.loads(out["formats"])["tensors"])
 
 
-@pytest.mark.parametrize("preset,tol", [("int16", 5e-3), ("int8", 0.5)])
+@pytest.mark.parametrize("preset,tol", [("legacy-int16", 5e-3), ("legacy-int8", 0.5)])
 @pytest.mark.parametrize("algo", ["vla", "linear", "deltanet"])
 def test_narrow_presets_are_close_but_not_exact(algo, preset, tol):
     """Coarse sanity: int16 within 0.5 %, int8 within 50 % (relative o error), and neither exact."""
@@ -73,7 +74,7 @@ def test_narrow_presets_are_close_but_not_exact(algo, preset, tol):
 
 
 @pytest.mark.parametrize("algo", ALGOS)
-@pytest.mark.parametrize("preset", list(PRESETS))
+@pytest.mark.parametrize("preset", FIXED_PRESETS)
 def test_deterministic_pure_integer(algo, preset):
     vec, params = _inputs(algo, 40, 8, seed=1), _params(algo, 8)
     a = run_fixed(algo, vec, preset, params)
@@ -101,11 +102,11 @@ def test_batch_equals_loop_awkward_sizes(algo):
     d, T = 7, 13
     vec = _inputs(algo, T, d, seed=5, batch=(2, 3))
     params = {"k": 3} if algo == "annihilation" else {}
-    full = run_fixed(algo, vec, "int16", params)
+    full = run_fixed(algo, vec, "legacy-int16", params)
     raws = [n for n in full if n.endswith("_raw") or n in ("o_frac", "orth", "count")]
     for i in range(2):
         for j in range(3):
-            one = run_fixed(algo, {n: v[i, j] for n, v in vec.items()}, "int16", params)
+            one = run_fixed(algo, {n: v[i, j] for n, v in vec.items()}, "legacy-int16", params)
             for n in raws:
                 np.testing.assert_array_equal(full[n][i, j], one[n], err_msg=n)
 
@@ -113,7 +114,7 @@ def test_batch_equals_loop_awkward_sizes(algo):
 def test_saturation_counts_inputs_exactly():
     vec = _inputs("deltanet", 20, 8, seed=2)
     vec = {**vec, "k": 30 * vec["k"], "v": 30 * vec["v"]}
-    out = run_fixed("deltanet", vec, "int8", {})
+    out = run_fixed("deltanet", vec, "legacy-int8", {})
     t = json.loads(out["formats"])["tensors"]["k"]
     lsb = 2.0 ** -t["frac"]
     hi, lo = ((1 << (t["width"] - 1)) - 1) * lsb, -(1 << (t["width"] - 1)) * lsb
@@ -129,7 +130,7 @@ def test_state_saturates_and_is_counted():
     T, d = 200, 4
     k = np.full((T, d), 3.0)
     v = np.full((T, d), 3.0)
-    out = run_fixed("linear", {"k": k, "v": v, "q": k}, "int8", {})
+    out = run_fixed("linear", {"k": k, "v": v, "q": k}, "legacy-int8", {})
     fs = json.loads(out["formats"])["tensors"]["s"]
     smax = (1 << (fs["width"] - 1)) - 1
     # S grows by 3*4 = 12 per token; the range 2^(int bits) = 512 is crossed near token 43
@@ -149,7 +150,7 @@ def test_state_saturates_and_is_counted():
 def test_annihilation_k1_keeps_last_input_exactly():
     """k = 1: P U = 0, so U' = x after every full step (bit-exact), and y = ±(previous x)/||x||."""
     x = np.random.default_rng(4).standard_normal((30, 5))
-    r = annihilation_fixed(x, 1, "int16")
+    r = annihilation_fixed(x, 1, "legacy-int16")
     f = r["fmt"]
     xq, _ = f["x"].quantize(x)
     np.testing.assert_array_equal(r["u_raw"][:, 0], xq[-1] << (f["u"].frac - f["x"].frac))
@@ -160,7 +161,7 @@ def test_annihilation_k1_keeps_last_input_exactly():
 def test_annihilation_new_column_is_x_and_rank_k():
     d, k, T = 10, 3, 60
     x = np.random.default_rng(6).standard_normal((T, d))
-    r = annihilation_fixed(x, k, "int8", history=True)
+    r = annihilation_fixed(x, k, "legacy-int8", history=True)
     f = r["fmt"]
     xq, _ = f["x"].quantize(x)
     xs = xq << (f["u"].frac - f["x"].frac)
@@ -173,7 +174,7 @@ def test_annihilation_new_column_is_x_and_rank_k():
 def test_annihilation_orthogonal_input_is_skipped_and_flagged():
     e = np.eye(6)
     x = np.stack([e[0], e[1], np.zeros(6), e[2], 2 * e[0] + e[1]])
-    r = annihilation_fixed(x, 2, "int8", history=True)
+    r = annihilation_fixed(x, 2, "legacy-int8", history=True)
     np.testing.assert_array_equal(r["orth"], [False, False, False, True, False])
     np.testing.assert_array_equal(r["u_hist"][3], r["u_hist"][1])  # e2 ⟂ span(e0, e1): unchanged
     np.testing.assert_array_equal(r["u_hist"][2], r["u_hist"][1])  # x = 0: no-op, not flagged
@@ -187,7 +188,7 @@ def test_annihilation_orthogonal_input_is_skipped_and_flagged():
 # hardware ELU+1, VLA refresh
 
 
-@pytest.mark.parametrize("preset", list(PRESETS))
+@pytest.mark.parametrize("preset", FIXED_PRESETS)
 def test_elu1_within_one_lsb_plus_interpolation(preset):
     fmt = formats_for("linear", preset, 8)
     dp = Datapath(fmt)
@@ -205,16 +206,16 @@ def test_elu1_within_one_lsb_plus_interpolation(preset):
 def test_vla_refresh_below_half_lsb_is_lost_in_int8():
     """eta = 1e-4 is 0.2 LSB of int8's A (Q4.11): the refresh rounds to zero and changes nothing."""
     vec = _inputs("vla", 60, 8, seed=9)
-    a = vla_fixed(**vec, preset="int8", eta=1e-4)
-    b = vla_fixed(**vec, preset="int8", refresh_period=0)
+    a = vla_fixed(**vec, preset="legacy-int8", eta=1e-4)
+    b = vla_fixed(**vec, preset="legacy-int8", refresh_period=0)
     assert a["eta_raw"] == 0
     np.testing.assert_array_equal(a["a_raw"], b["a_raw"])
-    c = vla_fixed(**vec, preset="int8", eta=1e-3)  # 2 LSB: kept
+    c = vla_fixed(**vec, preset="legacy-int8", eta=1e-3)  # 2 LSB: kept
     assert c["eta_raw"] == 2 and not np.array_equal(c["a_raw"], b["a_raw"])
 
 
 def test_vla_a_stays_symmetric_bit_exactly():
-    out = vla_fixed(**_inputs("vla", 50, 8, seed=8), preset="int8")
+    out = vla_fixed(**_inputs("vla", 50, 8, seed=8), preset="legacy-int8")
     np.testing.assert_array_equal(out["a_raw"], np.swapaxes(out["a_raw"], -1, -2))
 
 
@@ -223,21 +224,21 @@ def test_vla_a_stays_symmetric_bit_exactly():
 
 
 @pytest.mark.parametrize("call,match", [
-    (lambda v: run_fixed("vla", v, "int4", {}), "^preset:"),
-    (lambda v: run_fixed("nope", v, "int8", {}), "^algo:"),
-    (lambda v: run_fixed("vla", {n: a for n, a in v.items() if n != "u"}, "int8", {}), "^u: input array missing"),
-    (lambda v: run_fixed("vla", {**v, "x": v["k"]}, "int8", {}), "^x: not an input"),
-    (lambda v: run_fixed("vla", v, "int8", {"gamma": 1}), "^gamma: not a parameter"),
-    (lambda v: run_fixed("vla", {**v, "k": np.where(v["k"] > 1, np.nan, v["k"])}, "int8", {}), "^k: contains NaN"),
-    (lambda v: run_fixed("vla", {**v, "q": v["q"][:, :3]}, "int8", {}), "^q: shape"),
-    (lambda v: run_fixed("vla", v, "int8", {"lambda0": -1}), "^lambda0:"),
-    (lambda v: run_fixed("vla", v, "int8", {"in_range": 0}), "^max_abs|^in_range"),
-    (lambda v: run_fixed("annihilation", {"x": v["k"]}, "int8", {}), "^k: required"),
-    (lambda v: run_fixed("annihilation", {"x": v["k"]}, "int8", {"k": 9}), "^k: must be <= d"),
-    (lambda v: run_fixed("annihilation", {"x": v["k"]}, "int8", {"k": 2, "use_gram": True}), "^use_gram:"),
-    (lambda v: run_fixed("annihilation", {"x": v["k"]}, "int8", {"k": 2, "variant": "literal"}), "^variant:"),
-    (lambda v: run_fixed("deltanet", {**{n: v[n] for n in "kvq"}, "beta": np.full(10, 1.5)}, "int8", {}), "^beta:"),
-    (lambda v: run_fixed("linear", {n: v[n] for n in "kvq"}, "int8", {"eps": 0}), "^eps:"),
+    (lambda v: run_fixed("vla", v, "int4", {}), "^format:"),
+    (lambda v: run_fixed("nope", v, "legacy-int8", {}), "^algo:"),
+    (lambda v: run_fixed("vla", {n: a for n, a in v.items() if n != "u"}, "legacy-int8", {}), "^u: input array missing"),
+    (lambda v: run_fixed("vla", {**v, "x": v["k"]}, "legacy-int8", {}), "^x: not an input"),
+    (lambda v: run_fixed("vla", v, "legacy-int8", {"gamma": 1}), "^gamma: not a parameter"),
+    (lambda v: run_fixed("vla", {**v, "k": np.where(v["k"] > 1, np.nan, v["k"])}, "legacy-int8", {}), "^k: contains NaN"),
+    (lambda v: run_fixed("vla", {**v, "q": v["q"][:, :3]}, "legacy-int8", {}), "^q: shape"),
+    (lambda v: run_fixed("vla", v, "legacy-int8", {"lambda0": -1}), "^lambda0:"),
+    (lambda v: run_fixed("vla", v, "legacy-int8", {"in_range": 0}), "^max_abs|^in_range"),
+    (lambda v: run_fixed("annihilation", {"x": v["k"]}, "legacy-int8", {}), "^k: required"),
+    (lambda v: run_fixed("annihilation", {"x": v["k"]}, "legacy-int8", {"k": 9}), "^k: must be <= d"),
+    (lambda v: run_fixed("annihilation", {"x": v["k"]}, "legacy-int8", {"k": 2, "use_gram": True}), "^use_gram:"),
+    (lambda v: run_fixed("annihilation", {"x": v["k"]}, "legacy-int8", {"k": 2, "variant": "literal"}), "^variant:"),
+    (lambda v: run_fixed("deltanet", {**{n: v[n] for n in "kvq"}, "beta": np.full(10, 1.5)}, "legacy-int8", {}), "^beta:"),
+    (lambda v: run_fixed("linear", {n: v[n] for n in "kvq"}, "legacy-int8", {"eps": 0}), "^eps:"),
 ])
 def test_bad_input_names_the_argument(call, match):
     vec = _inputs("vla", 10, 8, seed=0)
@@ -247,14 +248,14 @@ def test_bad_input_names_the_argument(call, match):
 
 def test_accumulator_width_is_checked():
     with pytest.raises(SpecmemInputError, match="^d: accumulator"):
-        formats_for("vla", "wide", 1 << 12)
+        formats_for("vla", "legacy-wide", 1 << 12)
 
 
 @pytest.mark.parametrize("algo", ALGOS)
 def test_only_the_quantised_inputs_matter(algo):
     """After quantisation everything is integer: inputs moved by 1e-3 LSB (off ties) give the same bits."""
     vec, params = _inputs(algo, 30, 8, seed=12), _params(algo, 8)
-    base = run_fixed(algo, vec, "int8", params)
+    base = run_fixed(algo, vec, "legacy-int8", params)
     fmts = json.loads(base["formats"])["tensors"]
     moved = {}
     for n, x in vec.items():
@@ -262,8 +263,8 @@ def test_only_the_quantised_inputs_matter(algo):
         q = np.rint(x / lsb) * lsb  # grid points: far from every tie
         moved[n] = q + 1e-3 * lsb * np.sign(np.random.default_rng(1).standard_normal(x.shape))
         vec[n] = q
-    base = run_fixed(algo, vec, "int8", params)
-    other = run_fixed(algo, moved, "int8", params)
+    base = run_fixed(algo, vec, "legacy-int8", params)
+    other = run_fixed(algo, moved, "legacy-int8", params)
     for n in base:
         if n.endswith("_raw"):
             np.testing.assert_array_equal(base[n], other[n], err_msg=n)
@@ -278,7 +279,7 @@ def test_wide_vla_large_eta_refresh_does_not_overflow():
     k, v, q, u = (rng.standard_normal((40, 8)) for _ in range(4))
     params = {"eta": 0.05, "refresh_period": 3}
     ref = vla(k, v, q, u, **params)
-    out = run_fixed("vla", {"k": k, "v": v, "q": q, "u": u}, "wide", params)
+    out = run_fixed("vla", {"k": k, "v": v, "q": q, "u": u}, "legacy-wide", params)
     rel = np.linalg.norm(out["o"] - ref["o"]) / np.linalg.norm(ref["o"])
     assert rel < 1e-5, rel
     np.testing.assert_allclose(out["a"], ref["a"], rtol=0, atol=1e-5 * np.abs(ref["a"]).max())

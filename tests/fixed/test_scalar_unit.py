@@ -11,8 +11,11 @@ ALL16 = np.arange(1, 1 << 16, dtype=np.int64)
 
 # Documented bounds (docs/fixed-point.md): mantissa rounding 2^-(P-1) plus the Newton error
 # measured for the configuration (seed_bits=6, 30-bit Newton: 1 step 8.9e-5, 2 steps 1.3e-8 before
-# rounding). P = 8, 16, 28 for int8, int16, wide.
-BOUNDS = {"int8": 2.0 ** -7 + 9.0e-5, "int16": 2.0 ** -15 + 1.3e-8, "wide": 2.0 ** -27 + 1.3e-8}
+# rounding), by (P, Newton steps): P = 8, 16, 28 for legacy-int8, int16, wide; 12 for int8's
+# scalar unit; 18 for int18.
+_NEWTON = {1: 9.0e-5, 2: 1.3e-8}
+BOUNDS = {n: 2.0 ** -(p.scalar_unit().out_bits - 1) + _NEWTON[p.newton_steps] for n, p in PRESETS.items()}
+assert BOUNDS["legacy-int8"] == 2.0 ** -7 + 9.0e-5 and BOUNDS["int8"] == 2.0 ** -11 + 9.0e-5
 
 
 def _rel(s: Scalar, ref):

@@ -1,0 +1,176 @@
+"""Variational Linear Attention (spec §2, Algorithm 1) in a scaled format: bit-exact model.
+
+The legacy int8 model lost VLA's memory for two reasons this design removes: unit vectors in a
+fixed Q0.7 keep ~4 significant bits (here every vector is a block vector: its largest element
+fills the word), and ``A``'s diagonal (≈ 1/lambda0 = 10) set the 8-bit read's LSB above
+``A``'s smallest eigenvalue, so the RLS recursion diverged. Here ``A = diag(a_d) + A_off``:
+the diagonal is a ``Wd``-bit block vector (default ``Ws + 8``) multiplied at full width (``d``
+products per read vector, not ``d²``); the off-diagonal part is a row-BFP matrix read at ``M``
+bits, so its row exponents follow the off-diagonal magnitudes, not the diagonal's.
+
+Per-token features as block vectors: ``kf = elu1(k)``, ``qf = elu1(q)``,
+``kh = block(kf rsqrt(max(||kf||², eps²)))``, ``un = block(u (rsqrt(..) u_scale))``, ``zk``
+the running sum of ``kf`` (32 bits), ``den = max(zkᵀ qf, eps)`` exact and its
+reciprocal. Then per token, one read pass over the old ``A`` and ``S`` (``A un``, ``A kh``,
+``S kh``, ``S qf``), and:
+
+1. ``zsm = align(a_d ⊙ un + A_off un)``; ``delta = max(1 + unᵀ zsm, eps)`` exact;
+   ``w = block(zsm rsqrt(delta))`` so that ``A - zsm zsmᵀ/delta = A - w wᵀ``;
+2. ``alpha = align(a_d ⊙ kh + A_off kh - w (wᵀ kh) [+ eta kh])`` (the new ``A`` times ``kh``),
+   ``ah = block(alpha rsqrt(max(||alpha||², eps²)))``;
+3. ``e = align(v - S kh)``;
+4. ``o = block(align(S qf + e (ahᵀ qf)) rden)`` into ``Wo`` bits (``o_raw``, ``o_frac``);
+5. write: ``a_d <- align(a_d - w ⊙ w [+ eta])``; ``A_off <- A_off - offdiag(w wᵀ)``;
+   ``S <- S + e ahᵀ`` (row exponents from the bound).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specmem.golden.vla import _prepare
+
+from ..formats import Preset
+from ..scalar_unit import Scalar
+from .bfp import RowBFP, align_block, block, product_bound_exp, quantize_block, to_float
+from .deltanet import unit_block
+from .elu import elu1_block
+from .formats import scaled_format
+from .linear_attention import Z_BITS, running_sum
+
+__all__ = ["vla_scaled"]
+
+
+def _dense_a(ad, fad, Aoff: RowBFP) -> np.ndarray:
+    a = Aoff.value()
+    idx = np.arange(a.shape[-1])
+    a[:, idx, idx] = to_float(ad, fad)
+    return a
+
+
+def vla_scaled(k, v, q, u, preset: Preset | None = None, lambda0=0.1, eps=1e-4, refresh_period=20, eta=1e-3,
+               u_scale=None, *, diag_bits: int | None = None, trace: bool = True, snapshot_every: int = 0,
+               monitor=None) -> dict:
+    """VLA in the scaled ``preset``; inputs and parameters as :func:`specmem.golden.vla.vla`.
+
+    Returns ``o`` (dequantised), ``o_raw`` ``[..., T, d]``, ``o_frac`` ``[..., T]``; final ``s``
+    and ``a`` (dequantised, dense), ``s_raw``/``s_frac``, ``a_raw``/``a_frac`` (off-diagonal
+    mantissas and row exponents), ``a_diag_raw``/``a_diag_frac``; ``s_norm``/``a_norm``
+    ``[..., T]``; ``sat``, ``ranges``, ``fmt``; ``snapshot_every``/``monitor`` as the legacy model.
+    """
+    kk, vv, qq, uu, (lambda0, eps, refresh_period, eta, u_scale) = _prepare(
+        k, v, q, u, lambda0, eps, refresh_period, eta, u_scale)
+    batch, T, d = kk.shape[:-2], kk.shape[-2], kk.shape[-1]
+    p = preset
+    M, Ws, Wo, rnd = p.mul_bits, p.state_bits, p.out_bits, p.rounding
+    Wd = Ws + 8 if diag_bits is None else int(diag_bits)
+    fmt = scaled_format("vla", p, d, diag_bits=Wd)
+    su = p.scalar_unit()
+    flat = lambda a: a.reshape((-1,) + a.shape[-2:])  # noqa: E731
+    K, fk = quantize_block(flat(kk), M, "k", rnd)
+    V, fv = quantize_block(flat(vv), M, "v", rnd)
+    Q, fq = quantize_block(flat(qq), M, "q", rnd)
+    Uq, fu = quantize_block(flat(uu), M, "u", rnd)
+    B = K.shape[0]
+    KF, fkf = elu1_block(K, fk, M, p.exp_lut_bits, rnd)
+    QF, fqf = elu1_block(Q, fq, M, p.exp_lut_bits, rnd)
+    KH, fkh = unit_block(su, M, KF, fkf, eps, rnd)
+    nu2 = np.einsum("btd,btd->bt", Uq, Uq)
+    nu2 = np.maximum(nu2, np.maximum(1, np.rint(np.ldexp(eps * eps, 2 * fu))).astype(np.int64))
+    su_r = su.mul(su.rsqrt(nu2, 2 * fu), su.const(u_scale))
+    UN, fun = block(Uq * su_r.m[..., None], fu + su_r.f, M, rnd)
+    ZK, FZK = running_sum(KF, fkf, Z_BITS, rnd)
+    den = np.einsum("btd,btd->bt", ZK, QF)
+    fden = FZK + fqf
+    eps_r = np.maximum(1, np.rint(np.ldexp(eps, fden))).astype(np.int64)
+    den = np.where(den < eps_r, eps_r, den)
+    rden = su.recip(den, fden)
+    eta_s = su.const(eta) if eta > 0 else Scalar(np.int64(0), np.int64(0))
+
+    ad, fad = quantize_block(np.full((B, d), 1.0 / lambda0), Wd, "lambda0", rnd)
+    Aoff = RowBFP(B, d, d, Ws, rnd)
+    S = RowBFP(B, d, d, Ws, rnd)
+    offdiag = 1 - np.eye(d, dtype=np.int64)
+    o_raw = np.zeros((B, T, d), dtype=np.int64)
+    o_frac = np.zeros((B, T), dtype=np.int64)
+    s_norm = np.zeros((B, T))
+    a_norm = np.zeros((B, T))
+    snaps, snap_t = [], []
+    for t in range(T):
+        un, f_un, kh, f_kh, qf, f_qf = UN[:, t], fun[:, t], KH[:, t], fkh[:, t], QF[:, t], fqf[:, t]
+        col = lambda f: np.asarray(f)[:, None]  # noqa: E731
+        # read pass (old A, old S)
+        Ro, rof = Aoff.read(M)
+        Rs, rsf = S.read(M)
+        za = np.einsum("bij,bj->bi", Ro, un)
+        aa = np.einsum("bij,bj->bi", Ro, kh)
+        sk = np.einsum("bij,bj->bi", Rs, kh)
+        sq = np.einsum("bij,bj->bi", Rs, qf)
+        # A update vector
+        zsm, fz = align_block([(ad * un, col(fad + f_un)), (za, rof + col(f_un))], M, rnd)
+        dacc = np.einsum("bi,bi->b", un, zsm)
+        F = f_un + fz
+        lift = np.maximum(-F, 0)
+        F = F + lift
+        delta = (dacc << lift) + (np.int64(1) << F)
+        eps_d = np.maximum(1, np.rint(np.ldexp(eps, F))).astype(np.int64)
+        delta = np.maximum(delta, eps_d)
+        rd = su.rsqrt(delta, F)
+        w, fw = block(zsm * rd.m[:, None], fz + rd.f, M, rnd)
+        refresh = bool(refresh_period) and (t + 1) % refresh_period == 0
+        # alpha = A_new kh
+        cw = np.einsum("bi,bi->b", w, kh)
+        terms = [(ad * kh, col(fad + f_kh)), (aa, rof + col(f_kh)), (-w * cw[:, None], col(2 * fw + f_kh))]
+        if refresh and eta > 0:
+            terms.append((kh * eta_s.m, col(f_kh + eta_s.f)))
+        alpha, fal = align_block(terms, M, rnd)
+        ah, fah = unit_block(su, M, alpha, fal, eps, rnd)
+        # error and output
+        e, fe = align_block([(V[:, t], col(fv[:, t])), (-sk, rsf + col(f_kh))], M, rnd)
+        c2 = np.einsum("bi,bi->b", ah, qf)
+        num, fnum = align_block([(sq, rsf + col(f_qf)), (e * c2[:, None], col(fe + fah + f_qf))], Wo, rnd)
+        o_raw[:, t], o_frac[:, t] = block(num * rden.m[:, t, None], fnum + rden.f[:, t], Wo, rnd)
+        # write pass
+        dterms = [(ad, col(fad)), (-w * w, col(2 * fw))]
+        if refresh and eta > 0:
+            dterms.append((np.broadcast_to(eta_s.m, (B, d)), eta_s.f))
+        ad, fad = align_block(dterms, Wd, rnd)
+        wmax = np.max(np.abs(w), axis=-1)
+        Aoff.write([(Aoff.mant, Aoff.frac), (-(w[:, :, None] * w[:, None, :]) * offdiag, col(2 * fw))],
+                   [Aoff.row_exp(), product_bound_exp(w, col(fw), wmax[:, None], col(fw))])
+        ahmax = np.max(np.abs(ah), axis=-1)
+        S.write([(S.mant, S.frac), (e[:, :, None] * ah[:, None, :], col(fe + fah))],
+                [S.row_exp(), product_bound_exp(e, col(fe), ahmax[:, None], col(fah))])
+        sv = S.value()
+        av = _dense_a(ad, fad, Aoff)
+        s_norm[:, t] = np.sqrt(np.einsum("bij,bij->b", sv, sv))
+        a_norm[:, t] = np.sqrt(np.einsum("bij,bij->b", av, av))
+        if snapshot_every and (t + 1) % snapshot_every == 0:
+            af = av.reshape(batch + (d, d))
+            if monitor is not None:
+                monitor(t + 1, af)
+            else:
+                snaps.append(af)
+                snap_t.append(t + 1)
+    out = {
+        "o": to_float(o_raw, o_frac).reshape(batch + (T, d)),
+        "o_raw": o_raw.reshape(batch + (T, d)),
+        "o_frac": o_frac.reshape(batch + (T,)),
+        "s": S.value().reshape(batch + (d, d)),
+        "s_raw": S.mant.reshape(batch + (d, d)),
+        "s_frac": S.frac.reshape(batch + (d,)),
+        "a": _dense_a(ad, fad, Aoff).reshape(batch + (d, d)),
+        "a_raw": Aoff.mant.reshape(batch + (d, d)),
+        "a_frac": Aoff.frac.reshape(batch + (d,)),
+        "a_diag_raw": ad.reshape(batch + (d,)),
+        "a_diag_frac": fad.reshape(batch),
+        "s_norm": s_norm.reshape(batch + (T,)),
+        "a_norm": a_norm.reshape(batch + (T,)),
+        "sat": {"s": S.sat, "a": Aoff.sat},
+        "ranges": {},
+        "fmt": fmt,
+    }
+    if snapshot_every and monitor is None:
+        out["a_snap"] = np.array(snaps)
+        out["snap_t"] = np.array(snap_t, dtype=np.int64)
+    return out
