@@ -1,0 +1,368 @@
+"""The number-format targets (issue 12), measured: recall with >= 20 seeds and its spread,
+per-token output error on Gaussian streams, VLA's smallest eigenvalue of ``A`` over a long
+stream, the annihilation memory's principal angle to float64, an operand/state-width sweep,
+and each rule's float64 sensitivity. ``write_formats_report`` writes ``formats.md``,
+``formats.json`` and plots; ``specmem accuracy --formats`` calls it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import numpy as np
+
+from . import run_fixed
+from .formats import PRESETS, Preset
+
+__all__ = ["write_formats_report", "CONFIGS"]
+
+RULES = ("vla-eq8", "vla", "deltanet", "gated-deltanet", "linear")
+FORMATS = ("int8", "int18", "legacy-int8")
+#: small: the main job and the tests; full: the issue's targets (d = 64, n = 16..128, 20 seeds)
+CONFIGS = {
+    "tiny": {"d": 8, "ns": (2, 4, 8), "seeds": 2, "T_err": 32, "err_seeds": 1, "long_T": 100, "ann_T": 150,
+             "ann_k": 2, "sweep_T": 24, "sens_T": 32},
+    "small": {"d": 16, "ns": (4, 8, 16, 24, 32), "seeds": 4, "T_err": 128, "err_seeds": 2, "long_T": 2000,
+              "ann_T": 2000, "ann_k": 4, "sweep_T": 96, "sens_T": 128},
+    "full": {"d": 64, "ns": (16, 32, 64, 96, 128), "seeds": 20, "T_err": 1024, "err_seeds": 4, "long_T": 100_000,
+             "ann_T": 100_000, "ann_k": 8, "sweep_T": 512, "sens_T": 1024},
+}
+
+
+def _float(algo, vec, params=None):
+    from specmem.backends import run
+
+    return run(algo, vec, params=params or {})
+
+
+def _fixed(algo, vec, fmt, params=None):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # legacy-int8 saturates on purpose here; counts are in the outputs
+        if isinstance(fmt, Preset):
+            from specmem.golden.fixed import _run_scaled
+
+            return _run_scaled(algo, vec, fmt, dict(params or {}))
+        return run_fixed(algo, vec, fmt, params or {})
+
+
+def _gaussian(algo, T, d, seed):
+    from specmem.vectors import make_vectors
+
+    base = "deltanet" if algo == "gated-deltanet" else algo
+    v = make_vectors(base, T, d, seed)
+    if algo == "gated-deltanet":
+        v["g"] = np.random.default_rng(seed + 1000).uniform(0.9, 1.0, T)
+    return v
+
+
+def _recall(cfg, progress):
+    from specmem.golden.recall import RECALL_VARIANTS, recall_accuracy
+
+    d, out = cfg["d"], {}
+    for rule in RULES:
+        algo, params = RECALL_VARIANTS[rule]
+        for f in ("float64",) + FORMATS:
+            if f == "legacy-int8" and algo == "gated-deltanet":
+                continue
+            if f == "float64":
+                run = lambda a, i, p: _float(a, i, p)  # noqa: E731
+            else:
+                extra = {"in_range": 2.0} if PRESETS[f].scheme == "fixed" else {}
+                run = lambda a, i, p, f=f, extra=extra: _fixed(a, i, f, {**p, **extra})  # noqa: E731
+            for n in cfg["ns"]:
+                acc = [recall_accuracy(rule, d, n, seed=s, run=run) for s in range(cfg["seeds"])]
+                out[(rule, f, n)] = acc
+            progress(f"formats: recall {rule:15s} {f:12s} done")
+    return out
+
+
+def _errors(cfg, progress):
+    d, T, out = cfg["d"], cfg["T_err"], {}
+    for algo in ("vla", "deltanet", "gated-deltanet", "linear"):
+        for f in FORMATS:
+            if f == "legacy-int8" and algo == "gated-deltanet":
+                continue
+            errs = []
+            for s in range(cfg["err_seeds"]):
+                vec = _gaussian(algo, T, d, s)
+                ref = _float(algo, vec)["o"]
+                o = _fixed(algo, vec, f)["o"]
+                errs.append(np.linalg.norm(o - ref, axis=-1) / np.linalg.norm(ref, axis=-1))
+            e = np.concatenate(errs)
+            out[(algo, f)] = {"median": float(np.median(e)), "p90": float(np.quantile(e, 0.9)), "max": float(e.max())}
+        progress(f"formats: output error {algo} done")
+    return out
+
+
+def _vla_eig(cfg, progress):
+    """Smallest eigenvalue of A over a long Gaussian stream (eq.-8 u), float64 beside."""
+    from specmem.golden.vla import vla
+
+    d, T = cfg["d"], cfg["long_T"]
+    vec = _gaussian("vla", T, d, 0)
+    every = max(T // 50, 1)
+    res = {}
+    for f in ("float64", "int8", "legacy-int8"):
+        ts, lm = [], []
+
+        def mon(t, A, ts=ts, lm=lm):
+            ts.append(t)
+            lm.append(float(np.linalg.eigvalsh((A + A.T) / 2)[0]))
+
+        t0 = time.perf_counter()
+        if f == "float64":
+            r = vla(**vec, u_scale=1.0)  # final only; the float loop is cheap to re-run in chunks
+            ts.append(T)
+            lm.append(float(np.linalg.eigvalsh(r["a"])[0]))
+        elif PRESETS[f].scheme == "scaled":
+            from .scaled.vla import vla_scaled
+
+            vla_scaled(**vec, preset=PRESETS[f], u_scale=1.0, trace=False, snapshot_every=every, monitor=mon)
+        else:
+            from .vla import vla_fixed
+
+            vla_fixed(**vec, preset=f, u_scale=1.0, trace=False, snapshot_every=every, monitor=mon)
+        res[f] = {"t": ts, "min_eig": lm, "seconds": time.perf_counter() - t0}
+        progress(f"formats: VLA A over {T} tokens, {f}: min eigenvalue {min(lm):.4g} "
+                 f"({time.perf_counter() - t0:.0f} s)")
+    return res
+
+
+def _angles(U, Uref):
+    qa, _ = np.linalg.qr(U)
+    qb, _ = np.linalg.qr(Uref)
+    sv = np.linalg.svd(np.einsum("tdi,tdj->tij", qb, qa), compute_uv=False)
+    return np.degrees(np.arccos(np.clip(sv[:, -1], -1, 1)))
+
+
+def _annihilation(cfg, progress):
+    """Max principal angle (degrees) between col(U) in each format and float64's, over time."""
+    from specmem.golden.annihilation import annihilation_gram
+
+    from .annihilation import annihilation_fixed
+
+    d, k, T = cfg["d"], cfg["ann_k"], cfg["ann_T"]
+    x = _gaussian("annihilation", T, d, 0)["x"]
+    ts = np.unique(np.linspace(k + 1, T - 1, min(400, T - k - 1)).astype(int))
+    ref = annihilation_gram(x, k, history=True)["u_hist"][ts]
+    res = {}
+    variants = [("int8", PRESETS["int8"]), ("int16", PRESETS["int16"]), ("int18", PRESETS["int18"])]
+    for ws in (20, 24, 32):
+        variants.append((f"M18/Ws{ws}", Preset(f"M18-Ws{ws}", mul_bits=18, state_bits=ws, out_bits=18,
+                                                newton_steps=2, in_range=8.0, scheme="scaled")))
+    for name, p in variants:
+        t0 = time.perf_counter()
+        r = annihilation_fixed(x, k, p, history=True, trace=False)
+        U = r["fmt"]["u"].to_float(r["u_hist"][ts])
+        a = _angles(U, ref)
+        svU = np.linalg.svd(U, compute_uv=False)
+        rank = np.sum(svU > 1e-9 * svU[:, :1], axis=1)
+        res[name] = {"median_deg": float(np.median(a)), "p99_deg": float(np.quantile(a, 0.99)),
+                     "max_deg": float(a.max()), "min_rank": int(rank.min()), "max_rank": int(rank.max()),
+                     "M": p.mul_bits, "Ws": p.state_bits, "t": ts.tolist(), "angle": a.tolist(),
+                     "sat": {kk: int(v) for kk, v in r["sat"].items() if v}}
+        progress(f"formats: annihilation {name:10s} angle median {np.median(a):.3g} deg, max {a.max():.3g} deg "
+                 f"({time.perf_counter() - t0:.0f} s)")
+    return res
+
+
+def _sweep(cfg, progress):
+    """Median output error vs operand bits M (state 2M) and vs state bits at M = 8."""
+    d, T = cfg["d"], cfg["sweep_T"]
+    out = {}
+    for algo in ("vla", "deltanet", "gated-deltanet", "linear"):
+        vec = _gaussian(algo, T, d, 3)
+        ref = _float(algo, vec)["o"]
+        for M, Ws in [(m, 2 * m) for m in (6, 7, 8, 9, 10, 12)] + [(8, w) for w in (10, 12, 14, 20, 24)]:
+            p = Preset(f"M{M}-Ws{Ws}", mul_bits=M, state_bits=Ws, out_bits=16, newton_steps=1, exp_lut_bits=4,
+                       scheme="scaled", scalar_bits=12)
+            o = _fixed(algo, vec, p)["o"]
+            e = np.linalg.norm(o - ref, axis=-1) / np.linalg.norm(ref, axis=-1)
+            out[(algo, M, Ws)] = float(np.median(e))
+        progress(f"formats: width sweep {algo} done")
+    return out
+
+
+def _sensitivity(cfg):
+    """float64: median relative output change per token when every input moves by a relative delta."""
+    d, T, out = cfg["d"], cfg["sens_T"], {}
+    for algo in ("vla", "deltanet", "gated-deltanet", "linear", "annihilation"):
+        vec = _gaussian(algo, T, d, 4)
+        params = {"k": cfg["ann_k"]} if algo == "annihilation" else {}
+        ref = _float(algo, vec, params)
+        rng = np.random.default_rng(5)
+        for delta in (1e-3, 1e-2):
+            pv = {n: (a * (1 + delta * rng.standard_normal(a.shape)) if n in ("k", "v", "q", "u", "x") else a)
+                  for n, a in vec.items()}
+            if algo == "annihilation":
+                from specmem.golden.annihilation import annihilation_gram
+
+                ua = annihilation_gram(vec["x"], params["k"], history=True)["u_hist"][params["k"] + 1:]
+                ub = annihilation_gram(pv["x"], params["k"], history=True)["u_hist"][params["k"] + 1:]
+                out[(algo, delta)] = float(np.median(_angles(ub, ua)))  # degrees, median over tokens
+                continue
+            r = _float(algo, pv, params)
+            if False:
+                pass
+            else:
+                e = np.linalg.norm(r["o"] - ref["o"], axis=-1) / np.linalg.norm(ref["o"], axis=-1)
+                out[(algo, delta)] = float(np.median(e))
+    return out
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def write_formats_report(out_dir: str, size: str = "small", progress=print) -> dict:
+    """Measure every target of the number-formats issue at ``size`` (``small`` or ``full``) and write
+    ``formats.md``, ``formats.json`` and plots to ``out_dir``. Returns the summary."""
+    cfg = CONFIGS[size]
+    os.makedirs(out_dir, exist_ok=True)
+    t0 = time.perf_counter()
+    rec = _recall(cfg, progress)
+    err = _errors(cfg, progress)
+    sens = _sensitivity(cfg)
+    progress("formats: sensitivity done")
+    sw = _sweep(cfg, progress)
+    ann = _annihilation(cfg, progress)
+    eig = _vla_eig(cfg, progress)
+    d = cfg["d"]
+    plt = _plt()
+
+    # recall plot
+    fig, axs = plt.subplots(1, len(RULES), figsize=(3.2 * len(RULES), 3.2), sharey=True)
+    for ax, rule in zip(axs, RULES):
+        for f, st in (("float64", "k-"), ("int8", "r-o"), ("int18", "g--"), ("legacy-int8", "b:s")):
+            if (rule, f, cfg["ns"][0]) not in rec:
+                continue
+            m = [np.mean(rec[(rule, f, n)]) for n in cfg["ns"]]
+            sd = [np.std(rec[(rule, f, n)]) for n in cfg["ns"]]
+            ax.errorbar(cfg["ns"], m, yerr=sd, fmt=st, ms=3, capsize=2, label=f)
+        ax.set_title(rule, fontsize=9)
+        ax.set_xlabel("pairs n")
+    axs[0].set_ylabel(f"exact-match recall (d={d}, {cfg['seeds']} seeds, ±1 sd)")
+    axs[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "formats_recall.png"), dpi=90)
+    plt.close(fig)
+    # annihilation angle plot
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for name, r in ann.items():
+        ax.semilogy(r["t"], np.maximum(r["angle"], 1e-6), lw=0.8, label=f"{name} (M={r['M']}, Ws={r['Ws']})")
+    ax.axhline(5, color="gray", ls=":", lw=0.8)
+    ax.axhline(0.5, color="gray", ls="--", lw=0.8)
+    ax.set_xlabel("token t")
+    ax.set_ylabel("largest principal angle to float64 [deg]")
+    ax.set_title(f"Annihilation memory d={d}, k={cfg['ann_k']}: stored subspace vs float64 (targets 0.5° median, 5° max)",
+                 fontsize=8)
+    ax.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "formats_annihilation.png"), dpi=90)
+    plt.close(fig)
+    # width sweep plot
+    fig, axs = plt.subplots(1, 2, figsize=(9, 3.4))
+    for algo in ("vla", "deltanet", "gated-deltanet", "linear"):
+        Ms = (6, 7, 8, 9, 10, 12)
+        axs[0].semilogy(Ms, [sw[(algo, M, 2 * M)] for M in Ms], "o-", ms=3, label=algo)
+        Wss = (10, 12, 14, 16, 20, 24)
+        axs[1].semilogy(Wss, [sw[(algo, 8, W)] for W in Wss], "o-", ms=3, label=algo)
+    axs[0].axhline(0.03, color="gray", ls=":", lw=0.8)
+    axs[1].axhline(0.03, color="gray", ls=":", lw=0.8)
+    axs[0].set_xlabel("operand bits M (state 2M)")
+    axs[1].set_xlabel("state mantissa bits Ws (M = 8)")
+    axs[0].set_ylabel("median per-token output error")
+    axs[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "formats_widths.png"), dpi=90)
+    plt.close(fig)
+
+    summary = {
+        "size": size, "config": {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.items()},
+        "recall": {f"{r}|{f}|{n}": {"mean": float(np.mean(a)), "std": float(np.std(a)), "min": float(np.min(a)),
+                                    "max": float(np.max(a))} for (r, f, n), a in rec.items()},
+        "output_error": {f"{a}|{f}": v for (a, f), v in err.items()},
+        "sensitivity": {f"{a}|{dl:g}": v for (a, dl), v in sens.items()},
+        "width_sweep": {f"{a}|M{M}|Ws{W}": v for (a, M, W), v in sw.items()},
+        "annihilation": {n: {k: v for k, v in r.items() if k not in ("t", "angle")} for n, r in ann.items()},
+        "vla_min_eig": {f: {"min": float(min(r["min_eig"])), "final": float(r["min_eig"][-1]),
+                            "seconds": r["seconds"]} for f, r in eig.items()},
+        "seconds": time.perf_counter() - t0,
+    }
+    with open(os.path.join(out_dir, "formats.json"), "w") as fh:
+        json.dump(summary, fh, indent=1, sort_keys=True)
+    with open(os.path.join(out_dir, "formats.md"), "w") as fh:
+        fh.write(_markdown(cfg, size, rec, err, sens, sw, ann, eig))
+    progress(f"formats: report in {out_dir}/formats.md ({summary['seconds']:.0f} s)")
+    return summary
+
+
+def _markdown(cfg, size, rec, err, sens, sw, ann, eig) -> str:
+    d, ns = cfg["d"], cfg["ns"]
+    L = [f"# Number formats: the scaled int8 and int18 against float64 ({size} configuration)\n",
+         f"Generated by `specmem accuracy --formats{' --full' if size == 'full' else ''}`; d = {d}. "
+         "Formats: `int8` = 8-bit multiplier operands, one power-of-two scale per vector (per token for inputs and "
+         "unit vectors, per row for state reads), exact integer accumulation, states as block floating point "
+         "(16-bit mantissas, one exponent per row), VLA's A diagonal kept wide (24 bits); `int18` = the same at "
+         "18-bit operands and 28-bit states; for the annihilation memory every format is the fixed-point Gram "
+         "model at that operand/state width. `legacy-int8` is what the RTL implements today (fixed binary point "
+         "per tensor). Design and rounding points: `docs/fixed-point.md`, `golden/fixed/scaled/`.\n"]
+    L.append(f"## Recall (training-free, spec §4): mean ± sd over {cfg['seeds']} seeds\n")
+    L.append("| rule | format | " + " | ".join(f"n={n}" for n in ns) + " | max gap to float64 |")
+    L.append("|---|---|" + "---|" * (len(ns) + 1))
+    for rule in RULES:
+        for f in ("float64",) + FORMATS:
+            if (rule, f, ns[0]) not in rec:
+                continue
+            cells = [f"{np.mean(rec[(rule, f, n)]):.3f} ± {np.std(rec[(rule, f, n)]):.3f}" for n in ns]
+            gap = "" if f == "float64" else \
+                f"{100 * max(abs(np.mean(rec[(rule, f, n)]) - np.mean(rec[(rule, 'float64', n)])) for n in ns):.2f} pp"
+            L.append(f"| {rule} | {f} | " + " | ".join(cells) + f" | {gap} |")
+    L.append("\n![recall](formats_recall.png)\n")
+    L.append(f"## Per-token output error on Gaussian streams (T = {cfg['T_err']}, {cfg['err_seeds']} seeds)\n")
+    L.append("Relative L2 error of each token's output against float64. Target for int8: median ≤ 3 %.\n")
+    L.append("| rule | format | median | 90th pct | max |")
+    L.append("|---|---|---|---|---|")
+    for (a, f), v in err.items():
+        L.append(f"| {a} | {f} | {100 * v['median']:.2f} % | {100 * v['p90']:.2f} % | {100 * v['max']:.2f} % |")
+    L.append("\n## What each rule can ever do in int8: float64 sensitivity\n")
+    L.append("Median relative change of the output (annihilation: median principal angle of the stored subspace, "
+             "degrees) when every input is multiplied by (1 + δ N(0,1)):\n")
+    L.append("| rule | δ = 1e-3 | δ = 1e-2 | ratio to δ at 1e-2 |")
+    L.append("|---|---|---|---|")
+    for a in ("vla", "deltanet", "gated-deltanet", "linear", "annihilation"):
+        u = "°" if a == "annihilation" else ""
+        r = sens[(a, 1e-2)] / 1e-2 if a != "annihilation" else np.radians(sens[(a, 1e-2)]) / 1e-2
+        L.append(f"| {a} | {sens[(a, 1e-3)]:.3g}{u} | {sens[(a, 1e-2)]:.3g}{u} | {r:.2f} |")
+    L.append("\n## Width sweep (scaled scheme, median per-token output error)\n")
+    L.append("| rule | " + " | ".join(f"M={M}/Ws={2 * M}" for M in (6, 7, 8, 9, 10, 12)) + " | "
+             + " | ".join(f"M=8/Ws={W}" for W in (10, 12, 14, 20, 24)) + " |")
+    L.append("|---|" + "---|" * 11)
+    for a in ("vla", "deltanet", "gated-deltanet", "linear"):
+        L.append(f"| {a} | " + " | ".join(f"{100 * sw[(a, M, 2 * M)]:.2f} %" for M in (6, 7, 8, 9, 10, 12)) + " | "
+                 + " | ".join(f"{100 * sw[(a, 8, W)]:.2f} %" for W in (10, 12, 14, 20, 24)) + " |")
+    L.append("\n![widths](formats_widths.png)\n")
+    L.append(f"## Annihilation memory: stored subspace vs float64 (d = {d}, k = {cfg['ann_k']}, "
+             f"T = {cfg['ann_T']}, Gaussian stream)\n")
+    L.append("Targets for the hardware default: median < 0.5°, max < 5°, rank exactly k.\n")
+    L.append("| format | M | Ws | median angle | 99th pct | max angle | rank | saturations |")
+    L.append("|---|---|---|---|---|---|---|---|")
+    for n, r in ann.items():
+        L.append(f"| {n} | {r['M']} | {r['Ws']} | {r['median_deg']:.3g}° | {r['p99_deg']:.3g}° | {r['max_deg']:.3g}° | "
+                 f"{r['min_rank']}..{r['max_rank']} | {r['sat'] or 0} |")
+    L.append("\n![annihilation](formats_annihilation.png)\n")
+    L.append(f"## VLA: smallest eigenvalue of A over {cfg['long_T']} tokens (u_scale = 1, Gaussian)\n")
+    L.append("| format | min over the stream | final |")
+    L.append("|---|---|---|")
+    for f, r in eig.items():
+        L.append(f"| {f} | {min(r['min_eig']):.4g} | {r['min_eig'][-1]:.4g} |")
+    return "\n".join(L) + "\n"
