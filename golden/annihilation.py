@@ -9,15 +9,33 @@ A rank-``k`` PSD matrix ``Omega`` (``d x d``) holds at most ``k`` directions. Pe
   ``w = y`` (``exact``, the default and hardware target) or
   ``w ∝ x - (yᵀx)/(eps+1) y`` (``literal``, the note's formula as printed; dense form only).
 
-Orthogonal-input policy (the project's choice): **skip and flag**. A full-memory step is
-orthogonal when ``||Omega x||² <= orth_tol * ||x||² * tr(Omega)²`` (Gram form: ``n² = aᵀg``
-and ``tr(Omega) = ||U||_F²``). The state is left unchanged, ``y`` is zero for that token and
-``orth[t]`` is True. The test is on ``||Omega x||²`` rather than ``xᵀ Omega x`` because only the
+Orthogonal inputs (spec §1, step 4). A full-memory step is orthogonal when
+``||Omega x||² <= orth_tol * ||x||² * tr(Omega)²`` (Gram form: ``n² = aᵀg`` and
+``tr(Omega) = ||U||_F²``): nothing conflicts with ``x``. Two policies, ``orth_policy``:
+
+* ``"evict"`` (the default: it holds the most recent inputs, so a stream of mutually orthogonal
+  inputs keeps its last ``k``): evict the weakest stored direction and store ``x`` in its place.
+  Gram form: the column ``j`` of ``U`` with the smallest squared norm (``G``'s diagonal when
+  ``G`` is kept, else ``||U[:, j]||²``), ties broken round-robin: a per-memory pointer, the
+  first minimal column at or after it is taken and the pointer moves past it, so equal columns
+  cycle (oldest first). Columns within ``EVICT_TIE_RTOL`` (relative) of the minimum count as
+  ties: orthonormal keys come out of float64 with squared norms ``1 ± 1e-16``, which must cycle.
+  Then ``U[:, j] = x``. Dense form (``Omega`` only): remove the eigen-direction of least energy,
+  ``Omega <- Omega - lambda_min v vᵀ + x xᵀ`` with ``(lambda_min, v)`` the smallest eigenvalue
+  above ``1e-9`` times the largest (the numerical column space, as :func:`rank`) and its
+  eigenvector. ``Omega`` records no order, so among equal eigenvalues (e.g. orthonormal keys)
+  the dense form's choice is ``eigh``'s, not round-robin: it matches the Gram form only where
+  the energies differ.
+* ``"skip"``: skip and flag: the state is left unchanged. A stream of mutually orthogonal
+  inputs is then never admitted once the memory is full.
+
+Either way ``y`` is zero for that token and ``orth[t]`` is True ("no conflict"). The test is on
+``||Omega x||²`` rather than ``xᵀ Omega x`` because only the
 former is resolvable in the dense form: for an ``x`` orthogonal to the stored span up to
 rounding, ``xᵀ(Omega x)`` comes out at up to ~1e-17 relative with either sign, while
 ``||Omega x||² / (||x||² tr²)`` comes out near 1e-33 in both forms, far below the default
 ``orth_tol = 1e-24`` (``||Omega x|| <= 1e-12 ||x|| tr(Omega)``). Both quantities are zero exactly
-when ``x`` is orthogonal to the column space, so the policy is the same; only the threshold
+when ``x`` is orthogonal to the column space, so the test is the same; only the threshold
 scale differs.
 
 Outputs follow the exchange format (spec §5): ``omega`` (final), ``y`` (per token, zero where
@@ -39,10 +57,20 @@ __all__ = [
     "rank",
     "erasure_residual",
     "retention",
+    "ORTH_POLICIES",
+    "EVICT_TIE_RTOL",
+    "check_orth_policy",
+    "evict_column",
 ]
 
 _VARIANTS = ("exact", "literal")
 _FORMS = ("gram", "dense")
+#: orthogonal-input policies; the first is the default
+ORTH_POLICIES = ("evict", "skip")
+#: evict: column energies within this relative distance of the smallest are ties (round-robin)
+EVICT_TIE_RTOL = 1e-9
+#: evict, dense form: eigenvalues above this times the largest span the stored directions
+_EVICT_EIG_RTOL = 1e-9
 
 
 # ---------------------------------------------------------------------------------------------
@@ -68,6 +96,24 @@ def _check_variant(variant):
     return variant
 
 
+def check_orth_policy(orth_policy):
+    """Validate ``orth_policy`` (``"evict"`` or ``"skip"``)."""
+    if not isinstance(orth_policy, str) or orth_policy not in ORTH_POLICIES:
+        raise SpecmemInputError(f"orth_policy: must be one of {ORTH_POLICIES}, got {orth_policy!r}")
+    return orth_policy
+
+
+def evict_column(c, ptr, tie_rtol=EVICT_TIE_RTOL):
+    """The column to evict: the smallest of ``c`` [B, k] (column energies), ties (within
+    ``tie_rtol`` of the minimum, relative) broken round-robin from ``ptr`` [B]: the first tied
+    column at or after ``ptr``, cyclically. The caller moves the pointer to ``(j + 1) % k``."""
+    k = c.shape[-1]
+    m = np.min(c, axis=-1, keepdims=True)
+    tied = c <= m + tie_rtol * np.abs(m)
+    dist = (np.arange(k)[None, :] - np.asarray(ptr)[:, None]) % k
+    return np.argmin(np.where(tied, dist, k), axis=-1)
+
+
 def _sum(a, axis=-1):
     return np.sum(a, axis=axis)
 
@@ -76,8 +122,14 @@ def _sum(a, axis=-1):
 # dense reference
 
 
-def annihilation_dense(x, k, variant="exact", eps=1e-3, orth_tol=1e-24, *, history=False) -> dict:
+def annihilation_dense(x, k, variant="exact", eps=1e-3, orth_tol=1e-24, orth_policy="evict", *,
+                       history=False) -> dict:
     """Plain dense reference on ``Omega`` (``d x d``), O(d²) per token; both variants.
+
+    ``orth_policy="evict"`` removes the eigen-direction of least energy (the eigenvector of the
+    smallest nonzero eigenvalue, ``Omega -= lambda v vᵀ``) and adds ``x xᵀ`` (O(d³), orthogonal
+    tokens only; no round-robin among equal eigenvalues, see the module docstring);
+    ``"skip"`` leaves ``Omega`` unchanged.
 
     Returns ``omega`` [..., d, d], ``y`` and ``w`` [..., T, d] (zero where no full step ran),
     ``orth`` [..., T] bool, ``count`` [...] int; with ``history=True`` also ``omega_hist``
@@ -85,6 +137,7 @@ def annihilation_dense(x, k, variant="exact", eps=1e-3, orth_tol=1e-24, *, histo
     """
     xb, batch, k, eps, orth_tol = _validate(x, k, eps, orth_tol)
     variant = _check_variant(variant)
+    evict = check_orth_policy(orth_policy) == "evict"
     B, T, d = xb.shape
     omega = np.zeros((B, d, d))
     count = np.zeros(B, dtype=np.int64)
@@ -122,6 +175,14 @@ def annihilation_dense(x, k, variant="exact", eps=1e-3, orth_tol=1e-24, *, histo
                       + wow[:, None, None] * ww + xx)
 
         omega = np.where(warm[:, None, None], omega + xx, np.where(upd[:, None, None], omega_full, omega))
+        if evict and np.any(is_orth):
+            e = np.flatnonzero(is_orth)
+            ev, V = np.linalg.eigh(0.5 * (omega[e] + np.swapaxes(omega[e], -1, -2)))
+            live = ev > _EVICT_EIG_RTOL * np.max(np.abs(ev), axis=-1, keepdims=True)
+            i = np.argmin(np.where(live, ev, np.inf), axis=-1)  # smallest stored eigenvalue
+            lam = ev[np.arange(e.size), i]
+            v = V[np.arange(e.size), :, i]
+            omega[e] = omega[e] - lam[:, None, None] * v[:, :, None] * v[:, None, :] + xx[e]
         count = count + warm
         y_out[:, t] = y
         w_out[:, t] = w
@@ -218,19 +279,24 @@ def _gram_step(U, xt, full, orth_tol, G=None):
     return U_out, y, G_out, is_orth
 
 
-def annihilation_gram(x, k, orth_tol=1e-24, *, use_gram=False, history=False) -> dict:
+def annihilation_gram(x, k, orth_tol=1e-24, orth_policy="evict", *, use_gram=False, history=False) -> dict:
     """O(dk)-per-token Gram-factor form (exact variant): state ``U`` (``d x k``), ``Omega = U Uᵀ``.
 
     ``use_gram=False`` computes ``g = Uᵀ(U a)`` with a second reduction pass; ``use_gram=True``
     maintains ``G = UᵀU`` algebraically and uses ``g = G a`` (then also returns ``gram``).
+    ``orth_policy``: ``"evict"`` writes an orthogonal ``x`` over the column of least squared norm
+    (``G``'s diagonal with ``use_gram``, else ``||U[:, j]||²``; ties round-robin), ``"skip"``
+    drops it (module docstring).
     Returns ``u`` [..., d, k], ``omega`` [..., d, d], ``y`` [..., T, d], ``orth`` [..., T],
     ``count`` [...]; with ``history=True`` also ``u_hist`` [..., T, d, k].
     """
     xb, batch, k, _, orth_tol = _validate(x, k, 1.0, orth_tol)
+    evict = check_orth_policy(orth_policy) == "evict"
     B, T, d = xb.shape
     U = np.zeros((B, d, k))
     G = np.zeros((B, k, k)) if use_gram else None
     count = np.zeros(B, dtype=np.int64)
+    ptr = np.zeros(B, dtype=np.int64)  # evict: round-robin pointer
     y_out = np.zeros((B, T, d))
     orth = np.zeros((B, T), dtype=bool)
     hist = np.zeros((B, T, d, k)) if history else None
@@ -244,12 +310,18 @@ def annihilation_gram(x, k, orth_tol=1e-24, *, use_gram=False, history=False) ->
 
         U_full, y, G_full, is_orth = _gram_step(U, xt, full, orth_tol, G)
 
-        # warm-up: write x into column `count`
-        oc = cols == count[:, None]
-        wcol = warm[:, None] & oc
+        # warm-up: write x into column `count`; evict (orthogonal x): into the weakest column
+        col = count
+        ev = is_orth & evict
+        if np.any(ev):
+            energy = np.einsum("bkk->bk", G) if use_gram else _sum(U * U, axis=-2)
+            j = evict_column(energy, ptr)
+            col = np.where(ev, j, count)
+            ptr = np.where(ev, (j + 1) % k, ptr)
+        wcol = (warm | ev)[:, None] & (cols == col[:, None])
         U = np.where(wcol[:, None, :], xt[:, :, None], U_full)
         if use_gram:
-            bvec = np.einsum("bik,bi->bk", U, xt)  # Uᵀx after the write; entry `count` is xᵀx
+            bvec = np.einsum("bik,bi->bk", U, xt)  # Uᵀx after the write; entry `col` is xᵀx
             G = np.where(wcol[:, :, None], bvec[:, None, :], G_full)
             G = np.where(wcol[:, None, :], bvec[:, :, None], G)
         count = count + warm
@@ -276,9 +348,13 @@ def annihilation_gram(x, k, orth_tol=1e-24, *, use_gram=False, history=False) ->
 # dispatcher
 
 
-def annihilation(x, k, variant="exact", form=None, eps=1e-3, orth_tol=1e-24, use_gram=False, *, history=False) -> dict:
-    """Run the memory; ``form=None`` means ``"gram"`` for ``exact`` and ``"dense"`` for ``literal``."""
+def annihilation(x, k, variant="exact", form=None, eps=1e-3, orth_tol=1e-24, use_gram=False, orth_policy="evict", *,
+                 history=False) -> dict:
+    """Run the memory; ``form=None`` means ``"gram"`` for ``exact`` and ``"dense"`` for ``literal``.
+    ``orth_policy``: ``"evict"`` (default) or ``"skip"``, what an input orthogonal to the stored
+    span does once the memory is full (module docstring)."""
     variant = _check_variant(variant)
+    check_orth_policy(orth_policy)
     if form is not None and (not isinstance(form, str) or form not in _FORMS):
         raise SpecmemInputError(f"form: must be one of {_FORMS}, got {form!r}")
     if variant == "literal" and form == "gram":
@@ -291,9 +367,10 @@ def annihilation(x, k, variant="exact", form=None, eps=1e-3, orth_tol=1e-24, use
     if form == "dense":
         if use_gram:
             raise SpecmemInputError("use_gram: only applies to form='gram'")
-        return annihilation_dense(x, k, variant=variant, eps=eps, orth_tol=orth_tol, history=history)
+        return annihilation_dense(x, k, variant=variant, eps=eps, orth_tol=orth_tol, orth_policy=orth_policy,
+                                  history=history)
     check_scalar("eps", eps, lo=0.0, lo_open=True)  # unused by the exact variant, still validated
-    return annihilation_gram(x, k, orth_tol=orth_tol, use_gram=use_gram, history=history)
+    return annihilation_gram(x, k, orth_tol=orth_tol, orth_policy=orth_policy, use_gram=use_gram, history=history)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,8 +8,12 @@ rows of ``U`` (``d x k``, stored at ``u``'s format and read into the multipliers
    only enters through scale-free quantities (``P U`` and the Householder vector);
 2. *g pass*: per row ``r_i = U_i·a`` rounded to ``r``'s format, ``g += U_iᵀ r_i`` and
    ``n² += r_i²`` (exact); ``g`` block-normalised.
-   Orthogonal input (the project's policy, *skip and flag*): ``a`` is all zero or ``n² = 0``;
-   ``U`` is left unchanged, ``y = 0``, ``orth = True``;
+   Orthogonal input: ``a`` is all zero or ``n² = 0``; ``y = 0``, ``orth = True`` and, by
+   ``orth_policy``, *evict*: ``x`` is written over the column ``j`` of least energy
+   ``c_j = sum_i Um_ij²`` (exact integer sums of the multiplier view ``u_mul`` of ``U``, which
+   the lanes square in pass 1), ties broken round-robin (a per-memory pointer: the first
+   minimal column at or after it, then the pointer moves past it), ``U_ij = x_i``; or *skip*:
+   ``U`` is left unchanged;
 3. *k-vector work*: ``ahat = a rsqrt(||a||²)``, ``j = argmax |a_j|`` (first on ties),
    ``s = sign(a_j)`` (+1 at zero), ``beta = 1 / (1 + |ahat_j|)`` (scalar unit),
    ``q_l = -s round(beta ahat_l)``, ``t_l = -g_l + s round(beta ahat_l g_j)``,
@@ -19,7 +23,9 @@ rows of ``U`` (``d x k``, stored at ``u``'s format and read into the multipliers
    the output ``y_i = r_i rsqrt(n²)``.
 
 Warm-up (fewer than ``k`` columns stored) writes ``x`` into column ``count``; ``x = 0`` after
-quantisation is a no-op. The derivation of ``p`` and ``q`` (rank-two row update) is in
+quantisation is a no-op. ``orth_policy=None`` is the preset's default: ``skip`` for the
+``legacy-*`` presets (what the RTL implements, bit for bit), ``evict`` for the others (spec §1:
+the default policy is the one that holds recent inputs). The derivation of ``p`` and ``q`` (rank-two row update) is in
 ``golden/annihilation.py:_gram_step``; ``q_j = -1`` and ``p_j`` never matter because column
 ``j`` is overwritten.
 """
@@ -28,18 +34,26 @@ from __future__ import annotations
 
 import numpy as np
 
+from specmem.golden.annihilation import check_orth_policy, evict_column
 from specmem.golden.common import SpecmemInputError, as_float_array, check_scalar
 
 from .datapath import Datapath
 from .formats import formats_for
 from .fxtype import mul_round_shift
 
-__all__ = ["annihilation_fixed"]
+__all__ = ["annihilation_fixed", "default_orth_policy"]
 
 
-def annihilation_fixed(x, k, preset="int8", *, in_range: float | None = None, trace: bool = True,
-                       history: bool = False) -> dict:
-    """Run the memory in fixed point. ``x``: ``[..., T, d]`` floats.
+def default_orth_policy(preset) -> str:
+    """``skip`` for the RTL's ``legacy-*`` presets (the RTL skips and flags), else ``evict``."""
+    name = getattr(preset, "name", preset)
+    return "skip" if isinstance(name, str) and name.startswith("legacy-") else "evict"
+
+
+def annihilation_fixed(x, k, preset="int8", *, in_range: float | None = None, orth_policy: str | None = None,
+                       trace: bool = True, history: bool = False) -> dict:
+    """Run the memory in fixed point. ``x``: ``[..., T, d]`` floats. ``orth_policy``: ``"evict"``,
+    ``"skip"`` or None (the preset's default, :func:`default_orth_policy`).
 
     Returns ``u_raw`` ``[..., d, k]`` (int64, ``u``'s format), ``y_raw`` ``[..., T, d]``,
     their dequantised ``u``, ``y``, the float ``omega = U Uᵀ`` of the dequantised ``U`` (a
@@ -55,6 +69,9 @@ def annihilation_fixed(x, k, preset="int8", *, in_range: float | None = None, tr
     if in_range is not None:
         in_range = check_scalar("in_range", in_range, lo=0, lo_open=True)
     fmt = formats_for("annihilation", preset, d, {"k": k, "in_range": in_range})
+    if orth_policy is None:
+        orth_policy = default_orth_policy(fmt.preset)
+    evict = check_orth_policy(orth_policy) == "evict"
     dp = Datapath(fmt, trace=trace)
     batch = xx.shape[:-2]
     X = dp.quantize("x", xx.reshape((-1,) + xx.shape[-2:]))
@@ -64,6 +81,7 @@ def annihilation_fixed(x, k, preset="int8", *, in_range: float | None = None, tr
     fh, fq, fan = fmt["ahat"].frac, fmt["q"].frac, fmt["a"].frac
     U = np.zeros((B, d, k), dtype=np.int64)
     count = np.zeros(B, dtype=np.int64)
+    ptr = np.zeros(B, dtype=np.int64)  # evict: round-robin pointer
     y_raw = np.zeros((B, T, d), dtype=np.int64)
     orth = np.zeros((B, T), dtype=bool)
     hist = np.zeros((B, T, d, k), dtype=np.int64) if history else None
@@ -89,6 +107,12 @@ def annihilation_fixed(x, k, preset="int8", *, in_range: float | None = None, tr
             n2 = np.einsum("bi,bi->b", r, r)
             is_orth = ~np.any(a_acc != 0, axis=-1) | (n2 == 0)
             orth[full, t] = is_orth
+            if evict and np.any(is_orth):
+                idx = full[is_orth]
+                c = np.einsum("bik,bik->bk", Um[is_orth], Um[is_orth])  # exact column energies
+                j = evict_column(c, ptr[idx], tie_rtol=0)
+                U[idx, :, j] = xs[is_orth] << x_to_u
+                ptr[idx] = (j + 1) % k
             go = ~is_orth
             if np.any(go):
                 idx = full[go]

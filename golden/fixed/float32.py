@@ -15,6 +15,9 @@ from specmem.golden.common import SpecmemInputError
 __all__ = ["run_float32", "vla_a_steps_f32"]
 
 F = np.float32
+#: evict: column energies within this relative distance of the smallest are ties (float32
+#: rounding of a squared norm is ~1e-7 relative; the float64 model uses ``EVICT_TIE_RTOL``)
+EVICT_TIE_RTOL_F32 = 1e-5
 
 
 def _elu1(x):
@@ -94,13 +97,18 @@ def _deltanet(k, v, q, beta, eps=1e-6):
     return {"o": o, "s": S}
 
 
-def _annihilation(x, k, orth_tol=1e-24, history=False):
-    """Gram form with ``g`` from a second pass (golden.annihilation._gram_step's order), float32."""
+def _annihilation(x, k, orth_tol=1e-24, orth_policy="evict", history=False):
+    """Gram form with ``g`` from a second pass (golden.annihilation._gram_step's order), float32;
+    ``orth_policy`` as the golden model (evict: least-energy column, ties round-robin)."""
+    from specmem.golden.annihilation import check_orth_policy, evict_column
+
+    evict = check_orth_policy(orth_policy) == "evict"
     x = np.asarray(x, F)
     B = x.reshape((-1,) + x.shape[-2:])
     nb, T, d = B.shape
     U = np.zeros((nb, d, k), F)
     count = np.zeros(nb, np.int64)
+    ptr = np.zeros(nb, np.int64)
     y_out = np.zeros((nb, T, d), F)
     hist = np.zeros((nb, T, d, k), F) if history else None
     cols, bi = np.arange(k), np.arange(nb)
@@ -113,7 +121,8 @@ def _annihilation(x, k, orth_tol=1e-24, history=False):
         g = np.einsum("bik,bi->bk", U, r)
         n2 = np.sum(a * g, axis=-1)
         fro2 = np.sum(U * U, axis=(-2, -1))
-        upd = full & ~(n2 <= F(orth_tol) * np.sum(xt * xt, axis=-1) * fro2 * fro2)
+        is_orth = full & (n2 <= F(orth_tol) * np.sum(xt * xt, axis=-1) * fro2 * fro2)
+        upd = full & ~is_orth
         n2s = np.where(upd, n2, F(1))
         an = np.sqrt(np.where(upd, np.sum(a * a, axis=-1), F(1)))
         ahat = a / an[:, None]
@@ -128,7 +137,12 @@ def _annihilation(x, k, orth_tol=1e-24, history=False):
         Un = np.where(ej[:, None, :], xt[:, :, None], Un)
         U = np.where(upd[:, None, None], Un, U)
         y_out[:, t] = np.where(upd[:, None], r / np.sqrt(n2s)[:, None], F(0))
-        wcol = warm[:, None] & (cols[None, :] == count[:, None])
+        col, ev = count, is_orth & evict
+        if np.any(ev):
+            j = evict_column(np.sum(U * U, axis=-2), ptr, EVICT_TIE_RTOL_F32)
+            col = np.where(ev, j, count)
+            ptr = np.where(ev, (j + 1) % k, ptr)
+        wcol = (warm | ev)[:, None] & (cols[None, :] == col[:, None])
         U = np.where(wcol[:, None, :], xt[:, :, None], U)
         count = count + warm
         if history:

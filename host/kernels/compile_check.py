@@ -52,9 +52,10 @@ def _cases(d: int):
          dict(H=8, K=d, V=d, BT=16, BK=bk, BV=min(CHUNK_BV, bk), DOT_PRECISION="ieee", STORE_FINAL_STATE=True), 4),
         (chunk_vla_fwd_kernel, dict(k=pb, v=pb, q=pb, ah=p, o=pb, s=p, T="i32", eps="fp32"),
          dict(H=8, K=d, V=d, BT=16, BK=bk, BV=min(CHUNK_BV, bk), DOT_PRECISION="tf32", STORE_FINAL_STATE=True), 4),
-        (fused_recurrent_annihilation_fwd_kernel,
-         dict(x=pb, u=p, y=pb, orth="*i8", count="*i32", T="i32", orth_tol="fp32"),
-         dict(H=8, D=d, K=rank, BD=bd, BK=br), annihilation_num_warps(bd, br)),
+        *((fused_recurrent_annihilation_fwd_kernel,
+           dict(x=pb, u=p, y=pb, orth="*i8", count="*i32", T="i32", orth_tol="fp32", tie_rtol="fp32"),
+           dict(EVICT=evict, H=8, D=d, K=rank, BD=bd, BK=br), annihilation_num_warps(bd, br))
+          for evict in (True, False)),
     ]
 
 
@@ -79,7 +80,7 @@ def compile_all(arch: int = 90, dims=(60, 128)) -> list[dict]:
                 warnings.simplefilter("ignore")
                 compiled = triton.compile(src, target=target, options={"num_warps": nw})
             rows.append({"kernel": fn.__name__, "D": d, "num_warps": nw,
-                         **{k: v for k, v in consts.items() if k in ("BT", "BK", "BV", "BD", "DOT_PRECISION")},
+                         **{k: v for k, v in consts.items() if k in ("BT", "BK", "BV", "BD", "DOT_PRECISION", "EVICT")},
                          **_usage(compiled.asm["cubin"])})
     return rows
 
@@ -95,7 +96,7 @@ def main(argv=None) -> int:
         return 0
     print(f"sm_{a.arch}: registers and stack (spill) bytes per thread")
     for r in rows:
-        extra = " ".join(f"{k}={r[k]}" for k in ("BT", "BK", "BV", "BD", "DOT_PRECISION") if k in r)
+        extra = " ".join(f"{k}={r[k]}" for k in ("BT", "BK", "BV", "BD", "DOT_PRECISION", "EVICT") if k in r)
         print(f"  {r['kernel']:<42} D={r['D']:<4} warps={r['num_warps']:<3} {extra:<40} "
               f"regs={r.get('registers')} stack={r.get('stack_bytes')}")
     return 0

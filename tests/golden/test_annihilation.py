@@ -1,9 +1,12 @@
-"""Spectral-annihilation golden model (spec §1): rank, erasure, Gram == dense, policy edges, input checks."""
+"""Spectral-annihilation golden model (spec §1): rank, erasure, Gram == dense, policy edges (orthogonal
+inputs: evict and skip), input checks."""
 
 import numpy as np
 import pytest
 
+from specmem.algorithms import get_algorithm, parse_params
 from specmem.golden.annihilation import (
+    ORTH_POLICIES,
     annihilation,
     annihilation_dense,
     annihilation_gram,
@@ -163,7 +166,7 @@ def test_orthogonal_input_skipped_and_flagged(form):
     xs, xo = _stored_and_orthogonal(51, d, k)
     after = gauss(53, 3, d)
     x = np.concatenate([xs, xo[None], after])
-    out, hist = _run(form, x, k)
+    out, hist = _run(form, x, k, orth_policy="skip")
     assert out["orth"].tolist() == [False] * k + [True] + [False] * 3
     np.testing.assert_array_equal(hist[k], hist[k - 1])  # state untouched, bit for bit
     np.testing.assert_array_equal(out["y"][k], np.zeros(d))
@@ -180,11 +183,11 @@ def test_orthogonal_exact_basis_and_threshold_direction(form):
     d, k = 6, 2
     e = np.eye(d)
     x = np.stack([e[0] + e[1], 2 * e[1], e[4], e[0]])
-    out, hist = _run(form, x, k)
+    out, hist = _run(form, x, k, orth_policy="skip")
     assert out["orth"].tolist() == [False, False, True, False]
     np.testing.assert_array_equal(hist[2], hist[1])
     # a clearly non-orthogonal input is flagged once orth_tol is 1 (the ratio is <= 1 always)
-    out1, hist1 = _run(form, gauss(54, 8, d), k, orth_tol=1.0)
+    out1, hist1 = _run(form, gauss(54, 8, d), k, orth_tol=1.0, orth_policy="skip")
     assert out1["orth"][k:].all() and not out1["orth"][:k].any()
     np.testing.assert_array_equal(hist1[-1], hist1[k - 1])
 
@@ -305,6 +308,131 @@ def test_batch_equals_loop(form):
 
 
 # ---------------------------------------------------------------------------------------------
+# orthogonal-input policy: evict (default) and skip
+
+
+def _orthonormal_stream(seed, d, n):
+    """``n <= d`` mutually orthonormal rows (random rotation): squared norms ``1 ± 1e-16``."""
+    q, _ = np.linalg.qr(gauss(seed, d, d))
+    return q[:, :n].T.copy()
+
+
+@pytest.mark.parametrize("form", ["gram", "use_gram"])
+def test_evict_keeps_last_k_of_orthonormal_stream_gram(form):
+    """3k orthonormal inputs: evict holds the last k (round-robin over equal columns), skip the
+    first k. Retention is 1 to rounding; 0.99 is the stated target."""
+    d, k = 16, 5
+    x = _orthonormal_stream(131, d, 3 * k)
+    for policy in ORTH_POLICIES:
+        out, _ = _run(form, x, k, orth_policy=policy)
+        assert out["orth"].tolist() == [False] * k + [True] * 2 * k  # flagged either way
+        assert not out["y"][k:].any() and out["count"] == k
+        assert rank(out["omega"]) == k
+        ret = retention(out["omega"], x)
+        if policy == "evict":
+            assert ret[-k:].min() >= 0.99 and ret[:-k].max() <= 1e-6
+            # column t % k holds token t (the pointer cycles 0..k-1), exactly
+            np.testing.assert_array_equal(out["u"], x[2 * k :].T)
+        else:
+            assert ret[-k:].max() <= 1e-6 and ret[:k].min() >= 0.99
+    assert annihilation(x, k)["orth"][k:].all()  # the default is evict:
+    np.testing.assert_array_equal(annihilation(x, k)["u"], x[2 * k :].T)
+
+
+def test_evict_dense_removes_least_energy_direction():
+    """Dense form: evict removes the eigen-direction of least energy. With distinct energies
+    (orthogonal inputs of growing norm, so the weakest is the oldest) it holds the last k and
+    agrees with the Gram form; skip holds the first k. With equal energies (orthonormal inputs)
+    Omega records no order: rank stays k and the newest input is held, the rest is eigh's choice."""
+    d, k = 16, 4
+    x = _orthonormal_stream(132, d, 3 * k) * (1.0 + 0.05 * np.arange(3 * k))[:, None]
+    for variant in ("exact", "literal"):
+        ev = annihilation_dense(x, k, variant=variant)
+        sk = annihilation_dense(x, k, variant=variant, orth_policy="skip")
+        assert ev["orth"][k:].all() and sk["orth"][k:].all() and not ev["y"][k:].any()
+        assert rank(ev["omega"]) == k and rank(sk["omega"]) == k
+        assert retention(ev["omega"], x)[-k:].min() >= 0.99
+        assert retention(sk["omega"], x)[-k:].max() <= 1e-6
+    # Omega = sum of the last k x xᵀ: the Gram form's result to rounding (1e-12 relative)
+    np.testing.assert_allclose(annihilation_dense(x, k)["omega"], annihilation_gram(x, k)["omega"],
+                               rtol=0, atol=1e-12 * np.abs(x).max() ** 2)
+    xe = _orthonormal_stream(133, d, 3 * k)
+    out = annihilation_dense(xe, k)
+    assert rank(out["omega"]) == k
+    np.testing.assert_allclose(retention(out["omega"], xe[-1:]), 1.0, rtol=1e-12)
+    # the stored energy stays k unit directions: tr(Omega) = k
+    np.testing.assert_allclose(np.trace(out["omega"]), k, rtol=1e-12)
+
+
+def _evicted_columns(u_hist, k):
+    """Which column changed at each token after warm-up (exactly one per orthogonal token)."""
+    changed = np.any(u_hist[k:] != u_hist[k - 1 : -1], axis=-2)  # [T - k, k]
+    assert np.all(changed.sum(-1) == 1)
+    return np.argmax(changed, axis=-1).tolist()
+
+
+@pytest.mark.parametrize("form", ["gram", "use_gram"])
+def test_evict_round_robin_and_weakest_first(form):
+    """k equal columns, k orthogonal inputs: each column is evicted once, in order (not the same
+    one k times). Unequal columns: only the weakest are evicted, cycling among themselves."""
+    from scipy.linalg import hadamard
+
+    d, k = 16, 4
+    h = hadamard(d) / 4.0  # orthonormal rows, exact in binary: equal norms exactly
+    out, hist = _run(form, h[: 2 * k], k)
+    assert _evicted_columns(hist, k) == [0, 1, 2, 3]
+    np.testing.assert_array_equal(out["u"], h[k : 2 * k].T)
+    # energies 4, 1, 1, 4 then unit inputs: columns 1 and 2 alternate, 0 and 3 stay
+    x = np.concatenate([h[:k] * np.array([2.0, 1.0, 1.0, 2.0])[:, None], h[k : 2 * k]])
+    out, hist = _run(form, x, k)
+    assert _evicted_columns(hist, k) == [1, 2, 1, 2]
+    np.testing.assert_array_equal(out["u"][:, [0, 3]], x[[0, 3]].T)
+    np.testing.assert_array_equal(out["u"][:, [1, 2]], x[[6, 7]].T)
+
+
+@pytest.mark.parametrize("form", FORMS + ["literal"])
+def test_evict_and_skip_agree_without_orthogonal_inputs(form):
+    """Gaussian inputs with d > k are never orthogonal to the stored span: both policies run the
+    same operations, bit for bit."""
+    d, k, T = 16, 4, 300
+    x = gauss(134, 2, T, d)
+    if form == "literal":
+        run = lambda pol: annihilation(x, k, variant="literal", orth_policy=pol)  # noqa: E731
+    else:
+        run = lambda pol: _run(form, x, k, orth_policy=pol)[0]  # noqa: E731
+    ev, sk = run("evict"), run("skip")
+    assert not ev["orth"].any()
+    assert ev.keys() == sk.keys()
+    for name in ev:
+        np.testing.assert_array_equal(ev[name], sk[name], err_msg=name)
+
+
+@pytest.mark.parametrize("form", ["gram", "use_gram"])
+def test_evict_then_full_steps(form):
+    """An eviction amid ordinary steps: the maintained G stays the Gram of U, the forms agree, the
+    evicted token is held and later steps erase as usual."""
+    d, k = 12, 4
+    xs, xo = _stored_and_orthogonal(135, d, k)
+    x = np.concatenate([xs, xo[None], gauss(136, 6, d)])
+    out, hist = _run(form, x, k)
+    assert out["orth"].tolist() == [False] * k + [True] + [False] * 6
+    np.testing.assert_allclose(retention(omega_of(hist[k]), xo[None]), 1.0, rtol=1e-12)
+    assert rank(out["omega"]) == k
+    om = omega_of(hist)
+    assert np.max(erasure_residual(om[k + 1 :], x[k + 1 :], out["y"][k + 1 :])) <= 1e-10
+    ref = annihilation_gram(x, k)
+    np.testing.assert_allclose(out["omega"], ref["omega"], rtol=0, atol=1e-10 * np.abs(ref["omega"]).max())
+    if form == "use_gram":
+        np.testing.assert_allclose(out["gram"], out["u"].T @ out["u"], rtol=0, atol=1e-10 * np.abs(out["gram"]).max())
+
+
+def test_orth_policy_parameter_in_registry():
+    algo = get_algorithm("annihilation")
+    assert algo.params()["orth_policy"] == (str, "evict")
+    assert parse_params(algo, ["k=4", "orth_policy=skip"]) == {"k": 4, "orth_policy": "skip"}
+
+
+# ---------------------------------------------------------------------------------------------
 # dispatcher, helpers, input checks
 
 
@@ -350,6 +478,10 @@ def test_helpers():
         ({"orth_tol": -1e-3}, "orth_tol"),
         ({"variant": "fast"}, "variant"),
         ({"form": "sparse"}, "form"),
+        ({"orth_policy": "drop"}, "orth_policy"),
+        ({"orth_policy": None}, "orth_policy"),
+        ({"orth_policy": "skip", "form": "dense", "variant": "literal", "eps": 0.0}, "eps"),
+        ({"orth_policy": "evict ", "form": "dense"}, "orth_policy"),
     ],
 )
 def test_invalid_arguments(kwargs, argname):

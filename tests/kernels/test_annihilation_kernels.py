@@ -7,7 +7,8 @@ nearly orthogonal to the stored span. The naive loop run in float32 differs from
 to 5e-6 at T=63 (and 1e-5 for ``y`` at T=400; the error does not grow with T because old
 content is erased); the kernel measured 2.5e-8..3.3e-6. Limit 5e-5; a wrong row update or
 column choice shows as O(1). ``orth`` and ``count`` must match exactly.
-The orthogonal-input cases are built so that ``Omega x = 0`` holds exactly in float32 too.
+The orthogonal-input cases are built so that ``Omega x = 0`` holds exactly in float32 too
+(under ``orth_policy="skip"``, which keeps the stored span in the first ``k`` coordinates).
 """
 
 import numpy as np
@@ -74,21 +75,41 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("policy", ["evict", "skip"])
 @pytest.mark.parametrize("B, T, H, D, k, opts", CASES)
-def test_naive_matches_golden(B, T, H, D, k, opts):
+def test_naive_matches_golden(B, T, H, D, k, opts, policy):
     x = make_x(B, T, H, D, k, **opts)
-    check_all("naive", golden(x, k), annihilation_recurrence(x, k), FP64)
+    check_all("naive", golden(x, k, orth_policy=policy), annihilation_recurrence(x, k, orth_policy=policy), FP64)
 
 
+@pytest.mark.parametrize("policy", ["evict", "skip"])
 @pytest.mark.parametrize("B, T, H, D, k, opts", CASES)
-def test_fused_recurrent_vs_naive(B, T, H, D, k, opts):
+def test_fused_recurrent_vs_naive(B, T, H, D, k, opts, policy):
     x = make_x(B, T, H, D, k, seed=1, **opts)
-    ref = annihilation_recurrence(x, k, orth_tol=ORTH_TOL_FP32)
-    out = fused_recurrent_annihilation(x.to(DEVICE, torch.float32), k)
+    ref = annihilation_recurrence(x, k, orth_tol=ORTH_TOL_FP32, orth_policy=policy)
+    out = fused_recurrent_annihilation(x.to(DEVICE, torch.float32), k, orth_policy=policy)
     check_all("fused", ref, out, FP32)
-    for t in opts.get("orthogonal", ()):
-        # flagged once the memory is full; during warm-up an orthogonal token fills a column
-        assert bool(out["orth"][:, t].all()) == (t >= k) and bool(out["orth"][:, t].any()) == (t >= k)
+    if policy == "skip":
+        for t in opts.get("orthogonal", ()):
+            # flagged once the memory is full; during warm-up an orthogonal token fills a column
+            assert bool(out["orth"][:, t].all()) == (t >= k) and bool(out["orth"][:, t].any()) == (t >= k)
+
+
+def test_fused_recurrent_evict_keeps_last_k_orthonormal():
+    """Signed Hadamard rows (exact in float32, equal norms): 3k mutually orthogonal tokens. evict
+    cycles the columns round-robin and holds the last k exactly; skip holds the first k."""
+    D, k = 16, 5
+    h = torch.ones(1, 1, dtype=torch.float64)
+    while h.shape[0] < D:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+    x = (h[torch.randperm(D, generator=torch.Generator().manual_seed(5))[:3 * k]] / 4)[None, :, None, :]
+    for policy, keep in (("evict", slice(2 * k, 3 * k)), ("skip", slice(0, k))):
+        out = fused_recurrent_annihilation(x.to(DEVICE, torch.float32), k, orth_policy=policy)
+        ref = annihilation_recurrence(x, k, orth_policy=policy)
+        check_all(f"fused {policy}", ref, out, FP32)
+        assert bool(out["orth"][0, k:, 0].all())
+        stored = out["u"][0, 0].cpu().double()
+        assert torch.equal(stored, x[0, keep, 0].T.contiguous()), policy  # column t % k holds token t
 
 
 def test_fused_recurrent_vs_golden():
@@ -115,6 +136,7 @@ def test_half_input():
     pytest.param("k", torch.zeros(1, 5, 1, 8), 0, {}, id="k-zero"),
     pytest.param("k", torch.zeros(1, 5, 1, 8), True, {}, id="k-bool"),
     pytest.param("orth_tol", torch.zeros(1, 5, 1, 8), 2, dict(orth_tol=-1.0), id="orth_tol-negative"),
+    pytest.param("orth_policy", torch.zeros(1, 5, 1, 8), 2, dict(orth_policy="drop"), id="orth_policy-unknown"),
 ])
 def test_input_checks(arg, x, k, kw):
     with pytest.raises(SpecmemInputError, match=f"^{arg}:"):
