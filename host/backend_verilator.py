@@ -1,9 +1,12 @@
 """The ``verilator`` backend: run an input through the Verilated RTL of the annihilation memory or
 of variational linear attention (VLA).
 
-``verilator_backend("annihilation", {"x": x}, {"k": 4}, {"format": "int8"})`` returns the same
-names, shapes and dtypes as the ``fixed`` backend (:func:`specmem.golden.fixed.run_fixed`), bit for
-bit when the hardware is right:
+The RTL implements the legacy fixed-binary-point formats only (``RTL_PRESETS``; default
+``legacy-int8``); any other format, the scaled ``int8`` included, is an input error.
+
+``verilator_backend("annihilation", {"x": x}, {"k": 4}, {"format": "legacy-int8"})`` returns the same
+names, shapes and dtypes as the ``fixed`` backend (:func:`specmem.golden.fixed.run_fixed`) with the
+same format, bit for bit when the hardware is right:
 
 * ``y_raw`` (the output stream), ``orth`` (per token, from the orthogonal-input counter), ``count``
   (``status_count``) and ``u_raw`` (the state RAM, read back through the simulator: the design has
@@ -40,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from specmem.golden.common import SpecmemInputError
+from specmem.rtl.presets import check_rtl_preset
 
 __all__ = ["verilator_backend", "VerilatorBackendError"]
 
@@ -50,7 +54,8 @@ class VerilatorBackendError(RuntimeError):
 
 def _options(options: dict) -> tuple[str, dict]:
     opts = dict(options)
-    preset = opts.pop("format", None) or "int8"
+    # the RTL is bit-exact with the legacy fixed-binary-point formats only (not the scaled int8)
+    preset = check_rtl_preset(opts.pop("format", None) or "legacy-int8", SpecmemInputError, "format")
     sim = {}
     if "lanes" in opts:  # VLA: the design's lane count k (the result does not depend on it)
         sim["lanes"] = opts.pop("lanes")
@@ -77,6 +82,9 @@ def verilator_backend(algo: str, inputs: dict, params: dict, options: dict) -> d
         return _vla(inputs, params, preset, sim_opts, lanes)
     if lanes is not None:
         raise SpecmemInputError("lanes: a vla option (the annihilation's lane count is its parameter k)")
+    if params.get("orth_policy", "skip") != "skip":
+        raise SpecmemInputError(f"orth_policy: the annihilation RTL implements 'skip' (skip and flag); "
+                                f"got {params['orth_policy']!r} (evict comes with the core v2, issue 13)")
     # the fixed-point model validates inputs and parameters exactly as --backend fixed does
     ref = run_fixed(algo, inputs, preset, params)
     x = np.asarray(inputs["x"], dtype=np.float64)

@@ -81,9 +81,49 @@ def _cmd_bench(args) -> int:
 
 
 def _cmd_accuracy(args) -> int:
+    if args.inp is not None or args.algo is not None:
+        return _cmd_accuracy_in(args)
+    for name in ("format", "param", "json"):
+        if getattr(args, name):
+            raise SpecmemInputError(f"{name}: --{name} applies to the comparison on your own inputs (--in and --algo)")
+    if args.formats:
+        from specmem.golden.fixed.targets import write_formats_report
+
+        write_formats_report(args.out, "full" if args.full else "small", progress=_progress)
+        return 0
     from specmem.golden.fixed.accuracy import write_accuracy_report
 
     write_accuracy_report(out_dir=args.out, small=not args.full, progress=_progress)
+    return 0
+
+
+def _cmd_accuracy_in(args) -> int:
+    from specmem.algorithms import parse_params
+    from specmem.exchange import load_inputs
+    from specmem.golden.fixed.compare import compare_formats, format_table
+
+    if args.inp is None or args.algo is None:
+        raise SpecmemInputError(f"{'in' if args.inp is None else 'algo'}: --in and --algo go together "
+                                "(compare every format with float64 on your inputs)")
+    if args.formats or args.full:
+        raise SpecmemInputError("formats: --formats/--full write a report; with --in the comparison runs on your inputs")
+    spec = get_algorithm(args.algo)
+    inputs = load_inputs(args.inp, spec)
+    params = parse_params(spec, args.param)
+    if spec.name == "annihilation" and "k" not in params:
+        raise SpecmemInputError("k: required for annihilation (--param k=N)")
+    fmts = [f.strip() for f in args.format.split(",")] if args.format else None
+    res = compare_formats(spec.name, inputs, params, fmts, progress=_progress)
+    print(format_table(res))
+    if args.json:
+        folder = os.path.dirname(os.path.abspath(args.json))
+        if not os.path.isdir(folder):
+            raise SpecmemInputError(f"json: directory does not exist: {folder}")
+        tmp = args.json + ".tmp"
+        with open(tmp, "w") as fh:
+            json.dump(res, fh, indent=1)
+        os.replace(tmp, args.json)
+        print(f"specmem accuracy: JSON -> {args.json}")
     return 0
 
 
@@ -147,7 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--in", dest="inp", required=True, metavar="IN.npz")
     r.add_argument("--out", required=True, metavar="OUT.npz")
     r.add_argument("--backend", default="float", help="float (default), fixed, verilator, triton")
-    r.add_argument("--format", default=None, help="fixed-point preset for --backend fixed: int8, int16, wide")
+    r.add_argument("--format", default=None,
+                   help="number format for --backend fixed (default: the rule's own, int18 annihilation, int8 the "
+                        "others): int8, int18, int16, wide, legacy-int8, legacy-int16, legacy-wide; "
+                        "--backend verilator takes the legacy-* ones (default legacy-int8)")
     r.add_argument("--param", action="append", metavar="NAME=VALUE", help="rule parameter (repeatable)")
     r.set_defaults(fn=_cmd_run)
 
@@ -173,14 +216,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     a = sub.add_parser("accuracy", help="INT8-vs-float accuracy report -> docs/accuracy/")
     a.add_argument("--out", default="docs/accuracy")
-    a.add_argument("--full", action="store_true", help="T=4096 streams and the 10^5-token run")
+    a.add_argument("--full", action="store_true", help="T=4096 streams and the 10^5-token run (with --formats: d=64, "
+                   "20 seeds, 10^5 tokens; about an hour on 2 cores)")
+    a.add_argument("--in", dest="inp", default=None, metavar="IN.npz",
+                   help="compare every fixed-point format with float64 on these inputs (with --algo); prints a table")
+    a.add_argument("--algo", default=None, help="the rule for --in")
+    a.add_argument("--format", default=None, metavar="F1,F2",
+                   help="with --in: the formats to compare (default: every format the rule supports)")
+    a.add_argument("--param", action="append", metavar="NAME=VALUE", help="with --in: rule parameter (repeatable)")
+    a.add_argument("--json", default=None, metavar="OUT.json", help="with --in: also write the rows as JSON")
+    a.add_argument("--formats", action="store_true",
+                   help="the number-format targets instead (scaled int8/int18 vs legacy-int8 vs float64): recall, "
+                        "output error, width sweep, sensitivity, annihilation angle, VLA's A -> OUT/formats.md")
     a.set_defaults(fn=_cmd_accuracy)
 
     g = sub.add_parser("rtl", help="generate Verilog and a JSON manifest, then lint it")
     g.add_argument("--algo", required=True, help="annihilation, vla, linear, deltanet, or engine (the bare dot-product engine)")
     g.add_argument("--d", type=int, required=True)
     g.add_argument("--k", type=int, required=True)
-    g.add_argument("--format", default="int8", help="fixed-point preset: int8 (default), int16, wide")
+    g.add_argument("--format", default="legacy-int8",
+                   help="fixed-point preset the RTL implements: legacy-int8 (default), legacy-int16, legacy-wide")
     g.add_argument("--out", required=True, help="output folder")
     g.add_argument("--no-lint", action="store_true", help="skip the Verilator lint")
     g.add_argument("--dsp", choices=("fabric", "registered", "ecp5"), default=None,
@@ -194,7 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--k", type=int, default=4)
     sm.add_argument("--tokens", type=int, default=256)
     sm.add_argument("--seed", type=int, default=0)
-    sm.add_argument("--format", default="int8", help="fixed-point preset: int8 (default), int16, wide")
+    sm.add_argument("--format", default="legacy-int8",
+                    help="fixed-point preset the RTL implements: legacy-int8 (default), legacy-int16, legacy-wide")
     sm.add_argument("--coverage", action="store_true", help="line/toggle coverage, summary and what is not covered")
     sm.add_argument("--waves", action="store_true", help="record a VCD waveform")
     sm.add_argument("--param", action="append", metavar="NAME=VALUE",

@@ -1,12 +1,15 @@
 """``specmem main``: the main job on the small default configuration.
 
 Stages, in order: seeded vectors and a float64 golden run of every rule
-(exchange-format files under ``out/main``); the bit-exact fixed-point model
-(int8) of the rules it covers, with its error against float64; the annihilation
-and VLA RTL as Verilog plus manifest, linted by Verilator; the annihilation top
-simulated in Verilator (cocotb) against the fixed-point model; the claims ledger
-(``docs/claims.md``); the small INT8-vs-float accuracy report (``out/main/accuracy``;
-the full one is ``specmem accuracy --full`` into ``docs/accuracy``).
+(exchange-format files under ``out/main``); the bit-exact fixed-point model of
+every rule in its hardware format (int18 for the annihilation memory, the scaled
+int8 for the others), with its error against float64; the annihilation
+and VLA RTL (legacy-int8, the format the RTL implements) as Verilog plus manifest,
+linted by Verilator; the annihilation top simulated in Verilator (cocotb) against
+the fixed-point model (legacy-int8); the claims ledger
+(``docs/claims.md``); the small INT8-vs-float accuracy report of the RTL's formats
+and the small number-format report (``out/main/accuracy``, ``formats.md``; the full
+ones are ``specmem accuracy [--formats] --full --out docs/accuracy``).
 """
 
 from __future__ import annotations
@@ -48,24 +51,29 @@ def main_job(out_dir: str = "out/main", docs_dir: str = "docs", progress=print) 
         summary["golden"][name] = {"seconds": dt, "outputs": sorted(out)}
         progress(f"main: golden {name:15s} T={T} d={d}: {dt * 1e3:8.1f} ms")
     summary["fixed"] = {}
-    for name in ("annihilation", "vla", "linear", "deltanet"):
-        vec = make_vectors(name, T, d, seed)
+    from specmem.golden.fixed import DEFAULT_FORMAT
+
+    for name in ("annihilation", "vla", "linear", "deltanet", "gated-deltanet"):
+        fmt = DEFAULT_FORMAT.get(name, "int8")  # each rule's hardware format: int18 annihilation, int8 the rest
+        vec = make_vectors("deltanet" if name == "gated-deltanet" else name, T, d, seed)
+        if name == "gated-deltanet":
+            vec["g"] = np.random.default_rng(seed).uniform(0.9, 1.0, T)
         params = {"k": k} if name == "annihilation" else {}
         ref = run(name, vec, backend="float", params=params)
-        out = run(name, vec, backend="fixed", params=params, format="int8")
-        save_outputs(os.path.join(out_dir, f"{name}.fixed-int8.npz"), out, {"algo": name, "backend": "fixed",
-                                                                              "format": "int8", **params})
+        out = run(name, vec, backend="fixed", params=params, format=fmt)
+        save_outputs(os.path.join(out_dir, f"{name}.fixed-{fmt}.npz"), out, {"algo": name, "backend": "fixed",
+                                                                             "format": fmt, **params})
         key = "omega" if name == "annihilation" else "o"
         err = float(np.linalg.norm(out[key] - ref[key]) / max(np.linalg.norm(ref[key]), 1e-300))
         sats = int(sum(int(np.sum(v)) for n, v in out.items() if n.startswith("sat_")))
-        summary["fixed"][name] = {"rel_error_" + key: err, "saturations": sats}
-        progress(f"main: fixed int8 {name:12s} relative error of {key} vs float64 {err:.3g}, saturations {sats}")
+        summary["fixed"][name] = {"format": fmt, "rel_error_" + key: err, "saturations": sats}
+        progress(f"main: fixed {fmt:5s} {name:14s} relative error of {key} vs float64 {err:.3g}, saturations {sats}")
 
     from specmem.rtl.generate import generate, lint
 
     summary["rtl"] = {}
     for name in ("annihilation", "vla"):
-        manifest = generate(name, d, k, "int8", os.path.join(out_dir, "rtl"))
+        manifest = generate(name, d, k, "legacy-int8", os.path.join(out_dir, "rtl"))
         res = lint(manifest["paths"]["verilog"])
         if res.returncode or res.warnings:
             raise RuntimeError(f"verilator lint of {manifest['paths']['verilog']} failed:\n"
@@ -78,7 +86,7 @@ def main_job(out_dir: str = "out/main", docs_dir: str = "docs", progress=print) 
 
     from specmem.sim.commands import simulate
 
-    sim = simulate("annihilation", d, k, T, seed, preset="int8")
+    sim = simulate("annihilation", d, k, T, seed, preset="legacy-int8")
     if not sim.passed:
         raise RuntimeError(f"Verilator simulation disagrees with the fixed-point model: {sim.first_mismatch}")
     summary["verilator"] = {"tokens": T, "cycles": sim.cycles, "cycles_per_s": sim.cycles_per_s,
@@ -92,6 +100,9 @@ def main_job(out_dir: str = "out/main", docs_dir: str = "docs", progress=print) 
 
     summary["accuracy"] = write_accuracy_report(out_dir=os.path.join(out_dir, "accuracy"), small=True,
                                                 progress=progress)
+    from specmem.golden.fixed.targets import write_formats_report
+
+    summary["formats"] = write_formats_report(os.path.join(out_dir, "accuracy"), "small", progress=progress)
     summary["seconds"] = time.perf_counter() - t0
     with open(os.path.join(out_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)

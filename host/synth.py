@@ -10,7 +10,7 @@ per clock, utilisation, critical path), runs Yosys ``synth_xilinx`` on the bare 
 ``tokens_per_s = fmax / cycles``. ``sweep()`` runs the grid of ``docs/hardware.md``, one cached
 JSON per configuration (resumable), and ``write_report()`` writes the tables and plots.
 
-Why a shell: the AXI4-Stream top has 240 (d=16, k=4) to over 900 (k=16, int16) signal pins,
+Why a shell: the AXI4-Stream top has 240 (d=16, k=4) to over 900 (k=16, legacy-int16) signal pins,
 more than the 197 user IOs of the CABGA381 package. ``shell_verilog()`` puts every input port
 behind one serial-in shift register and XOR-folds every output port into one shift register
 to a serial-out pin, plus a two-flop reset synchroniser: 4 pins, every core port driven by or
@@ -56,24 +56,26 @@ XILINX_FLOW = "synth_xilinx -family xc7 -flatten -noiopad -noclkbuf"
 TARGET_MHZ = 200.0
 SEED = 1
 #: Cap on one nextpnr run, in CPU seconds (so that it does not depend on how busy the machine
-#: is): at ~90 % utilisation (k = 16, int16) its router can run for hours; past the cap the
+#: is): at ~90 % utilisation (k = 16, legacy-int16) its router can run for hours; past the cap the
 #: result records how far it got (utilisation, arcs left).
 PNR_TIMEOUT_S = 1500.0
 SHELL_TOP = "synth_shell"
 #: Bump when the flow (scripts, shell, parsing) changes: cached sweep results are then redone.
 FLOW_VERSION = 1
-#: The grid of ``docs/hardware.md``.
-SWEEP = {"algo": "annihilation", "ks": (4, 8, 16), "ds": (32, 64, 128), "presets": ("int8", "int16")}
+#: The grid of ``docs/hardware.md`` (the RTL's presets: the legacy fixed-binary-point formats).
+SWEEP = {"algo": "annihilation", "ks": (4, 8, 16), "ds": (32, 64, 128), "presets": ("legacy-int8", "legacy-int16")}
 #: The datapath alone: the dot-product engine with each multiplier register arrangement
 #: (``rtl/dsp.py``), at the sweep's lane counts; d only sizes the accumulator.
-ENGINE_SWEEP = {"d": 128, "ks": (4, 8, 16), "presets": ("int8", "int16"), "dsps": ("fabric", "registered", "ecp5")}
+ENGINE_SWEEP = {"d": 128, "ks": (4, 8, 16), "presets": ("legacy-int8", "legacy-int16"),
+                "dsps": ("fabric", "registered", "ecp5")}
 #: The VLA core (``rtl/vla.py``): its A and S memories and per-lane multipliers make it several
 #: times the annihilation core, so a few configurations rather than the full grid.
-VLA_SWEEP = {"configs": ((32, 4, "int8"), (32, 8, "int8"))}
+VLA_SWEEP = {"configs": ((32, 4, "legacy-int8"), (32, 8, "legacy-int8"))}
 #: Configurations whose area is broken down by module (Yosys with the hierarchy kept)
-BREAKDOWN = (("annihilation", 32, 8, "int8"), ("annihilation", 32, 8, "int16"), ("vla", 32, 4, "int8"))
+BREAKDOWN = (("annihilation", 32, 8, "legacy-int8"), ("annihilation", 32, 8, "legacy-int16"),
+             ("vla", 32, 4, "legacy-int8"))
 #: Configurations whose steady-state cycle count ``tests/rtl`` checks in simulation.
-_RTL_TESTED_CYCLES = {(16, 4, "int8"), (32, 8, "int8"), (16, 4, "int16")}
+_RTL_TESTED_CYCLES = {(16, 4, "legacy-int8"), (32, 8, "legacy-int8"), (16, 4, "legacy-int16")}
 
 
 class SynthError(RuntimeError):
@@ -567,7 +569,7 @@ def register_ranking(netlist_path, module: str, target_mhz: float = TARGET_MHZ, 
 # ----------------------------------------------------------------------------------------------
 # cycles and the CPU golden models
 
-def measure_cycles(d: int, k: int, preset: str = "int8", *, full_tokens: int = 3, seed: int = 0) -> dict:
+def measure_cycles(d: int, k: int, preset: str = "legacy-int8", *, full_tokens: int = 3, seed: int = 0) -> dict:
     """Steady-state cycles per full token of ``AnnihilationCore`` in Amaranth's simulator: source
     at full rate, sink always ready (as ``tests/rtl/test_annihilation.py`` measures)."""
     import numpy as np
@@ -672,12 +674,12 @@ def _prepare(algo, d, k, preset, work: Path, built, params=None) -> tuple[dict, 
 
 
 def _validate(algo, d, k, preset, target_mhz, seed, params=None):
-    from specmem.rtl.generate import ALGOS, PRESETS, build
+    from specmem.rtl.generate import ALGOS, build
+    from specmem.rtl.presets import check_rtl_preset
 
     if algo not in ALGOS:
         raise ValueError(f"algo: must be one of {', '.join(ALGOS)}, got {algo!r}")
-    if preset not in PRESETS:  # checked here too: the RTL constructors raise only after creating objects
-        raise ValueError(f"preset: must be one of {', '.join(PRESETS)}, got {preset!r}")
+    check_rtl_preset(preset)  # checked here too: the RTL constructors raise only after creating objects
     if not (isinstance(target_mhz, (int, float)) and not isinstance(target_mhz, bool) and 0 < target_mhz <= 1000):
         raise ValueError(f"target_mhz: must be a number in (0, 1000], got {target_mhz!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
@@ -685,7 +687,7 @@ def _validate(algo, d, k, preset, target_mhz, seed, params=None):
     return build(algo, d, k, preset, **(params or {}))  # rtl/generate.py's own checks: algo, d, k, preset (messages name the argument)
 
 
-def synth(algo: str, d: int, k: int, preset: str = "int8", out_dir="build/synth", *,
+def synth(algo: str, d: int, k: int, preset: str = "legacy-int8", out_dir="build/synth", *,
           target_mhz: float = TARGET_MHZ, seed: int = SEED, pnr: bool = True, xilinx: bool = True,
           cycles: str = "auto", cpu: bool = False, ltp: bool = True, progress=None,
           params: dict | None = None, pnr_timeout_s: float | None = PNR_TIMEOUT_S) -> dict:
@@ -1062,8 +1064,12 @@ def load_results(docs_dir="docs") -> list[dict]:
 BEGIN, END = "<!-- BEGIN GENERATED (host/synth.py write_report) -->", "<!-- END GENERATED -->"
 
 
+#: The order of the presets in the tables and plots (the RTL's presets)
+_PRESET_ORDER = {p: i for i, p in enumerate(("legacy-int8", "legacy-int16", "legacy-wide"))}
+
+
 def _sorted(results):
-    order = {p: i for i, p in enumerate(("int8", "int16", "wide"))}
+    order = _PRESET_ORDER
     return sorted(results, key=lambda r: (order.get(r["preset"], 9), r["k"], r["d"]))
 
 
@@ -1079,7 +1085,7 @@ def _plots(results, out: Path) -> list[str]:
 
     out.mkdir(parents=True, exist_ok=True)
     files = []
-    presets = [p for p in ("int8", "int16", "wide") if any(r["preset"] == p for r in results)]
+    presets = [p for p in _PRESET_ORDER if any(r["preset"] == p for r in results)]
     ks = sorted({r["k"] for r in results})
 
     def series(preset, k, key):
@@ -1093,7 +1099,7 @@ def _plots(results, out: Path) -> list[str]:
         for p in presets:
             for k in ks:
                 x, y = series(p, k, key)
-                ax.plot(x, y, "o-" if p == "int8" else "s--", label=f"k={k} {p}")
+                ax.plot(x, y, "o-" if p == "legacy-int8" else "s--", label=f"k={k} {p}")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("d")
         ax.set_ylabel(ylabel)
@@ -1110,7 +1116,7 @@ def _plots(results, out: Path) -> list[str]:
     for p in presets:
         for k in ks:
             x, y = series(p, k, lambda r: r.get("tokens_per_s"))
-            ax.plot(x, y, "o-" if p == "int8" else "s--", label=f"RTL k={k} {p}")
+            ax.plot(x, y, "o-" if p == "legacy-int8" else "s--", label=f"RTL k={k} {p}")
     k_mid = 8 if 8 in ks else ks[len(ks) // 2]
     x, y = series(presets[0], k_mid, lambda r: (r.get("cpu") or {}).get("float_gram_tokens_per_s"))
     ax.plot(x, y, "k^:", label=f"CPU float golden k={k_mid}")
@@ -1138,7 +1144,7 @@ def _engine_plot(rs, out: Path) -> str:
     import matplotlib.pyplot as plt
 
     out.mkdir(parents=True, exist_ok=True)
-    groups = sorted({(r["preset"], r["k"]) for r in rs}, key=lambda g: ({"int8": 0, "int16": 1}.get(g[0], 9), g[1]))
+    groups = sorted({(r["preset"], r["k"]) for r in rs}, key=lambda g: (_PRESET_ORDER.get(g[0], 9), g[1]))
     styles = [s_ for s_ in ENGINE_SWEEP["dsps"] if any((r.get("params") or {}).get("dsp") == s_ for r in rs)]
     fig, ax = plt.subplots(figsize=(7, 3.6))
     width = 0.8 / max(len(styles), 1)
@@ -1149,7 +1155,7 @@ def _engine_plot(rs, out: Path) -> str:
             ys.append(hit[0].get("fmax_mhz") or 0 if hit else 0)
         ax.bar([i + (j - (len(styles) - 1) / 2) * width for i in range(len(groups))], ys, width, label=style)
     ax.axhline(TARGET_MHZ, color="k", lw=0.8, ls=":", label=f"{TARGET_MHZ:g} MHz target")
-    ax.set_xticks(range(len(groups)), [f"{p} k={k}" for p, k in groups])
+    ax.set_xticks(range(len(groups)), [f"{p}\nk={k}" for p, k in groups])
     ax.set_ylabel("post-route fmax, MHz")
     ax.set_title("dot-product engine alone by multiplier registers (ECP5-85F, speed 6)", fontsize=10)
     ax.legend(fontsize=7)
@@ -1304,7 +1310,7 @@ def _engine_block(results) -> list[str]:
     if not results:
         return []
     order = {p: i for i, p in enumerate(ENGINE_SWEEP["dsps"])}
-    rs = sorted(results, key=lambda r: ({"int8": 0, "int16": 1}.get(r["preset"], 9), r["k"],
+    rs = sorted(results, key=lambda r: (_PRESET_ORDER.get(r["preset"], 9), r["k"],
                                         order.get((r.get("params") or {}).get("dsp"), 9)))
     L = [f"### The datapath alone: the dot-product engine (d = {rs[0]['d']}), by multiplier registers", ""]
     L.append("`specmem synth --algo engine --dsp STYLE` (`rtl/dsp.py`): `fabric` = the product register only "
@@ -1333,7 +1339,7 @@ def _vla_block(results) -> list[str]:
     """The table of :func:`vla_sweep` results (empty when there are none)."""
     if not results:
         return []
-    rs = sorted(results, key=lambda r: ({"int8": 0, "int16": 1}.get(r["preset"], 9), r["k"], r["d"]))
+    rs = sorted(results, key=lambda r: (_PRESET_ORDER.get(r["preset"], 9), r["k"], r["d"]))
     L = ["### The VLA core (`rtl/vla.py`)", ""]
     L.append("| preset | k | d | fmax MHz | LUT | FF | DSP (MULT18, of 156) | EBR | LUTRAM | xc7 LUT | xc7 DSP48 | "
              "cycles/token | floor d²/k | cycles / floor | RTL tokens/s | CPU float golden tokens/s | "
@@ -1461,8 +1467,8 @@ def compare_to_baseline(result: dict, baseline: dict, tolerances: dict | None = 
 
 BASELINE_METRICS = ("fmax_mhz", "luts", "ffs", "dsp", "ebr", "lutram", "cycles_per_token", "tokens_per_s")
 #: ``(algo, d, k, preset, generator parameters)`` recorded by ``--write-baseline``
-BASELINE_CONFIGS = (("engine", 64, 8, "int8", {}), ("engine", 64, 8, "int8", {"dsp": "ecp5"}),
-                    ("annihilation", 32, 8, "int8", {}))
+BASELINE_CONFIGS = (("engine", 64, 8, "legacy-int8", {}), ("engine", 64, 8, "legacy-int8", {"dsp": "ecp5"}),
+                    ("annihilation", 32, 8, "legacy-int8", {}))
 
 
 def baseline_result(algo, d, k, preset, params, out_dir="build/synth", docs_dir="docs", progress=print, *,
@@ -1519,7 +1525,8 @@ def add_synth_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help="one configuration of a generate() block: annihilation, engine, vla, linear, deltanet")
     p.add_argument("--d", type=int, default=None)
     p.add_argument("--k", type=int, default=None)
-    p.add_argument("--format", default="int8", help="fixed-point preset: int8 (default), int16, wide")
+    p.add_argument("--format", default="legacy-int8",
+                   help="fixed-point preset the RTL implements: legacy-int8 (default), legacy-int16, legacy-wide")
     p.add_argument("--dsp", choices=("fabric", "registered", "ecp5"), default=None,
                    help="engine only: multiplier registers (rtl/dsp.py; default fabric, as in the cores)")
     p.add_argument("--out", default=None, help="build folder (default build/synth[/<config>])")
@@ -1531,7 +1538,7 @@ def add_synth_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--no-xilinx", action="store_true", help="skip the 7-series estimate")
     p.add_argument("--cpu", action="store_true", help="also time the golden models on this CPU")
     p.add_argument("--sweep", action="store_true",
-                   help="k in {4,8,16} x d in {32,64,128} x {int8,int16}: docs/hardware.md (resumable)")
+                   help="k in {4,8,16} x d in {32,64,128} x {legacy-int8,legacy-int16}: docs/hardware.md (resumable)")
     p.add_argument("--docs", default="docs", help="folder of hardware.md for --sweep (default docs)")
     p.add_argument("--no-resume", action="store_true", help="--sweep: ignore cached results")
     p.add_argument("--report-only", action="store_true", help="--sweep: rewrite docs/hardware.md from the cache")

@@ -28,12 +28,13 @@ from amaranth.lib.wiring import In, Out
 
 from specmem.golden.deltanet import L2_EPS
 from specmem.golden.fixed.datapath import Datapath
-from specmem.golden.fixed.formats import PRESETS, formats_for
+from specmem.golden.fixed.formats import formats_for
 
 from .engine import DotEngine, min_signed_width
 from .lanes import lane_helpers
 from .fixed import materialise, msb_index, requantize, requantize_var, round_shift, round_shift_var, saturate
 from .memory import StateMemory
+from .presets import check_rtl_preset
 from .scalar_unit import ScalarOp, ScalarUnit
 from .vla import _bits, _iv, _neg, _su_f_range, _union, elu1_hw, normalize_hw
 
@@ -54,7 +55,7 @@ class BaselineCore(wiring.Component):
 
     SLOTS = 3
 
-    def __init__(self, algo: str, d: int, k: int, preset: str = "int8", *, eps: float | None = None,
+    def __init__(self, algo: str, d: int, k: int, preset: str = "legacy-int8", *, eps: float | None = None,
                  in_range: float | None = None):
         if algo not in BASELINE_ALGOS:
             raise ValueError(f"algo: must be one of {BASELINE_ALGOS}, got {algo!r}")
@@ -65,8 +66,7 @@ class BaselineCore(wiring.Component):
             raise ValueError(f"k: must be <= d ({d}), got {k}")
         if d % k:
             raise ValueError(f"d: must be a multiple of k ({k}), got {d}")
-        if not isinstance(preset, str) or preset not in PRESETS:
-            raise ValueError(f"preset: must be one of {', '.join(PRESETS)}, got {preset!r}")
+        check_rtl_preset(preset)
         eps = (1e-4 if algo == "linear" else L2_EPS) if eps is None else float(eps)
         if not eps > 0:
             raise ValueError(f"eps: must be > 0, got {eps!r}")

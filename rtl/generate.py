@@ -24,6 +24,7 @@ from specmem.golden.fixed.formats import PRESETS as GOLDEN_PRESETS
 
 from .dsp import check_dsp
 from .engine import DotEngine
+from .presets import RTL_PRESETS, check_rtl_preset
 
 __all__ = ["ALGOS", "PRESETS", "WAIVERS", "generate", "lint", "LintResult", "build", "payload_fields", "verilog_ports",
            "stream_packing"]
@@ -38,9 +39,10 @@ def model_sources(manifest: dict) -> list[Path]:
     (``manifest["sim_models"]``: vendor primitives it instantiates)."""
     return [VENDOR_MODELS / f"{name}.v" for name in manifest.get("sim_models", [])]
 
-#: The presets of the fixed-point golden model (``golden/fixed/formats.py``): the engine takes
-#: its multiplier width from ``mul_bits``, the annihilation core every format from the table.
-PRESETS = GOLDEN_PRESETS
+#: The presets the RTL implements (``RTL_PRESETS`` of ``golden/fixed/formats.py``: the legacy
+#: fixed-binary-point formats, bit-exact with the golden model's): the engine takes its multiplier
+#: width from ``mul_bits``, the cores every format from the table.
+PRESETS = {name: GOLDEN_PRESETS[name] for name in RTL_PRESETS}
 
 ALGOS = ("engine", "annihilation", "vla", "linear", "deltanet")
 
@@ -106,7 +108,7 @@ class Built:
     manifest: dict = field(default_factory=dict)
 
 
-def build(algo: str, d: int, k: int, preset: str = "int8", **params) -> Built:
+def build(algo: str, d: int, k: int, preset: str = "legacy-int8", **params) -> Built:
     """Construct the component for ``algo`` and the manifest fields that do not need the Verilog.
 
     ``params``: the rule's parameters (VLA: ``lambda0``, ``eps``, ``refresh_period``, ``eta``,
@@ -122,9 +124,8 @@ def build(algo: str, d: int, k: int, preset: str = "int8", **params) -> Built:
             raise ValueError(f"{sorted(extra)[0]}: not a parameter of engine (it takes dsp)")
     elif params and algo not in ("vla", "linear", "deltanet"):
         raise ValueError(f"{next(iter(params))}: not a parameter of {algo}")
+    check_rtl_preset(preset)  # the RTL is bit-exact with the legacy formats only
     if algo == "engine":
-        if preset not in PRESETS:
-            raise ValueError(f"preset: must be one of {tuple(PRESETS)}, got {preset!r}")
         mul = PRESETS[preset].mul_bits
         check_dsp(params.get("dsp", "fabric"), mul, mul)  # before any Elaboratable exists
         eng = DotEngine(k, d // k, a_width=mul, b_width=mul, dsp=params.get("dsp", "fabric"))

@@ -30,7 +30,7 @@ __all__ = ["AnnihilationTop", "VLATop", "BaselineTop"]
 class AnnihilationTop(wiring.Component):
     """AXI4-Stream wrapper around :class:`~specmem.rtl.annihilation.AnnihilationCore`."""
 
-    def __init__(self, d: int, k: int, preset: str = "int8", *, in_range: float | None = None):
+    def __init__(self, d: int, k: int, preset: str = "legacy-int8", *, in_range: float | None = None):
         self.core = AnnihilationCore(d, k, preset, in_range=in_range)
         self.d, self.k, self.preset, self.in_range = d, k, preset, in_range
         xw = self.core.fmt["x"].width
@@ -137,7 +137,7 @@ class VLATop(wiring.Component):
     * ``s_axis_tdata`` (``k * M``), ``s_axis_tvalid``, ``s_axis_tready``, ``s_axis_tlast``: one token
       is ``4 d/k`` beats: ``d/k`` beats of ``k``, then of ``v``, ``q``, ``u``; element ``i`` of a
       tensor is lane ``i % k`` of that tensor's beat ``i // k``, lane ``l`` at bits
-      ``[l*M, (l+1)*M)``, two's complement, the preset's input format (int8: Q2.5). ``tlast`` is
+      ``[l*M, (l+1)*M)``, two's complement, the preset's input format (legacy-int8: Q2.5). ``tlast`` is
       expected on the last (``u``) beat of each token; a mismatch counts in
       ``status_framing_errors`` (the core frames tokens by beat count).
     * ``m_axis_tdata`` (``k * Wo``), ``m_axis_tuser`` (the token's block exponent ``o_frac``,
@@ -148,7 +148,7 @@ class VLATop(wiring.Component):
       (32-bit counters), ``status_busy``.
     """
 
-    def __init__(self, d: int, k: int, preset: str = "int8", **params):
+    def __init__(self, d: int, k: int, preset: str = "legacy-int8", **params):
         from .vla import VLACore  # the VLA core pulls in the VLA golden model's parameter checks
 
         self.core = VLACore(d, k, preset, **params)
@@ -271,7 +271,7 @@ class BaselineTop(wiring.Component):
     ``status_saturations``, ``status_framing_errors`` (32-bit), ``status_busy``.
     """
 
-    def __init__(self, algo: str, d: int, k: int, preset: str = "int8", **params):
+    def __init__(self, algo: str, d: int, k: int, preset: str = "legacy-int8", **params):
         from .baselines import BaselineCore
 
         self.core = BaselineCore(algo, d, k, preset, **params)

@@ -49,13 +49,14 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from specmem.golden.fixed.datapath import Datapath
-from specmem.golden.fixed.formats import PRESETS, formats_for
+from specmem.golden.fixed.formats import formats_for
 from specmem.golden.vla import _check_params
 
 from .engine import DotEngine, min_signed_width
 from .lanes import lane_helpers
 from .fixed import abs_value, materialise, msb_index, requantize, round_shift, round_shift_var, saturate
 from .memory import StateMemory
+from .presets import check_rtl_preset
 from .scalar_unit import ScalarOp, ScalarUnit
 
 __all__ = ["VLACore", "elu1_hw", "normalize_hw", "block_shift_hw"]
@@ -194,7 +195,7 @@ class VLACore(wiring.Component):
 
     SLOTS = 2
 
-    def __init__(self, d: int, k: int, preset: str = "int8", *, lambda0: float = 0.1, eps: float = 1e-4,
+    def __init__(self, d: int, k: int, preset: str = "legacy-int8", *, lambda0: float = 0.1, eps: float = 1e-4,
                  refresh_period: int = 20, eta: float = 1e-3, u_scale: float | None = None,
                  in_range: float | None = None):
         for name, v in (("d", d), ("k", k)):
@@ -204,8 +205,7 @@ class VLACore(wiring.Component):
             raise ValueError(f"k: must be <= d ({d}), got {k}")
         if d % k:
             raise ValueError(f"d: must be a multiple of k ({k}), got {d}")
-        if not isinstance(preset, str) or preset not in PRESETS:
-            raise ValueError(f"preset: must be one of {', '.join(PRESETS)}, got {preset!r}")
+        check_rtl_preset(preset)
         lambda0, eps, refresh_period, eta, u_scale = _check_params(d, lambda0, eps, refresh_period, eta, u_scale)
         self.d, self.k, self.dk, self.preset = d, k, d // k, preset
         self.params = {"lambda0": lambda0, "eps": eps, "refresh_period": int(refresh_period), "eta": eta,

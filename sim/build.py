@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Callable
 
 from .toolchain import verilator_build_env, verilator_root, use_verilator
+from specmem.rtl.presets import check_rtl_preset
 
 __all__ = ["Design", "Build", "SimRun", "build", "run_cocotb", "verilog_for", "BUILD_ROOT", "REPO_ROOT",
            "FLAVOURS", "BUILD_JOBS"]
@@ -69,7 +70,7 @@ class Design:
     kind: str = "top"
     d: int = 16
     k: int = 4
-    preset: str = "int8"
+    preset: str = "legacy-int8"
     in_range: float | None = None
     params: tuple = ()
 
@@ -82,6 +83,7 @@ class Design:
                 raise ValueError(f"{name}: must be an integer >= 1, got {v!r}")
         if self.d % self.k:
             raise ValueError(f"d: must be a multiple of k ({self.k}), got {self.d}")
+        check_rtl_preset(self.preset)  # the RTL is bit-exact with the legacy formats only
         if self.params and self.kind not in ("vla", "engine"):
             raise ValueError(f"params: only the vla and engine designs take parameters, got {self.params!r}")
         object.__setattr__(self, "params", tuple(sorted((str(n), v) for n, v in dict(self.params).items())))

@@ -65,13 +65,12 @@ def _check(algo, d, k, tokens, seed, preset):
             raise SpecmemInputError(f"{name}: must be an integer >= {lo}, got {v!r}")
     if k > d or d % k:
         raise SpecmemInputError(f"d: must be a multiple of k ({k}) and at least k, got {d}")
-    from specmem.golden.fixed.formats import PRESETS
+    from specmem.rtl.presets import check_rtl_preset
 
-    if preset not in PRESETS:
-        raise SpecmemInputError(f"preset: must be one of {', '.join(PRESETS)}, got {preset!r}")
+    check_rtl_preset(preset, SpecmemInputError)  # the RTL is bit-exact with the legacy formats only
 
 
-def simulate(algo: str, d: int, k: int, tokens: int, seed: int, preset: str = "int8", coverage: bool = False,
+def simulate(algo: str, d: int, k: int, tokens: int, seed: int, preset: str = "legacy-int8", coverage: bool = False,
              waves: bool = False, *, idle: float = 0.3, stall: float = 0.3, kind: str = "mixed",
              quiet: bool = False, params: dict | None = None) -> SimResult:
     """Simulate ``tokens`` tokens of a seeded ``kind`` stream (Gaussian with zero, orthogonal and
@@ -141,7 +140,7 @@ def simulate(algo: str, d: int, k: int, tokens: int, seed: int, preset: str = "i
     return res
 
 
-def bench_sim(d: int = 16, k: int = 4, preset: str = "int8", tokens: int = 2000, *, seed: int = 0,
+def bench_sim(d: int = 16, k: int = 4, preset: str = "legacy-int8", tokens: int = 2000, *, seed: int = 0,
               quiet: bool = False) -> dict:
     """Simulation speed of the Verilated top under cocotb: one stream at full rate (no idle gaps,
     sink always ready) and one with 30 % gaps and backpressure. Prints and returns cycles/s and
@@ -161,7 +160,7 @@ def bench_sim(d: int = 16, k: int = 4, preset: str = "int8", tokens: int = 2000,
     return out
 
 
-def coverage_command(d: int = 16, k: int = 4, preset: str = "int8", *, seeds=(0, 1, 2, 3), tokens: int = 200,
+def coverage_command(d: int = 16, k: int = 4, preset: str = "legacy-int8", *, seeds=(0, 1, 2, 3), tokens: int = 200,
                      quiet: bool = False):
     """The directed cases and ``len(seeds)`` random streams on a coverage build; prints the summary
     and what is not covered; returns the :class:`~specmem.sim.coverage.CoverageReport`."""

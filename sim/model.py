@@ -37,7 +37,7 @@ class StreamModel:
     ``n`` tokens. Subclasses say how to run the golden model (:meth:`golden`) and what a
     prediction (:meth:`_prediction`) and the totals (:meth:`_totals`) are."""
 
-    def __init__(self, d: int, k: int, preset: str = "int8"):
+    def __init__(self, d: int, k: int, preset: str = "legacy-int8"):
         self.d, self.k, self.preset = d, k, preset
         self.golden_runs = 0
         self.golden_seconds = 0.0
@@ -112,7 +112,7 @@ class StreamModel:
 class AnnihilationModel(StreamModel):
     """The annihilation memory: raw ``x`` tokens ``[d]``; predictions ``y``, ``orth``, ``count``."""
 
-    def __init__(self, d: int, k: int, preset: str = "int8", in_range: float | None = None):
+    def __init__(self, d: int, k: int, preset: str = "legacy-int8", in_range: float | None = None):
         from specmem.golden.fixed.formats import formats_for
 
         self.in_range = in_range
@@ -164,7 +164,7 @@ class VLAModel(StreamModel):
     ``s_raw``. ``params``: ``vla_fixed``'s (``lambda0``, ``eps``, ``refresh_period``, ``eta``,
     ``u_scale``, ``in_range``), the ones the design was generated with."""
 
-    def __init__(self, d: int, k: int, preset: str = "int8", params: dict | None = None):
+    def __init__(self, d: int, k: int, preset: str = "legacy-int8", params: dict | None = None):
         from specmem.golden.fixed.formats import formats_for
         from specmem.golden.vla import _prepare
 

@@ -12,14 +12,14 @@ import numpy as np
 __all__ = ["x_format", "quantize", "gaussian", "with_orthogonal", "with_zeros", "saturating", "KINDS", "make"]
 
 
-def x_format(d: int, k: int, preset: str = "int8", in_range: float | None = None):
+def x_format(d: int, k: int, preset: str = "legacy-int8", in_range: float | None = None):
     """The ``x`` :class:`~specmem.golden.fixed.fxtype.FxType` of the annihilation formats."""
     from specmem.golden.fixed.formats import formats_for
 
     return formats_for("annihilation", preset, d, {"k": k, "in_range": in_range})["x"]
 
 
-def quantize(x: np.ndarray, k: int, preset: str = "int8", in_range: float | None = None) -> np.ndarray:
+def quantize(x: np.ndarray, k: int, preset: str = "legacy-int8", in_range: float | None = None) -> np.ndarray:
     """Raw ``x`` integers ``[T, d]`` (round and saturate, as the golden model quantises)."""
     x = np.asarray(x, dtype=np.float64)
     raw, _ = x_format(x.shape[-1], k, preset, in_range).quantize(x)

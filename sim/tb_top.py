@@ -455,7 +455,7 @@ async def orthogonal_and_zero(dut):
 
 @cocotb.test()
 async def saturating(dut):
-    """Large aligned tokens: saturation in ``r`` (and elsewhere; at int8), counted as the model
+    """Large aligned tokens: saturation in ``r`` (and elsewhere; at legacy-int8), counted as the model
     counts it."""
     t0 = time.perf_counter()
     env = AnnihilationEnv(dut, seed=6, idle=0.2, stall=0.3)

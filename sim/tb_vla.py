@@ -195,7 +195,7 @@ async def latency(dut):
 @cocotb.test()
 async def saturating(dut):
     """One-hot-like keys, large values, zero features and an all-zero ``u``: ``kh`` and ``e``
-    saturate (int8) and the eps clamps act; counted as the model counts them."""
+    saturate (legacy-int8) and the eps clamps act; counted as the model counts them."""
     t0 = time.perf_counter()
     env = VLAEnv(dut, seed=6, idle=0.2, stall=0.3)
     await env.reset()

@@ -139,3 +139,28 @@ def test_fixed_format_errors(tmp_path, capsys):
     base = ["run", "--algo", "vla", "--in", str(inp), "--out", str(tmp_path / "o.npz")]
     assert "format" in _error(capsys, base + ["--backend", "fixed", "--format", "int4"])
     assert "format:" in _error(capsys, base + ["--format", "int8"])
+
+
+def test_rtl_commands_take_only_the_legacy_formats(tmp_path, capsys):
+    """The RTL is bit-exact with the legacy fixed-binary-point formats only: ``--backend
+    verilator``, ``specmem rtl`` and ``specmem sim`` reject the scaled int8 (and the other
+    golden-model presets) with one line, before anything is built."""
+    inp = _vectors(tmp_path, "annihilation")
+    run = ["run", "--algo", "annihilation", "--in", str(inp), "--out", str(tmp_path / "o.npz"), "--param", "k=3",
+           "--backend", "verilator"]
+    legacy = "the RTL implements legacy-int8, legacy-int16, legacy-wide"
+    err = _error(capsys, run + ["--format", "int8"])
+    assert f"format: {legacy}" in err and "'int8' is the scaled golden-model format" in err
+    assert f"format: {legacy}" in _error(capsys, run + ["--format", "wide"])
+    rtl = ["rtl", "--algo", "annihilation", "--d", "16", "--k", "4", "--out", str(tmp_path / "rtl"), "--no-lint"]
+    assert f"preset: {legacy}" in _error(capsys, rtl + ["--format", "int8"])
+    assert f"preset: {legacy}" in _error(capsys, ["sim", "--format", "int8"])
+    assert not (tmp_path / "o.npz").exists() and not (tmp_path / "rtl").exists()
+
+
+def test_rtl_command_defaults_are_legacy_int8():
+    from specmem.cli import build_parser
+
+    p = build_parser()
+    for argv in (["rtl", "--algo", "engine", "--d", "16", "--k", "4", "--out", "x"], ["sim"], ["synth"]):
+        assert p.parse_args(argv).format == "legacy-int8", argv

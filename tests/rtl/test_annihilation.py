@@ -47,7 +47,7 @@ def make_correlated(seed, T, d):
     return x
 
 
-def golden(x, k, preset="int8"):
+def golden(x, k, preset="legacy-int8"):
     g = annihilation_fixed(x, k, preset)
     X, _ = g["fmt"]["x"].quantize(x)
     return g, X
@@ -67,7 +67,7 @@ def expected_saturations(g):
 # core runner
 
 
-def run_core(X, k, preset="int8", *, idle=0.0, stall=0.0, seed=0, gap=0):
+def run_core(X, k, preset="legacy-int8", *, idle=0.0, stall=0.0, seed=0, gap=0):
     """Stream the quantised tokens ``X`` through an AnnihilationCore; return outputs, final U,
     status, and the cycle at which each output token's last beat was taken."""
     T, d = X.shape
@@ -156,9 +156,9 @@ def test_core_standalone_a_pass():
 
 
 @pytest.mark.parametrize("d,k,preset", [
-    pytest.param(16, 4, "int8", id="d16-k4-int8"),
-    pytest.param(32, 8, "int8", id="d32-k8-int8", marks=pytest.mark.slow),
-    pytest.param(16, 4, "int16", id="d16-k4-int16", marks=pytest.mark.slow),
+    pytest.param(16, 4, "legacy-int8", id="d16-k4-int8"),
+    pytest.param(32, 8, "legacy-int8", id="d32-k8-int8", marks=pytest.mark.slow),
+    pytest.param(16, 4, "legacy-int16", id="d16-k4-int16", marks=pytest.mark.slow),
 ])
 def test_core_cycles_per_token_steady_state(d, k, preset):
     """Source at full rate, sink always ready: full tokens in steady state take exactly
@@ -280,6 +280,7 @@ def test_top_counts_framing_errors():
     ({"d": 4, "k": 8}, "k: must be <= d"),
     ({"d": 16, "k": 0}, "k: must be an integer >= 1"),
     ({"d": 16, "k": 4, "preset": "int3"}, "preset"),
+    ({"d": 16, "k": 4, "preset": "int8"}, "^preset: the RTL implements legacy-int8"),
 ])
 def test_core_rejects_bad_generics(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -288,13 +289,13 @@ def test_core_rejects_bad_generics(kwargs, match):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("d,k,preset,T", [
-    pytest.param(16, 4, "int8", 80, id="d16-k4-int8-long"),
-    pytest.param(12, 3, "int8", 30, id="d12-k3-int8-odd-lanes"),
-    pytest.param(32, 8, "int8", 30, id="d32-k8-int8"),
-    pytest.param(16, 4, "int16", 30, id="d16-k4-int16"),
-    pytest.param(16, 2, "wide", 20, id="d16-k2-wide"),
-    pytest.param(4, 1, "int8", 12, id="d4-k1"),
-    pytest.param(8, 8, "int8", 16, id="d8-k8-k-equals-d"),
+    pytest.param(16, 4, "legacy-int8", 80, id="d16-k4-int8-long"),
+    pytest.param(12, 3, "legacy-int8", 30, id="d12-k3-int8-odd-lanes"),
+    pytest.param(32, 8, "legacy-int8", 30, id="d32-k8-int8"),
+    pytest.param(16, 4, "legacy-int16", 30, id="d16-k4-int16"),
+    pytest.param(16, 2, "legacy-wide", 20, id="d16-k2-wide"),
+    pytest.param(4, 1, "legacy-int8", 12, id="d4-k1"),
+    pytest.param(8, 8, "legacy-int8", 16, id="d8-k8-k-equals-d"),
 ])
 def test_core_bit_exact_sweep(d, k, preset, T):
     x = make_stream(100 + d + k, T, d, k, orth_at=k, zero_at=(T // 3,), big_at=(T // 2, T // 2 + 1))

@@ -41,7 +41,7 @@ def make_stream(algo, seed, T, d, *, saturating=False):
     return x
 
 
-def golden(algo, x, preset="int8", **params):
+def golden(algo, x, preset="legacy-int8", **params):
     if algo == "linear":
         g = linear_attention_fixed(x["k"], x["v"], x["q"], preset=preset, **params)
     else:
@@ -71,7 +71,7 @@ def read_state(ctx, mem, d, k):
     return np.array([[ctx.get(mem.banks[j % k].data[i * dk + j // k]) for j in range(d)] for i in range(d)])
 
 
-def run_core(algo, Xq, k, preset="int8", *, idle=0.0, stall=0.0, seed=0, gap=0, **params):
+def run_core(algo, Xq, k, preset="legacy-int8", *, idle=0.0, stall=0.0, seed=0, gap=0, **params):
     T, d = Xq["k"].shape
     dk = d // k
     dut = BaselineCore(algo, d, k, preset, **params)
@@ -233,7 +233,7 @@ def test_deltanet_top_axis_reset_mid_stream():
 
 @pytest.mark.parametrize("algo", ALGOS)
 def test_generated_baseline_top_lints_clean(algo, tmp_path):
-    m = generate(algo, 8, 2, "int8", tmp_path)
+    m = generate(algo, 8, 2, "legacy-int8", tmp_path)
     res = lint(m["paths"]["verilog"])
     assert res.clean, res.output
     ports = {p["name"]: p for p in m["ports"]}
@@ -254,12 +254,14 @@ def test_rejects_bad_generics():
         BaselineCore("linear", 9, 2)
     with pytest.raises(ValueError, match="eps: must be > 0"):
         BaselineCore("deltanet", 8, 2, eps=0.0)
+    with pytest.raises(ValueError, match="^preset: the RTL implements legacy-int8"):
+        BaselineCore("linear", 8, 2, "int8")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("algo", ALGOS)
-@pytest.mark.parametrize("d,k,preset", [(8, 2, "int16"), (8, 2, "wide"), (4, 1, "int8"), (4, 4, "int8"),
-                                        (12, 3, "int8"), (16, 4, "int8")])
+@pytest.mark.parametrize("d,k,preset", [(8, 2, "legacy-int16"), (8, 2, "legacy-wide"), (4, 1, "legacy-int8"),
+                                        (4, 4, "legacy-int8"), (12, 3, "legacy-int8"), (16, 4, "legacy-int8")])
 def test_core_bit_exact_sweep(algo, d, k, preset):
     g, Xq = golden(algo, make_stream(algo, 40 + d + k, 16, d), preset)
     res = run_core(algo, Xq, k, preset, idle=0.2, stall=0.3, seed=d * k)

@@ -16,7 +16,7 @@ def _waived_rules():
 
 
 def test_generated_engine_lints_clean(tmp_path):
-    m = generate("engine", 16, 4, "int8", tmp_path)
+    m = generate("engine", 16, 4, "legacy-int8", tmp_path)
     res = lint(m["paths"]["verilog"])
     assert res.clean, res.output
     # every warning -Wall raises without the waiver file is of a waived kind
@@ -27,7 +27,7 @@ def test_generated_engine_lints_clean(tmp_path):
 
 
 def test_engine_manifest(tmp_path):
-    m = generate("engine", 32, 4, "int8", tmp_path)
+    m = generate("engine", 32, 4, "legacy-int8", tmp_path)
     on_disk = json.loads((tmp_path / "dot_engine.json").read_text())
     assert on_disk["parameters"] == {"d": 32, "k": 4, "max_len": 8, "a_width": 8, "b_width": 8,
                                      "acc_width": 21, "tree_reg_every": 1, "dsp": "fabric"}
@@ -45,7 +45,7 @@ def test_ecp5_engine_instantiates_registered_dsps(tmp_path):
     """``dsp="ecp5"``: one MULT18X18D per lane with its input, pipeline and output registers on
     CLK0 and CE0 driven (the engine's advance), signed operands;
     it lints clean only together with the primitive's model (rtl/vendor/MULT18X18D.v)."""
-    m = generate("engine", 32, 4, "int8", tmp_path, dsp="ecp5")
+    m = generate("engine", 32, 4, "legacy-int8", tmp_path, dsp="ecp5")
     text = (tmp_path / "dot_engine.v").read_text()
     insts = re.findall(r"MULT18X18D #\((.*?)\) \w+ \((.*?)\);", text, re.S)
     assert len(insts) == 4 and m["latency_cycles"] == 6 and m["sim_models"] == ["MULT18X18D"]
@@ -65,7 +65,7 @@ def test_ecp5_engine_instantiates_registered_dsps(tmp_path):
 ])
 def test_generate_rejects_bad_engine_parameters(tmp_path, algo, params, match):
     with pytest.raises(ValueError, match=match):
-        generate(algo, 16, 4, "int8", tmp_path, **params)
+        generate(algo, 16, 4, "legacy-int8", tmp_path, **params)
 
 
 def test_lint_reports_warnings(tmp_path):
@@ -79,9 +79,12 @@ def test_lint_reports_warnings(tmp_path):
 @pytest.mark.parametrize(
     "args,match",
     [
-        (("lattice", 16, 4, "int8"), "algo: must be one of"),
-        (("engine", 18, 4, "int8"), "d: must be a multiple of k"),
-        (("engine", 16, 4, "int3"), "preset: must be one of"),
+        (("lattice", 16, 4, "legacy-int8"), "algo: must be one of"),
+        (("engine", 18, 4, "legacy-int8"), "d: must be a multiple of k"),
+        (("engine", 16, 4, "int3"), "preset: the RTL implements legacy-int8, legacy-int16, legacy-wide"),
+        (("annihilation", 16, 4, "int8"), "preset: the RTL implements .*'int8' is the scaled golden-model format"),
+        (("vla", 16, 4, "int18"), "preset: the RTL implements .*'int18' is the scaled golden-model format"),
+        (("engine", 16, 4, "int16"), "preset: .*'int16' is a golden-model preset, not built in RTL"),
     ],
 )
 def test_generate_rejects_bad_arguments(tmp_path, args, match):
@@ -91,7 +94,7 @@ def test_generate_rejects_bad_arguments(tmp_path, args, match):
 
 def test_generated_annihilation_top_lints_clean(tmp_path):
     """The AXI4-Stream top at d=16, k=4: standard port names, a manifest, and a clean lint."""
-    m = generate("annihilation", 16, 4, "int8", tmp_path)
+    m = generate("annihilation", 16, 4, "legacy-int8", tmp_path)
     res = lint(m["paths"]["verilog"])
     assert res.clean, res.output
     ports = {p["name"]: p for p in m["ports"]}

@@ -47,7 +47,7 @@ def make_saturating(seed, T, d):
     return x
 
 
-def golden(x, preset="int8", **params):
+def golden(x, preset="legacy-int8", **params):
     g = vla_fixed(x["k"], x["v"], x["q"], x["u"], preset=preset, **params)
     Xq = {n: g["fmt"][n].quantize(x[n])[0] for n in NAMES}
     return g, Xq
@@ -73,7 +73,7 @@ def read_state(ctx, mem, d, k):
 # core runner
 
 
-def run_core(Xq, k, preset="int8", *, idle=0.0, stall=0.0, seed=0, gap=0, **params):
+def run_core(Xq, k, preset="legacy-int8", *, idle=0.0, stall=0.0, seed=0, gap=0, **params):
     T, d = Xq["k"].shape
     dk = d // k
     dut = VLACore(d, k, preset, **params)
@@ -168,10 +168,10 @@ def test_core_late_tokens():
 
 
 @pytest.mark.parametrize("d,k,preset", [
-    pytest.param(8, 2, "int8", id="d8-k2-int8"),
-    pytest.param(16, 4, "int8", id="d16-k4-int8"),
-    pytest.param(16, 2, "int8", id="d16-k2-int8", marks=pytest.mark.slow),
-    pytest.param(8, 2, "int16", id="d8-k2-int16", marks=pytest.mark.slow),
+    pytest.param(8, 2, "legacy-int8", id="d8-k2-int8"),
+    pytest.param(16, 4, "legacy-int8", id="d16-k4-int8"),
+    pytest.param(16, 2, "legacy-int8", id="d16-k2-int8", marks=pytest.mark.slow),
+    pytest.param(8, 2, "legacy-int16", id="d8-k2-int16", marks=pytest.mark.slow),
 ])
 def test_core_cycles_per_token_steady_state(d, k, preset):
     """Source at full rate, sink always ready: every token after the first takes exactly
@@ -297,7 +297,7 @@ def test_top_counts_framing_errors():
     assert res == {"errors": 2, "tokens": 2}
 
 
-def measure_latency(d, k, preset="int8", *, T=4, idle=0.0, seed=0, **params):
+def measure_latency(d, k, preset="legacy-int8", *, T=4, idle=0.0, seed=0, **params):
     """Isolated tokens into the AXI4-Stream top (each token's first beat offered only once
     ``status_busy`` is low, then 0 to 2 more idle cycles; beats at full rate or with random idle
     gaps; the sink always ready): per token, the edges from the one accepting its last input
@@ -354,12 +354,12 @@ def measure_latency(d, k, preset="int8", *, T=4, idle=0.0, seed=0, **params):
 
 
 @pytest.mark.parametrize("d,k,preset,idle,params", [
-    pytest.param(8, 2, "int8", 0.0, {"refresh_period": 3}, id="d8-k2-int8"),
-    pytest.param(8, 2, "int8", 0.5, {"refresh_period": 1, "eta": 0.05}, id="d8-k2-int8-gaps-refresh-every-token"),
-    pytest.param(16, 4, "int8", 0.0, {"refresh_period": 2}, id="d16-k4-int8"),
-    pytest.param(16, 2, "int8", 0.0, {"refresh_period": 3}, id="d16-k2-int8"),
-    pytest.param(8, 2, "int16", 0.0, {"refresh_period": 3}, id="d8-k2-int16"),
-    pytest.param(16, 4, "int16", 0.3, {"refresh_period": 2}, id="d16-k4-int16-gaps"),
+    pytest.param(8, 2, "legacy-int8", 0.0, {"refresh_period": 3}, id="d8-k2-int8"),
+    pytest.param(8, 2, "legacy-int8", 0.5, {"refresh_period": 1, "eta": 0.05}, id="d8-k2-int8-gaps-refresh-every-token"),
+    pytest.param(16, 4, "legacy-int8", 0.0, {"refresh_period": 2}, id="d16-k4-int8"),
+    pytest.param(16, 2, "legacy-int8", 0.0, {"refresh_period": 3}, id="d16-k2-int8"),
+    pytest.param(8, 2, "legacy-int16", 0.0, {"refresh_period": 3}, id="d8-k2-int16"),
+    pytest.param(16, 4, "legacy-int16", 0.3, {"refresh_period": 2}, id="d16-k4-int16-gaps"),
 ])
 def test_top_latency_equals_manifest(d, k, preset, idle, params):
     """Isolated tokens (the core idle, the sink ready), beats at full rate or with idle gaps:
@@ -390,6 +390,7 @@ def test_top_latency_equals_manifest(d, k, preset, idle, params):
     ({"d": 4, "k": 8}, "k: must be <= d"),
     ({"d": 16, "k": 0}, "k: must be an integer >= 1"),
     ({"d": 16, "k": 4, "preset": "int3"}, "preset"),
+    ({"d": 16, "k": 4, "preset": "int8"}, "^preset: the RTL implements legacy-int8"),
     ({"d": 16, "k": 4, "lambda0": -1.0}, "lambda0"),
     ({"d": 16, "k": 4, "refresh_period": -2}, "refresh_period"),
 ])
@@ -401,7 +402,7 @@ def test_core_rejects_bad_generics(kwargs, match):
 def test_generated_vla_top_lints_clean(tmp_path):
     """``generate("vla", ...)``: AXI4-Stream port names, a manifest with the same fields as the
     annihilation's, and a clean ``verilator --lint-only -Wall`` with the project waivers."""
-    m = generate("vla", 8, 2, "int8", tmp_path)
+    m = generate("vla", 8, 2, "legacy-int8", tmp_path)
     res = lint(m["paths"]["verilog"])
     assert res.clean, res.output
     ports = {p["name"]: p for p in m["ports"]}
@@ -415,7 +416,7 @@ def test_generated_vla_top_lints_clean(tmp_path):
     ]:
         assert ports[name]["direction"] == direction and ports[name]["width"] == width, name
     on_disk = json.loads((tmp_path / "specmem_vla.json").read_text())
-    ann = json.loads(json.dumps(generate("annihilation", 8, 2, "int8", tmp_path / "ann")))
+    ann = json.loads(json.dumps(generate("annihilation", 8, 2, "legacy-int8", tmp_path / "ann")))
     assert set(ann) <= set(on_disk) | {"paths"}
     assert on_disk["latency"]["full"] == sum(on_disk["latency"]["parts"].values())
     assert on_disk["streams"]["s_axis"]["beats_per_token"] == 16
@@ -431,13 +432,13 @@ def test_generated_vla_top_lints_clean(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("d,k,preset,T,params", [
-    pytest.param(16, 4, "int8", 40, {"refresh_period": 3, "eta": 0.02}, id="d16-k4-int8-long"),
-    pytest.param(8, 2, "int16", 12, {"refresh_period": 3, "eta": 0.05}, id="d8-k2-int16"),
-    pytest.param(8, 2, "wide", 8, {"refresh_period": 3}, id="d8-k2-wide"),
-    pytest.param(4, 1, "int8", 12, {"refresh_period": 2}, id="d4-k1"),
-    pytest.param(4, 4, "int8", 12, {"refresh_period": 2}, id="d4-k4-k-equals-d"),
-    pytest.param(12, 3, "int8", 10, {"refresh_period": 4, "lambda0": 0.5, "u_scale": 1.0}, id="d12-k3-odd-lanes"),
-    pytest.param(8, 2, "int8", 12, {"refresh_period": 0}, id="d8-k2-no-refresh"),
+    pytest.param(16, 4, "legacy-int8", 40, {"refresh_period": 3, "eta": 0.02}, id="d16-k4-int8-long"),
+    pytest.param(8, 2, "legacy-int16", 12, {"refresh_period": 3, "eta": 0.05}, id="d8-k2-int16"),
+    pytest.param(8, 2, "legacy-wide", 8, {"refresh_period": 3}, id="d8-k2-wide"),
+    pytest.param(4, 1, "legacy-int8", 12, {"refresh_period": 2}, id="d4-k1"),
+    pytest.param(4, 4, "legacy-int8", 12, {"refresh_period": 2}, id="d4-k4-k-equals-d"),
+    pytest.param(12, 3, "legacy-int8", 10, {"refresh_period": 4, "lambda0": 0.5, "u_scale": 1.0}, id="d12-k3-odd-lanes"),
+    pytest.param(8, 2, "legacy-int8", 12, {"refresh_period": 0}, id="d8-k2-no-refresh"),
 ])
 def test_core_bit_exact_sweep(d, k, preset, T, params):
     g, Xq = golden(make_stream(100 + d + k, T, d), preset, **params)

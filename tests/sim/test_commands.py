@@ -23,7 +23,8 @@ def test_simulate_passes_and_reports(capsys):
     ({"algo": "linear"}, "algo: the RTL implements annihilation, vla"),
     ({"d": 18}, "d: must be a multiple of k"),
     ({"tokens": 0}, "tokens: must be an integer >= 1"),
-    ({"preset": "int3"}, "preset: must be one of"),
+    ({"preset": "int3"}, "preset: the RTL implements legacy-int8, legacy-int16, legacy-wide"),
+    ({"preset": "int8"}, "preset: the RTL implements .*'int8' is the scaled golden-model format"),
 ])
 def test_simulate_rejects_bad_arguments(kwargs, match):
     args = {"algo": "annihilation", "d": 16, "k": 4, "tokens": 10, "seed": 0, **kwargs}
@@ -64,18 +65,21 @@ def test_verilator_backend_equals_fixed_bit_for_bit(verilator_registered):
     x[0, 4, :8] = 0     # orthogonal to the four warm-up tokens of stream 0
     x[0, 9] = 0         # zero token
     x[1, 12:15] *= 4    # saturation
-    fixed = run("annihilation", {"x": x}, backend="fixed", params={"k": 4})
-    hw = run("annihilation", {"x": x}, backend="verilator", params={"k": 4})
+    fixed = run("annihilation", {"x": x}, backend="fixed", params={"k": 4}, format="legacy-int8")  # the RTL's format
+    hw = run("annihilation", {"x": x}, backend="verilator", params={"k": 4})  # its default: legacy-int8
     assert fixed["orth"][0, 4] and fixed["sat_x"] > 0
     _same(fixed, hw)
 
 
 def test_verilator_backend_unbatched_and_options(verilator_registered):
     x = np.random.default_rng(8).standard_normal((12, 16))
-    _same(run("annihilation", {"x": x}, backend="fixed", params={"k": 4}),
-          run("annihilation", {"x": x}, backend="verilator", params={"k": 4}, format="int8"))
+    _same(run("annihilation", {"x": x}, backend="fixed", params={"k": 4}, format="legacy-int8"),
+          run("annihilation", {"x": x}, backend="verilator", params={"k": 4}, format="legacy-int8"))
     with pytest.raises(SpecmemInputError, match="unknown option"):
         run("annihilation", {"x": x}, backend="verilator", params={"k": 4}, color="red")
+    for fmt in ("int8", "int18", "int16", "wide", "int3"):  # the RTL implements the legacy formats only
+        with pytest.raises(SpecmemInputError, match="^format: the RTL implements legacy-int8, legacy-int16, legacy-wide"):
+            run("annihilation", {"x": x}, backend="verilator", params={"k": 4}, format=fmt)
     with pytest.raises(SpecmemInputError, match="variant"):
         run("annihilation", {"x": x}, backend="verilator", params={"k": 4, "variant": "literal"})
     with pytest.raises(SpecmemInputError, match="algo"):

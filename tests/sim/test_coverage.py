@@ -11,7 +11,7 @@ from specmem.sim.suite import coverage_suite
 
 
 def test_coverage_report():
-    rep, runs, out = coverage_suite(Design("top", 16, 4, "int8"), seeds=(0, 1), T=100)
+    rep, runs, out = coverage_suite(Design("top", 16, 4, "legacy-int8"), seeds=(0, 1), T=100)
     assert all(r.passed for r in runs), runs[0].describe()
     assert rep.totals["line"][1] > 1000 and rep.totals["toggle"][1] > 10_000
     assert rep.percent("line") > 90.0 and rep.percent("branch") > 80.0 and rep.percent("toggle_named") > 80.0

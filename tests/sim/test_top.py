@@ -11,14 +11,14 @@ import pytest
 from specmem.sim.build import Design, build
 from specmem.sim.suite import DIRECTED, run_top
 
-SMALL = Design("top", 16, 4, "int8")
+SMALL = Design("top", 16, 4, "legacy-int8")
 SEEDS = tuple(range(10))
 
 
 @pytest.fixture(scope="module")
 def suite():
     """The directed cases and ten random streams of 64 mixed tokens (30 % idle gaps, 30 %
-    backpressure) on the d=16, k=4, int8 top, in one simulator process."""
+    backpressure) on the d=16, k=4, legacy-int8 top, in one simulator process."""
     return run_top(SMALL, DIRECTED, seeds=SEEDS, stream={"T": 64, "kind": "mixed", "idle": 0.3, "stall": 0.3})
 
 
@@ -34,7 +34,7 @@ def test_build_is_reused():
     a = build(SMALL)
     b = build(SMALL)
     assert b.reused and a.directory == b.directory and b.executable.is_file()
-    assert a.directory.parent.name == "top-d16-k4-int8"
+    assert a.directory.parent.name == "top-d16-k4-legacy-int8"
 
 
 def test_random_streams_ten_seeds(suite):
@@ -115,11 +115,11 @@ def test_long_stream_ten_thousand_tokens():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("d,k,preset", [
-    pytest.param(8, 2, "int8", id="d8-k2-int8"),
-    pytest.param(32, 8, "int8", id="d32-k8-int8"),
-    pytest.param(12, 3, "int8", id="d12-k3-int8-odd-lanes"),
-    pytest.param(16, 4, "int16", id="d16-k4-int16"),
-    pytest.param(16, 2, "wide", id="d16-k2-wide"),
+    pytest.param(8, 2, "legacy-int8", id="d8-k2-int8"),
+    pytest.param(32, 8, "legacy-int8", id="d32-k8-int8"),
+    pytest.param(12, 3, "legacy-int8", id="d12-k3-int8-odd-lanes"),
+    pytest.param(16, 4, "legacy-int16", id="d16-k4-int16"),
+    pytest.param(16, 2, "legacy-wide", id="d16-k2-wide"),
 ])
 def test_other_configurations(d, k, preset):
     run = run_top(Design("top", d, k, preset), DIRECTED, seeds=(0, 1, 2), stream={"T": 48})

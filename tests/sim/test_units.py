@@ -11,7 +11,7 @@ from specmem.sim.suite import run_engine, run_scalar_unit
 
 
 def test_engine():
-    run = run_engine(Design("engine", 16, 4, "int8"), seeds=(0, 1, 2))
+    run = run_engine(Design("engine", 16, 4, "legacy-int8"), seeds=(0, 1, 2))
     assert run.passed, run.describe()
     assert {"random_runs/seed=0", "extremes_never_wrap", "throughput_and_latency", "long_backpressure"} <= set(run.tests)
     rec = run.record["throughput_and_latency"]
@@ -23,7 +23,7 @@ def test_engine_with_dsp_registers(dsp):
     """The engine with input and output registers on its multipliers, portable and as ECP5
     MULT18X18D instances (simulated through rtl/vendor/MULT18X18D.v): bit exact, one beat per
     cycle, two cycles more latency than the fabric variant (input, pipeline, output registers)."""
-    design = Design("engine", 16, 4, "int8", params=(("dsp", dsp),))
+    design = Design("engine", 16, 4, "legacy-int8", params=(("dsp", dsp),))
     run = run_engine(design, seeds=(0, 1))
     assert run.passed, run.describe()
     assert run.record["throughput_and_latency"]["latency"] == [build(design).manifest["latency_cycles"]] == [6]
@@ -32,14 +32,14 @@ def test_engine_with_dsp_registers(dsp):
 
 
 def test_scalar_unit():
-    design = Design("scalar_unit", 16, 4, "int8")
+    design = Design("scalar_unit", 16, 4, "legacy-int8")
     run = run_scalar_unit(design, seeds=(0, 1, 2))
     assert run.passed, run.describe()
     assert run.record["latency"]["latency"] == build(design).manifest["latency"]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("d,k,preset", [(32, 8, "int8"), (16, 4, "int16"), (16, 2, "wide")])
+@pytest.mark.parametrize("d,k,preset", [(32, 8, "legacy-int8"), (16, 4, "legacy-int16"), (16, 2, "legacy-wide")])
 def test_units_other_configurations(d, k, preset):
     for fn, kind in ((run_engine, "engine"), (run_scalar_unit, "scalar_unit")):
         run = fn(Design(kind, d, k, preset), seeds=(0, 1))

