@@ -151,9 +151,9 @@ def _annihilation(cfg, progress):
     ref = annihilation_gram(x, k, history=True)["u_hist"][ts]
     res = {}
     variants = [("int8", PRESETS["int8"]), ("int16", PRESETS["int16"]), ("int18", PRESETS["int18"])]
-    for ws in (20, 24, 32):
-        variants.append((f"M18/Ws{ws}", Preset(f"M18-Ws{ws}", mul_bits=18, state_bits=ws, out_bits=18,
-                                                newton_steps=2, in_range=8.0, scheme="scaled")))
+    for M, ws in ((18, 36), (20, 32), (22, 32)):  # is the state or the operand width the limit?
+        variants.append((f"M{M}/Ws{ws}", Preset(f"M{M}-Ws{ws}", mul_bits=M, state_bits=ws, out_bits=M,
+                                                 newton_steps=2, in_range=8.0)))
     for name, p in variants:
         t0 = time.perf_counter()
         r = annihilation_fixed(x, k, p, history=True, trace=False)
