@@ -86,6 +86,13 @@ def _cmd_accuracy(args) -> int:
     for name in ("format", "param", "json"):
         if getattr(args, name):
             raise SpecmemInputError(f"{name}: --{name} applies to the comparison on your own inputs (--in and --algo)")
+    if args.formats and args.sweep:
+        raise SpecmemInputError("sweep: --sweep is part of --formats; give one of them")
+    if args.sweep:
+        from specmem.golden.fixed.targets import write_sweep_report
+
+        write_sweep_report(args.out, "full" if args.full else "small", progress=_progress)
+        return 0
     if args.formats:
         from specmem.golden.fixed.targets import write_formats_report
 
@@ -105,8 +112,9 @@ def _cmd_accuracy_in(args) -> int:
     if args.inp is None or args.algo is None:
         raise SpecmemInputError(f"{'in' if args.inp is None else 'algo'}: --in and --algo go together "
                                 "(compare every format with float64 on your inputs)")
-    if args.formats or args.full:
-        raise SpecmemInputError("formats: --formats/--full write a report; with --in the comparison runs on your inputs")
+    if args.formats or args.full or args.sweep:
+        raise SpecmemInputError("formats: --formats/--sweep/--full write a report; with --in the comparison runs on "
+                                "your inputs")
     spec = get_algorithm(args.algo)
     inputs = load_inputs(args.inp, spec)
     params = parse_params(spec, args.param)
@@ -225,6 +233,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --in: the formats to compare (default: every format the rule supports)")
     a.add_argument("--param", action="append", metavar="NAME=VALUE", help="with --in: rule parameter (repeatable)")
     a.add_argument("--json", default=None, metavar="OUT.json", help="with --in: also write the rows as JSON")
+    a.add_argument("--sweep", action="store_true",
+                   help="the precision sweep only: operand bits x state bits x scheme per rule, and each rule's "
+                        "float64 sensitivity -> OUT/sweep.md")
     a.add_argument("--formats", action="store_true",
                    help="the number-format targets instead (scaled int8/int18 vs legacy-int8 vs float64): recall, "
                         "output error, width sweep, sensitivity, annihilation angle, VLA's A -> OUT/formats.md")

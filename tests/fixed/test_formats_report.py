@@ -21,3 +21,19 @@ def test_formats_report_tiny(tmp_path):
         assert s["output_error"][f"{algo}|int18"]["median"] < 0.1 * s["output_error"][f"{algo}|int8"]["median"]
     assert s["annihilation"]["int18"]["median_deg"] < s["annihilation"]["int8"]["median_deg"]
     assert any("formats: report in" in ln for ln in lines)
+
+
+def test_sweep_report_names_the_narrowest_width(tmp_path):
+    from specmem.golden.fixed.targets import SWEEP_M, write_sweep_report
+
+    s = write_sweep_report(str(tmp_path), "tiny", progress=lambda m: None)
+    text = (tmp_path / "sweep.md").read_text()
+    assert "narrowest M ≤ 3 %" in text and "### float64 sensitivity" in text
+    ws = s["width_sweep"]
+    for algo in ("vla", "deltanet", "gated-deltanet", "linear"):
+        errs = [ws[f"{algo}|scaled|M{M}|Ws{2 * M}"] for M in SWEEP_M]
+        assert errs[-1] < errs[0] / 8  # six more operand bits: far smaller error
+        nm = s["narrowest_scaled_M"][algo]
+        assert nm is not None and ws[f"{algo}|scaled|M{nm}|Ws{2 * nm}"] <= 0.03
+        if nm > SWEEP_M[0]:
+            assert ws[f"{algo}|scaled|M{SWEEP_M[SWEEP_M.index(nm) - 1]}|Ws{2 * SWEEP_M[SWEEP_M.index(nm) - 1]}"] > 0.03
