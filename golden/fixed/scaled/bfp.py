@@ -136,6 +136,11 @@ class RowBFP:
     def value(self) -> np.ndarray:
         return to_float(self.mant, self.frac)
 
+    def frob2(self) -> np.ndarray:
+        """Squared Frobenius norm per matrix ``[B]`` (float64, from the mantissas: no dense copy)."""
+        rows = np.einsum("bij,bij->bi", self.mant, self.mant).astype(np.float64)  # exact: < 2^(2 Ws + log2 n)
+        return np.einsum("bi,bi->b", rows, np.ldexp(1.0, -2 * self.frac))
+
     def row_exp(self) -> np.ndarray:
         """Per row, ``E`` with every ``|element| < 2^E`` (from the row's stored msb)."""
         return np.max(top_exp(self.mant, self.frac), axis=-1)

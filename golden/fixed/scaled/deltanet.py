@@ -118,12 +118,11 @@ def deltanet_scaled(k, v, q, beta, g=None, preset: Preset | None = None, *, eps:
         bound_new = product_bound_exp(bh, fbh[:, None], kmax[:, t, None], f_kn[:, None])
         S.write([(S.mant, S.frac), (bh[:, :, None] * kn[:, None, :], (fbh + f_kn)[:, None])],
                 [S.row_exp(), bound_new])
-        sv = S.value()
+        s_norm[:, t] = np.sqrt(S.frob2())
         if gated:
-            sv = sv * np.ldexp(gam_m.astype(np.float64), -gam_f)[:, None, None]
-        s_norm[:, t] = np.sqrt(np.einsum("bij,bij->b", sv, sv))
+            s_norm[:, t] *= np.ldexp(gam_m.astype(np.float64), -gam_f)
         if trace:
-            for name, val in (("e", to_float(e, fe)), ("s", sv)):
+            for name, val in (("e", to_float(e, fe)),):
                 lo, hi = float(np.min(val)), float(np.max(val))
                 cur = ranges.setdefault(name, [lo, hi])
                 cur[0], cur[1] = min(cur[0], lo), max(cur[1], hi)

@@ -86,8 +86,7 @@ def linear_attention_scaled(k, v, q, eps: float = 1e-4, preset: Preset | None = 
         o_raw[:, t], o_frac[:, t] = block(num * rden.m[:, t, None], fnum + rden.f[:, t], Wo, rnd)
         bound_new = product_bound_exp(vt, fvt[:, None], kfmax[:, t, None], f_kf[:, None])
         S.write([(S.mant, S.frac), (vt[:, :, None] * kf[:, None, :], (fvt + f_kf)[:, None])], [S.row_exp(), bound_new])
-        sv = S.value()
-        s_norm[:, t] = np.sqrt(np.einsum("bij,bij->b", sv, sv))
+        s_norm[:, t] = np.sqrt(S.frob2())
     zf = to_float(Z[:, -1], FZ[:, -1])
     return {
         "o": to_float(o_raw, o_frac).reshape(batch + (T, d)),

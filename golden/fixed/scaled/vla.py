@@ -141,12 +141,11 @@ def vla_scaled(k, v, q, u, preset: Preset | None = None, lambda0=0.1, eps=1e-4, 
         ahmax = np.max(np.abs(ah), axis=-1)
         S.write([(S.mant, S.frac), (e[:, :, None] * ah[:, None, :], col(fe + fah))],
                 [S.row_exp(), product_bound_exp(e, col(fe), ahmax[:, None], col(fah))])
-        sv = S.value()
-        av = _dense_a(ad, fad, Aoff)
-        s_norm[:, t] = np.sqrt(np.einsum("bij,bij->b", sv, sv))
-        a_norm[:, t] = np.sqrt(np.einsum("bij,bij->b", av, av))
+        s_norm[:, t] = np.sqrt(S.frob2())
+        adf = to_float(ad, fad)
+        a_norm[:, t] = np.sqrt(Aoff.frob2() + np.einsum("bi,bi->b", adf, adf))
         if snapshot_every and (t + 1) % snapshot_every == 0:
-            af = av.reshape(batch + (d, d))
+            af = _dense_a(ad, fad, Aoff).reshape(batch + (d, d))
             if monitor is not None:
                 monitor(t + 1, af)
             else:
