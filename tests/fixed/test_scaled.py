@@ -187,3 +187,40 @@ def test_legacy_saturation_warns_with_the_count():
 
 def test_every_scaled_preset_is_listed():
     assert [n for n, p in PRESETS.items() if p.scheme == "scaled"] == ["int8", "int18"]
+
+
+def test_default_formats_are_the_rules_hardware_formats():
+    import json
+
+    ann = run_fixed("annihilation", {"x": make_vectors("annihilation", 12, 8, 0)["x"]}, None, {"k": 2})
+    assert json.loads(ann["formats"])["preset"]["name"] == "int18"
+    dn = run_fixed("deltanet", make_vectors("deltanet", 12, 8, 0))
+    assert json.loads(dn["formats"])["preset"]["name"] == "int8"
+    assert json.loads(dn["formats"])["constants"]["scheme"]["name"] == "scaled"
+
+
+@pytest.mark.parametrize("scale", [1e-6, 1.0, 30.0, 1e5])
+def test_elu1_block_within_half_an_lsb_plus_interpolation(scale):
+    from specmem.golden.common import elu1
+    from specmem.golden.fixed.scaled.elu import elu1_block
+
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((300, 16)) * scale
+    raw, frac = quantize_block(x, M)
+    xr = to_float(raw, frac)
+    out, fo = elu1_block(raw, frac, M, 4)
+    ref = elu1(xr)
+    err = np.abs(to_float(out, fo) - ref) / np.max(ref, axis=-1, keepdims=True)  # relative to the vector's max
+    interp = (np.log(2) * 2.0 ** -4) ** 2 / 8  # linear interpolation of 2^-phi between ROM entries
+    assert err.max() <= 2.0 ** -(M - 1) + interp + 2.0 ** -(M + 2)
+
+
+def test_gated_decay_far_below_any_fixed_range():
+    """g = 1/2 for 80 tokens: gamma = 2^-80; Ŝ's row exponents absorb it and o stays accurate."""
+    vec = make_vectors("deltanet", 80, 8, 13)
+    vec["g"] = np.full(80, 0.5)
+    out = run_fixed("gated-deltanet", vec, "int8")
+    ref = gated_deltanet(**vec)
+    per_tok = np.linalg.norm(out["o"] - ref["o"], axis=-1) / np.linalg.norm(ref["o"], axis=-1)
+    assert np.median(per_tok) < 0.05 and np.all(np.isfinite(out["s"]))
+    assert out["s_frac"].min() < -60  # Ŝ grew like 2^80 and its exponents followed
