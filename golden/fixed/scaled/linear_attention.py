@@ -22,7 +22,7 @@ from .bfp import RowBFP, align_block, block, product_bound_exp, quantize_block, 
 from .elu import elu1_block
 from .formats import scaled_format
 
-__all__ = ["linear_attention_scaled", "running_sum", "Z_BITS"]
+__all__ = ["linear_attention_scaled", "running_sum", "elu_features", "Z_BITS"]
 
 #: the running sum of the features: a 32-bit block vector (its dot product with an M <= 24-bit
 #: qf stays below 2^62 for d <= 2^6 ... 2^12)
@@ -42,6 +42,21 @@ def running_sum(x, fx, W: int, rounding: str = "rne"):
     return Z, FZ
 
 
+def elu_features(K, fk, Q, fq, p: Preset, eps: float):
+    """The ELU+1 features of block keys and queries and the normaliser's reciprocal:
+    ``(KF, fkf, QF, fqf, Z, FZ, rden)`` with ``Z`` the running sum of ``KF`` (:data:`Z_BITS`
+    bits) and ``rden = 1 / max(Zᵀ QF, eps)`` from the scalar unit."""
+    rnd = p.rounding
+    KF, fkf = elu1_block(K, fk, p.mul_bits, p.exp_lut_bits, rnd)
+    QF, fqf = elu1_block(Q, fq, p.mul_bits, p.exp_lut_bits, rnd)
+    Z, FZ = running_sum(KF, fkf, Z_BITS, rnd)
+    den = np.einsum("btd,btd->bt", Z, QF)  # exact: < 2^(Z_BITS + M + log2 d)
+    fden = FZ + fqf
+    eps_r = np.maximum(1, np.rint(np.ldexp(eps, fden))).astype(np.int64)
+    den = np.where(den < eps_r, eps_r, den)
+    return KF, fkf, QF, fqf, Z, FZ, p.scalar_unit().recip(den, fden)
+
+
 def linear_attention_scaled(k, v, q, eps: float = 1e-4, preset: Preset | None = None, *, trace: bool = True) -> dict:
     """Linear attention in the scaled ``preset``; inputs as the float model's.
 
@@ -58,20 +73,12 @@ def linear_attention_scaled(k, v, q, eps: float = 1e-4, preset: Preset | None = 
     p = preset
     M, Ws, Wo, rnd = p.mul_bits, p.state_bits, p.out_bits, p.rounding
     fmt = scaled_format("linear", p, d)
-    su = p.scalar_unit()
     flat = lambda a: a.reshape((-1,) + a.shape[-2:])  # noqa: E731
     K, fk = quantize_block(flat(kk), M, "k", rnd)
     V, fv = quantize_block(flat(vv), M, "v", rnd)
     Q, fq = quantize_block(flat(qq), M, "q", rnd)
     B = K.shape[0]
-    KF, fkf = elu1_block(K, fk, M, p.exp_lut_bits, rnd)
-    QF, fqf = elu1_block(Q, fq, M, p.exp_lut_bits, rnd)
-    Z, FZ = running_sum(KF, fkf, Z_BITS, rnd)
-    den = np.einsum("btd,btd->bt", Z, QF)  # exact: < 2^(2Ws + M + log2 d)
-    fden = FZ + fqf
-    eps_r = np.maximum(1, np.rint(np.ldexp(eps, fden))).astype(np.int64)
-    den = np.where(den < eps_r, eps_r, den)
-    rden = su.recip(den, fden)
+    KF, fkf, QF, fqf, Z, FZ, rden = elu_features(K, fk, Q, fq, p, eps)
     C = np.einsum("btd,btd->bt", KF, QF)  # kfᵀ qf, exact
     kfmax = np.max(np.abs(KF), axis=-1)
     S = RowBFP(B, d, d, Ws, rnd)

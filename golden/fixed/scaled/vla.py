@@ -34,9 +34,8 @@ from ..formats import Preset
 from ..scalar_unit import Scalar
 from .bfp import RowBFP, align_block, block, product_bound_exp, quantize_block, to_float
 from .deltanet import unit_block
-from .elu import elu1_block
 from .formats import scaled_format
-from .linear_attention import Z_BITS, running_sum
+from .linear_attention import elu_features
 
 __all__ = ["vla_scaled"]
 
@@ -72,19 +71,12 @@ def vla_scaled(k, v, q, u, preset: Preset | None = None, lambda0=0.1, eps=1e-4, 
     Q, fq = quantize_block(flat(qq), M, "q", rnd)
     Uq, fu = quantize_block(flat(uu), M, "u", rnd)
     B = K.shape[0]
-    KF, fkf = elu1_block(K, fk, M, p.exp_lut_bits, rnd)
-    QF, fqf = elu1_block(Q, fq, M, p.exp_lut_bits, rnd)
+    KF, fkf, QF, fqf, ZK, FZK, rden = elu_features(K, fk, Q, fq, p, eps)
     KH, fkh = unit_block(su, M, KF, fkf, eps, rnd)
     nu2 = np.einsum("btd,btd->bt", Uq, Uq)
     nu2 = np.maximum(nu2, np.maximum(1, np.rint(np.ldexp(eps * eps, 2 * fu))).astype(np.int64))
     su_r = su.mul(su.rsqrt(nu2, 2 * fu), su.const(u_scale))
     UN, fun = block(Uq * su_r.m[..., None], fu + su_r.f, M, rnd)
-    ZK, FZK = running_sum(KF, fkf, Z_BITS, rnd)
-    den = np.einsum("btd,btd->bt", ZK, QF)
-    fden = FZK + fqf
-    eps_r = np.maximum(1, np.rint(np.ldexp(eps, fden))).astype(np.int64)
-    den = np.where(den < eps_r, eps_r, den)
-    rden = su.recip(den, fden)
     eta_s = su.const(eta) if eta > 0 else Scalar(np.int64(0), np.int64(0))
 
     ad, fad = quantize_block(np.full((B, d), 1.0 / lambda0), Wd, "lambda0", rnd)
