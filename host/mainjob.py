@@ -6,8 +6,8 @@ every rule in its hardware format (int18 for the annihilation memory, the scaled
 int8 for the others), with its error against float64; the annihilation
 and VLA RTL (legacy-int8, the format the RTL implements) as Verilog plus manifest,
 linted by Verilator; the annihilation top simulated in Verilator (cocotb) against
-the fixed-point model (legacy-int8); the claims ledger
-(``docs/claims.md``); the small INT8-vs-float accuracy report of the RTL's formats
+the fixed-point model (legacy-int8); the claims ledger (``out/main/claims/claims.md``;
+``specmem claims`` rewrites ``docs/claims.md``); the small INT8-vs-float accuracy report of the RTL's formats
 and the small number-format report (``out/main/accuracy``, ``formats.md``; the full
 ones are ``specmem accuracy [--formats] --full --out docs/accuracy``).
 """
@@ -31,7 +31,7 @@ __all__ = ["DEFAULTS", "main_job"]
 DEFAULTS = {"d": 16, "k": 4, "T": 256, "seed": 0}
 
 
-def main_job(out_dir: str = "out/main", docs_dir: str = "docs", progress=print) -> int:
+def main_job(out_dir: str = "out/main", progress=print) -> int:
     """Run every stage; return 0 on success (any failure raises)."""
     t0 = time.perf_counter()
     os.makedirs(out_dir, exist_ok=True)
@@ -95,7 +95,8 @@ def main_job(out_dir: str = "out/main", docs_dir: str = "docs", progress=print) 
 
     from specmem.claims import write_claims
 
-    summary["claims"] = write_claims(out_dir=docs_dir, full=False, progress=progress)
+    # under out/: the checkout stays clean (``specmem claims`` regenerates docs/claims.md on purpose)
+    summary["claims"] = write_claims(out_dir=os.path.join(out_dir, "claims"), full=False, progress=progress)
     from specmem.golden.fixed.accuracy import write_accuracy_report
 
     summary["accuracy"] = write_accuracy_report(out_dir=os.path.join(out_dir, "accuracy"), small=True,
