@@ -224,3 +224,26 @@ def test_gated_decay_far_below_any_fixed_range():
     per_tok = np.linalg.norm(out["o"] - ref["o"], axis=-1) / np.linalg.norm(ref["o"], axis=-1)
     assert np.median(per_tok) < 0.05 and np.all(np.isfinite(out["s"]))
     assert out["s_frac"].min() < -60  # Ŝ grew like 2^80 and its exponents followed
+
+
+def test_vla_a_as_c_i_plus_d():
+    from specmem.golden.fixed.scaled.vla import vla_scaled
+
+    vec = make_vectors("vla", 200, 16, 14)
+    ref = vla(**vec, u_scale=1.0, refresh_period=7)
+    a = vla_scaled(**vec, preset=PRESETS["int8"], u_scale=1.0, refresh_period=7, a_form="center")
+    b = vla_scaled(**vec, preset=PRESETS["int8"], u_scale=1.0, refresh_period=7)
+    for r in (a, b):
+        assert _rel(r["o"], ref["o"]) < 0.08
+        lmin = np.linalg.eigvalsh((r["a"] + r["a"].T) / 2)[0]
+        assert abs(lmin - np.linalg.eigvalsh(ref["a"])[0]) < 0.05 * np.linalg.eigvalsh(ref["a"])[0]
+    assert not np.array_equal(a["o_raw"], b["o_raw"])  # two different designs
+    # c·I + D: c is one value; D's diagonal was re-centred at the last refresh (t = 196), so its mean
+    # is small against c. The diagonal form keeps D's diagonal slots at zero.
+    c = to_float(a["a_diag_raw"], a["a_diag_frac"])
+    assert np.all(c == c[0])
+    d_diag = np.diag(a["a_raw"]) * np.exp2(-a["a_frac"].astype(float))
+    assert abs(np.mean(d_diag)) < 0.2 * c[0]
+    assert not np.diag(b["a_raw"]).any()
+    with pytest.raises(SpecmemInputError, match="^a_form:"):
+        vla_scaled(**vec, preset=PRESETS["int8"], a_form="cI")

@@ -6,7 +6,11 @@ fills the word), and ``A``'s diagonal (≈ 1/lambda0 = 10) set the 8-bit read's 
 ``A``'s smallest eigenvalue, so the RLS recursion diverged. Here ``A = diag(a_d) + A_off``:
 the diagonal is a ``Wd``-bit block vector (default ``Ws + 8``) multiplied at full width (``d``
 products per read vector, not ``d²``); the off-diagonal part is a row-BFP matrix read at ``M``
-bits, so its row exponents follow the off-diagonal magnitudes, not the diagonal's.
+bits, so its row exponents follow the off-diagonal magnitudes, not the diagonal's
+(``a_form="diag"``, the default). ``a_form="center"`` keeps ``A = c I + D`` instead: one wide
+scalar ``c`` (stored as a constant block vector) and the whole of ``D`` as a row-BFP matrix; at
+each refresh the mean of ``D``'s diagonal moves into ``c`` (``docs/accuracy/formats.md``
+compares the two).
 
 Per-token features as block vectors: ``kf = elu1(k)``, ``qf = elu1(q)``,
 ``kh = block(kf rsqrt(max(||kf||², eps²)))``, ``un = block(u (rsqrt(..) u_scale))``, ``zk``
@@ -32,7 +36,9 @@ from specmem.golden.vla import _prepare
 
 from ..formats import Preset
 from ..scalar_unit import Scalar
-from .bfp import RowBFP, align_block, block, product_bound_exp, quantize_block, to_float
+from specmem.golden.common import SpecmemInputError
+
+from .bfp import RowBFP, align_block, block, msb_bound_exp, product_bound_exp, quantize_block, to_float
 from .deltanet import unit_block
 from .formats import scaled_format
 from .linear_attention import elu_features
@@ -40,16 +46,22 @@ from .linear_attention import elu_features
 __all__ = ["vla_scaled"]
 
 
-def _dense_a(ad, fad, Aoff: RowBFP) -> np.ndarray:
+def _dense_a(ad, fad, Aoff: RowBFP, center: bool) -> np.ndarray:
     a = Aoff.value()
     idx = np.arange(a.shape[-1])
-    a[:, idx, idx] = to_float(ad, fad)
+    if center:
+        a[:, idx, idx] += to_float(ad, fad)
+    else:
+        a[:, idx, idx] = to_float(ad, fad)
     return a
 
 
+A_FORMS = ("diag", "center")
+
+
 def vla_scaled(k, v, q, u, preset: Preset | None = None, lambda0=0.1, eps=1e-4, refresh_period=20, eta=1e-3,
-               u_scale=None, *, diag_bits: int | None = None, trace: bool = True, snapshot_every: int = 0,
-               monitor=None) -> dict:
+               u_scale=None, *, a_form: str = "diag", diag_bits: int | None = None, trace: bool = True,
+               snapshot_every: int = 0, monitor=None) -> dict:
     """VLA in the scaled ``preset``; inputs and parameters as :func:`specmem.golden.vla.vla`.
 
     Returns ``o`` (dequantised), ``o_raw`` ``[..., T, d]``, ``o_frac`` ``[..., T]``; final ``s``
@@ -62,6 +74,9 @@ def vla_scaled(k, v, q, u, preset: Preset | None = None, lambda0=0.1, eps=1e-4, 
     batch, T, d = kk.shape[:-2], kk.shape[-2], kk.shape[-1]
     p = preset
     M, Ws, Wo, rnd = p.mul_bits, p.state_bits, p.out_bits, p.rounding
+    if a_form not in A_FORMS:
+        raise SpecmemInputError(f"a_form: must be one of {', '.join(A_FORMS)}, got {a_form!r}")
+    center = a_form == "center"
     Wd = Ws + 8 if diag_bits is None else int(diag_bits)
     fmt = scaled_format("vla", p, d, diag_bits=Wd)
     su = p.scalar_unit()
@@ -82,7 +97,9 @@ def vla_scaled(k, v, q, u, preset: Preset | None = None, lambda0=0.1, eps=1e-4, 
     ad, fad = quantize_block(np.full((B, d), 1.0 / lambda0), Wd, "lambda0", rnd)
     Aoff = RowBFP(B, d, d, Ws, rnd)
     S = RowBFP(B, d, d, Ws, rnd)
-    offdiag = 1 - np.eye(d, dtype=np.int64)
+    eye = np.eye(d, dtype=np.int64)
+    wmask = np.ones((d, d), dtype=np.int64) if center else 1 - eye  # what of w wᵀ the row-BFP part takes
+    inv_d = su.const(1.0 / d)
     o_raw = np.zeros((B, T, d), dtype=np.int64)
     o_frac = np.zeros((B, T), dtype=np.int64)
     s_norm = np.zeros((B, T))
@@ -123,13 +140,21 @@ def vla_scaled(k, v, q, u, preset: Preset | None = None, lambda0=0.1, eps=1e-4, 
         num, fnum = align_block([(sq, rsf + col(f_qf)), (e * c2[:, None], col(fe + fah + f_qf))], Wo, rnd)
         o_raw[:, t], o_frac[:, t] = block(num * rden.m[:, t, None], fnum + rden.f[:, t], Wo, rnd)
         # write pass
-        dterms = [(ad, col(fad)), (-w * w, col(2 * fw))]
+        dterms = [(ad, col(fad))] if center else [(ad, col(fad)), (-w * w, col(2 * fw))]
         if refresh and eta > 0:
             dterms.append((np.broadcast_to(eta_s.m, (B, d)), eta_s.f))
-        ad, fad = align_block(dterms, Wd, rnd)
+        if len(dterms) > 1:
+            ad, fad = align_block(dterms, Wd, rnd)
         wmax = np.max(np.abs(w), axis=-1)
-        Aoff.write([(Aoff.mant, Aoff.frac), (-(w[:, :, None] * w[:, None, :]) * offdiag, col(2 * fw))],
+        Aoff.write([(Aoff.mant, Aoff.frac), (-(w[:, :, None] * w[:, None, :]) * wmask, col(2 * fw))],
                    [Aoff.row_exp(), product_bound_exp(w, col(fw), wmax[:, None], col(fw))])
+        if center and refresh:
+            # re-centre: mu = mean of D's diagonal moves from D into c (c I + D unchanged up to rounding)
+            dg, fdg = align_block([(np.einsum("bii->bi", Aoff.mant), Aoff.frac)], Wd, rnd)
+            mu, fmu = block(np.sum(dg, axis=-1, keepdims=True) * inv_d.m, fdg + inv_d.f, Wd, rnd)
+            ad, fad = align_block([(ad, col(fad)), (np.broadcast_to(mu, (B, d)), col(fmu))], Wd, rnd)
+            Aoff.write([(Aoff.mant, Aoff.frac), (-mu[:, :, None] * eye, col(fmu))],
+                       [Aoff.row_exp(), np.broadcast_to(msb_bound_exp(mu, col(fmu)), (B, d))])
         ahmax = np.max(np.abs(ah), axis=-1)
         S.write([(S.mant, S.frac), (e[:, :, None] * ah[:, None, :], col(fe + fah))],
                 [S.row_exp(), product_bound_exp(e, col(fe), ahmax[:, None], col(fah))])
@@ -137,7 +162,7 @@ def vla_scaled(k, v, q, u, preset: Preset | None = None, lambda0=0.1, eps=1e-4, 
         adf = to_float(ad, fad)
         a_norm[:, t] = np.sqrt(Aoff.frob2() + np.einsum("bi,bi->b", adf, adf))
         if snapshot_every and (t + 1) % snapshot_every == 0:
-            af = _dense_a(ad, fad, Aoff).reshape(batch + (d, d))
+            af = _dense_a(ad, fad, Aoff, center).reshape(batch + (d, d))
             if monitor is not None:
                 monitor(t + 1, af)
             else:
@@ -150,7 +175,7 @@ def vla_scaled(k, v, q, u, preset: Preset | None = None, lambda0=0.1, eps=1e-4, 
         "s": S.value().reshape(batch + (d, d)),
         "s_raw": S.mant.reshape(batch + (d, d)),
         "s_frac": S.frac.reshape(batch + (d,)),
-        "a": _dense_a(ad, fad, Aoff).reshape(batch + (d, d)),
+        "a": _dense_a(ad, fad, Aoff, center).reshape(batch + (d, d)),
         "a_raw": Aoff.mant.reshape(batch + (d, d)),
         "a_frac": Aoff.frac.reshape(batch + (d,)),
         "a_diag_raw": ad.reshape(batch + (d,)),
