@@ -10,7 +10,8 @@ references ``int16`` and ``wide``, and the RTL's formats ``legacy-int8/int16/wid
 
 Modules: :mod:`.fxtype` (the one fixed-point type), :mod:`.scalar_unit` (reciprocal and
 rsqrt), :mod:`.formats` (presets, per-tensor formats), :mod:`.datapath` (the rounding
-primitives), one module per rule, :mod:`.accuracy` (the report).
+primitives), one module per rule, :mod:`.scaled` (the scaled formats: block floating point),
+:mod:`.accuracy`, :mod:`.targets` and :mod:`.compare` (the reports).
 """
 
 from __future__ import annotations
