@@ -86,6 +86,7 @@ def _cmd_accuracy(args) -> int:
     for name in ("format", "param", "json"):
         if getattr(args, name):
             raise SpecmemInputError(f"{name}: --{name} applies to the comparison on your own inputs (--in and --algo)")
+    args.out = args.out or "docs/accuracy"
     if args.formats and args.sweep:
         raise SpecmemInputError("sweep: --sweep is part of --formats; give one of them")
     if args.sweep:
@@ -112,9 +113,9 @@ def _cmd_accuracy_in(args) -> int:
     if args.inp is None or args.algo is None:
         raise SpecmemInputError(f"{'in' if args.inp is None else 'algo'}: --in and --algo go together "
                                 "(compare every format with float64 on your inputs)")
-    if args.formats or args.full or args.sweep:
-        raise SpecmemInputError("formats: --formats/--sweep/--full write a report; with --in the comparison runs on "
-                                "your inputs")
+    if args.formats or args.full or args.sweep or args.out:
+        raise SpecmemInputError("formats: --formats/--sweep/--full/--out write a report; with --in the comparison "
+                                "prints a table (and --json writes it)")
     spec = get_algorithm(args.algo)
     inputs = load_inputs(args.inp, spec)
     params = parse_params(spec, args.param)
@@ -223,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(fn=_cmd_bench)
 
     a = sub.add_parser("accuracy", help="INT8-vs-float accuracy report -> docs/accuracy/")
-    a.add_argument("--out", default="docs/accuracy")
+    a.add_argument("--out", default=None, help="folder for the report (default docs/accuracy)")
     a.add_argument("--full", action="store_true", help="T=4096 streams and the 10^5-token run (with --formats: d=64, "
                    "20 seeds, 10^5 tokens; about an hour on 2 cores)")
     a.add_argument("--in", dest="inp", default=None, metavar="IN.npz",

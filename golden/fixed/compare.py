@@ -15,7 +15,7 @@ import numpy as np
 
 from specmem.golden.common import SpecmemInputError
 
-from . import FIXED_ALGOS, PRESETS, SaturationWarning, run_fixed
+from . import FIXED_ALGOS, PRESETS, SaturationWarning, _check_params, run_fixed
 
 __all__ = ["compare_formats", "formats_for_algo", "format_table"]
 
@@ -66,9 +66,8 @@ def compare_formats(algo: str, inputs: dict, params: dict | None = None, formats
             if ann:
                 from .annihilation import annihilation_fixed
 
-                fixed_params = {n: v for n, v in params.items() if n not in ("k", "variant", "form", "eps", "orth_tol",
-                                                                              "use_gram")}
-                r = annihilation_fixed(inputs["x"], params["k"], f, history=True, **fixed_params)
+                fixed_params = _check_params(algo, params)  # the checks run_fixed makes (variant, form, ...)
+                r = annihilation_fixed(inputs["x"], fixed_params.pop("k"), f, history=True, **fixed_params)
                 out = {"omega": r["omega"], "u": r["u"], **{f"sat_{n}": v for n, v in r["sat"].items()}}
             else:
                 out = run_fixed(algo, inputs, f, params)

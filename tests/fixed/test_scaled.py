@@ -178,6 +178,16 @@ def test_bad_formats_and_parameters():
         run_fixed("deltanet", vec, "int9")
 
 
+def test_scaled_models_take_scaled_presets_only():
+    from specmem.golden.fixed.scaled.deltanet import deltanet_scaled
+
+    vec = make_vectors("deltanet", 8, 4, 0)
+    default = deltanet_scaled(**vec)  # no preset: int8
+    np.testing.assert_array_equal(default["o_raw"], run_fixed("deltanet", vec, "int8")["o_raw"])
+    with pytest.raises(SpecmemInputError, match="^preset: the scaled models take a scaled preset .* 'legacy-int8'"):
+        deltanet_scaled(**vec, preset="legacy-int8")
+
+
 def test_legacy_saturation_warns_with_the_count():
     vec = make_vectors("deltanet", 8, 4, 0)
     vec["v"] = vec["v"] * 100  # beyond legacy-int8's in_range = 4

@@ -57,6 +57,18 @@ def test_bad_arguments_give_one_line(tmp_path, capsys, argv, needle):
     assert needle in _error(capsys, ["accuracy", *argv])
 
 
+def test_annihilation_parameters_the_fixed_model_lacks_are_refused(tmp_path, capsys):
+    inp = _vectors(tmp_path, "annihilation")
+    assert "variant: the fixed-point model implements the exact variant only" in _error(
+        capsys, ["accuracy", "--in", str(inp), "--algo", "annihilation", "--param", "k=2", "--param", "variant=literal"])
+
+
+def test_out_is_for_the_reports(tmp_path, capsys):
+    inp = _vectors(tmp_path, "deltanet")
+    assert "--out write a report" in _error(
+        capsys, ["accuracy", "--in", str(inp), "--algo", "deltanet", "--out", str(tmp_path)])
+
+
 def test_annihilation_needs_k(tmp_path, capsys):
     inp = _vectors(tmp_path, "annihilation")
     assert "k: required" in _error(capsys, ["accuracy", "--in", str(inp), "--algo", "annihilation"])

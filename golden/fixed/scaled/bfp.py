@@ -34,7 +34,7 @@ from specmem.golden.common import SpecmemInputError
 from ..fxtype import msb, round_shift
 
 __all__ = ["GUARD", "quantize_block", "block", "align_block", "top_exp", "RowBFP", "to_float", "msb_bound_exp",
-           "product_bound_exp"]
+           "product_bound_exp", "stream_outputs"]
 
 GUARD = 16
 _NEG = -(1 << 40)  # the "exponent" of a zero term: below everything
@@ -179,3 +179,19 @@ def product_bound_exp(a_raw_max, a_frac, b_raw_max, b_frac) -> np.ndarray:
     ma = msb(np.abs(np.asarray(a_raw_max)))
     mb = msb(np.abs(np.asarray(b_raw_max)))
     return np.where((ma >= 0) & (mb >= 0), ma + mb + 2 - np.asarray(a_frac) - np.asarray(b_frac), _NEG)
+
+
+def stream_outputs(batch: tuple, o_raw, o_frac, S: RowBFP, scale=None) -> dict:
+    """The outputs every scaled model returns, reshaped to the leading ``batch`` dims: ``o``,
+    ``o_raw``, ``o_frac`` and the final state ``s`` (times ``scale`` per matrix when given),
+    ``s_raw``, ``s_frac``."""
+    T, d = o_raw.shape[-2:]
+    s = S.value() if scale is None else S.value() * np.asarray(scale)[:, None, None]
+    return {
+        "o": to_float(o_raw, o_frac).reshape(batch + (T, d)),
+        "o_raw": o_raw.reshape(batch + (T, d)),
+        "o_frac": o_frac.reshape(batch + (T,)),
+        "s": s.reshape(batch + (d, d)),
+        "s_raw": S.mant.reshape(batch + (d, d)),
+        "s_frac": S.frac.reshape(batch + (d,)),
+    }

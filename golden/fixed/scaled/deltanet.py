@@ -26,8 +26,9 @@ from specmem.golden.common import SpecmemInputError, check_scalar
 from specmem.golden.deltanet import L2_EPS, _per_token, _prepare
 
 from ..formats import Preset
-from .bfp import RowBFP, align_block, block, product_bound_exp, quantize_block, to_float
-from .formats import scaled_format
+from ..scalar_unit import Scalar
+from .bfp import RowBFP, align_block, block, product_bound_exp, quantize_block, stream_outputs, to_float
+from .formats import scaled_format, scaled_preset
 
 __all__ = ["deltanet_scaled", "unit_block"]
 
@@ -69,7 +70,7 @@ def deltanet_scaled(k, v, q, beta, g=None, preset: Preset | None = None, *, eps:
     if vv.shape != kk.shape:
         raise SpecmemInputError(f"v: the fixed-point model needs d_v = d_k, got shape {vv.shape} for k {kk.shape}")
     batch, T, d = kk.shape[:-2], kk.shape[-2], kk.shape[-1]
-    p = preset
+    p = scaled_preset(preset)
     M, Ws, Wo, rnd = p.mul_bits, p.state_bits, p.out_bits, p.rounding
     fmt = scaled_format("gated-deltanet" if gated else "deltanet", p, d)
     su = p.scalar_unit()
@@ -100,8 +101,6 @@ def deltanet_scaled(k, v, q, beta, g=None, preset: Preset | None = None, *, eps:
         fsk = rf + f_kn[:, None]
         fsq = rf + f_qn[:, None]
         if gated:
-            from specmem.golden.fixed.scalar_unit import Scalar
-
             gam = su.mul(Scalar(gam_m, gam_f), Scalar(Gm[:, t], Gf[:, t]))
             gam_m, gam_f = gam.m, gam.f
             rg = su.recip(gam_m, gam_f)
@@ -126,17 +125,9 @@ def deltanet_scaled(k, v, q, beta, g=None, preset: Preset | None = None, *, eps:
                 lo, hi = float(np.min(val)), float(np.max(val))
                 cur = ranges.setdefault(name, [lo, hi])
                 cur[0], cur[1] = min(cur[0], lo), max(cur[1], hi)
-    sf = S.value()
-    if gated:
-        sf = sf * np.ldexp(gam_m.astype(np.float64), -gam_f)[:, None, None]
-    o = to_float(o_raw, o_frac)
+    scale = np.ldexp(gam_m.astype(np.float64), -gam_f) if gated else None
     return {
-        "o": o.reshape(batch + (T, d)),
-        "o_raw": o_raw.reshape(batch + (T, d)),
-        "o_frac": o_frac.reshape(batch + (T,)),
-        "s": sf.reshape(batch + (d, d)),
-        "s_raw": S.mant.reshape(batch + (d, d)),
-        "s_frac": S.frac.reshape(batch + (d,)),
+        **stream_outputs(batch, o_raw, o_frac, S, scale),
         "s_norm": s_norm.reshape(batch + (T,)),
         "sat": {"s": S.sat},
         "ranges": ranges,

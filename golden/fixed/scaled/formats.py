@@ -14,9 +14,26 @@ from specmem.golden.common import SpecmemInputError
 from ..formats import FixedFormat, Preset
 from ..fxtype import FxType
 
-__all__ = ["scaled_format", "SCALED_ALGOS"]
+__all__ = ["scaled_format", "scaled_preset", "SCALED_ALGOS"]
 
 SCALED_ALGOS = ("vla", "linear", "deltanet", "gated-deltanet")
+
+
+def scaled_preset(preset) -> Preset:
+    """``preset`` as a scaled :class:`Preset`: None is ``int8``; a name must be a scaled preset."""
+    from ..formats import PRESETS
+
+    if preset is None:
+        preset = "int8"
+    if isinstance(preset, str):
+        if preset not in PRESETS:
+            raise SpecmemInputError(f"preset: must be one of {', '.join(PRESETS)}, got {preset!r}")
+        preset = PRESETS[preset]
+    if not isinstance(preset, Preset) or preset.scheme != "scaled":
+        raise SpecmemInputError(f"preset: the scaled models take a scaled preset "
+                                f"({', '.join(n for n, q in PRESETS.items() if q.scheme == 'scaled')}), "
+                                f"got {getattr(preset, 'name', preset)!r}")
+    return preset
 
 
 def scaled_format(algo: str, p: Preset, d: int, diag_bits: int | None = None) -> FixedFormat:

@@ -18,9 +18,9 @@ import numpy as np
 from specmem.golden.common import as_float_array, check_same_shape, check_scalar
 
 from ..formats import Preset
-from .bfp import RowBFP, align_block, block, product_bound_exp, quantize_block, to_float
+from .bfp import RowBFP, align_block, block, product_bound_exp, quantize_block, stream_outputs, to_float
 from .elu import elu1_block
-from .formats import scaled_format
+from .formats import scaled_format, scaled_preset
 
 __all__ = ["linear_attention_scaled", "running_sum", "elu_features", "Z_BITS"]
 
@@ -70,7 +70,7 @@ def linear_attention_scaled(k, v, q, eps: float = 1e-4, preset: Preset | None = 
     check_same_shape("k", kk, q=qq, v=vv)
     eps = check_scalar("eps", eps, lo=0, lo_open=True)
     batch, T, d = kk.shape[:-2], kk.shape[-2], kk.shape[-1]
-    p = preset
+    p = scaled_preset(preset)
     M, Ws, Wo, rnd = p.mul_bits, p.state_bits, p.out_bits, p.rounding
     fmt = scaled_format("linear", p, d)
     flat = lambda a: a.reshape((-1,) + a.shape[-2:])  # noqa: E731
@@ -96,12 +96,7 @@ def linear_attention_scaled(k, v, q, eps: float = 1e-4, preset: Preset | None = 
         s_norm[:, t] = np.sqrt(S.frob2())
     zf = to_float(Z[:, -1], FZ[:, -1])
     return {
-        "o": to_float(o_raw, o_frac).reshape(batch + (T, d)),
-        "o_raw": o_raw.reshape(batch + (T, d)),
-        "o_frac": o_frac.reshape(batch + (T,)),
-        "s": S.value().reshape(batch + (d, d)),
-        "s_raw": S.mant.reshape(batch + (d, d)),
-        "s_frac": S.frac.reshape(batch + (d,)),
+        **stream_outputs(batch, o_raw, o_frac, S),
         "z": zf.reshape(batch + (d,)),
         "z_raw": Z[:, -1].reshape(batch + (d,)),
         "z_frac": FZ[:, -1].reshape(batch),

@@ -32,15 +32,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from specmem.golden.common import SpecmemInputError
 from specmem.golden.vla import _prepare
 
 from ..formats import Preset
 from ..scalar_unit import Scalar
-from specmem.golden.common import SpecmemInputError
-
-from .bfp import RowBFP, align_block, block, msb_bound_exp, product_bound_exp, quantize_block, to_float
+from .bfp import RowBFP, align_block, block, msb_bound_exp, product_bound_exp, quantize_block, stream_outputs, to_float
 from .deltanet import unit_block
-from .formats import scaled_format
+from .formats import scaled_format, scaled_preset
 from .linear_attention import elu_features
 
 __all__ = ["vla_scaled"]
@@ -72,7 +71,7 @@ def vla_scaled(k, v, q, u, preset: Preset | None = None, lambda0=0.1, eps=1e-4, 
     kk, vv, qq, uu, (lambda0, eps, refresh_period, eta, u_scale) = _prepare(
         k, v, q, u, lambda0, eps, refresh_period, eta, u_scale)
     batch, T, d = kk.shape[:-2], kk.shape[-2], kk.shape[-1]
-    p = preset
+    p = scaled_preset(preset)
     M, Ws, Wo, rnd = p.mul_bits, p.state_bits, p.out_bits, p.rounding
     if a_form not in A_FORMS:
         raise SpecmemInputError(f"a_form: must be one of {', '.join(A_FORMS)}, got {a_form!r}")
@@ -169,12 +168,7 @@ def vla_scaled(k, v, q, u, preset: Preset | None = None, lambda0=0.1, eps=1e-4, 
                 snaps.append(af)
                 snap_t.append(t + 1)
     out = {
-        "o": to_float(o_raw, o_frac).reshape(batch + (T, d)),
-        "o_raw": o_raw.reshape(batch + (T, d)),
-        "o_frac": o_frac.reshape(batch + (T,)),
-        "s": S.value().reshape(batch + (d, d)),
-        "s_raw": S.mant.reshape(batch + (d, d)),
-        "s_frac": S.frac.reshape(batch + (d,)),
+        **stream_outputs(batch, o_raw, o_frac, S),
         "a": _dense_a(ad, fad, Aoff, center).reshape(batch + (d, d)),
         "a_raw": Aoff.mant.reshape(batch + (d, d)),
         "a_frac": Aoff.frac.reshape(batch + (d,)),
