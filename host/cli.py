@@ -276,6 +276,12 @@ def build_parser() -> argparse.ArgumentParser:
         "synth", help="ECP5 place and route (yowasp) and a 7-series estimate; --sweep writes docs/hardware.md"))
     sy.set_defaults(fn=cmd_synth)
 
+    from specmem.mqar import add_mqar_arguments, cmd_mqar
+
+    mq = add_mqar_arguments(sub.add_parser("mqar", help="train the rules on MQAR (the VLA paper's task); int8 "
+                                                         "accuracy of trained models; docs/mqar.md"))
+    mq.set_defaults(fn=cmd_mqar)
+
     m = sub.add_parser("main", help="the main job on the small default configuration")
     m.add_argument("--out", default="out/main", help="folder for generated files (default out/main)")
     m.set_defaults(fn=_cmd_main)

@@ -1,0 +1,445 @@
+"""MQAR (multi-query associative recall): our data generator, a small model per rule, training and evaluation.
+
+The VLA paper's task (seed ``003_…`` §5.2, Fig. 1, appendix B): ``n`` key-value pairs, a
+separator, then the ``n`` keys again in shuffled order; at each query position the model must
+output the key's value (loss and exact-match accuracy only there). ``T = 3n + 1`` for the
+capacity curve; a longer ``T`` pads with a filler token between the pairs and the separator
+(long-context runs). Model (paper's Table 3/6): token and learned position embeddings,
+``L = 2`` blocks of pre-norm mixer + GELU MLP (``d = 128``, ``H = 4``, ``d_h = 32``, FFN 256),
+a final norm and a head tied to the embedding; AdamW (lr 3e-4, betas 0.9/0.999, weight decay
+0.01), 10 % warmup then cosine decay, gradient clip 1.0, batch 64, fresh random batches each
+step, evaluation on 15 held-out batches of 64. ``specmem mqar`` runs sweeps (one JSON and one
+checkpoint per run, resumable), the fixed-point evaluation of trained models and the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field, replace
+
+import numpy as np
+
+from specmem.golden.common import SpecmemInputError
+
+__all__ = ["MQARConfig", "make_batch", "build_model", "train_run", "run_sweep", "eval_formats", "QUICK",
+           "add_mqar_arguments", "cmd_mqar", "DEFAULT_OUT"]
+
+DEFAULT_OUT = "out/mqar"
+EVAL_SEED_OFFSET = 1_000_003  # held-out batches come from another stream than any training seed
+
+
+@dataclass(frozen=True)
+class MQARConfig:
+    """One training run; defaults are the paper's shapes (appendix B, Table 6)."""
+
+    rule: str = "vla"
+    n_pairs: int = 8
+    seq_len: int | None = None  # None: 3 n + 1
+    seed: int = 42
+    steps: int = 2000
+    batch: int = 64
+    d_model: int = 128
+    num_heads: int = 4
+    n_layers: int = 2
+    ffn: int = 256
+    n_keys: int = 128
+    n_values: int = 128
+    lr: float = 3e-4
+    weight_decay: float = 0.01
+    warmup: float = 0.1
+    clip: float = 1.0
+    eval_batches: int = 15
+    log_every: int = 50
+    chunk_size: int = 64
+    #: kernel of a causal depthwise convolution before each mixer (0: none, the paper's description;
+    #: fla's layers and Zoology's models use 4); it lets layer 1 see the previous token
+    short_conv: int = 0
+
+    @property
+    def T(self) -> int:
+        return 3 * self.n_pairs + 1 if self.seq_len is None else self.seq_len
+
+    @property
+    def vocab(self) -> int:
+        return self.n_keys + self.n_values + 2  # keys, values, separator, filler
+
+    def name(self) -> str:
+        sc = f"_sc{self.short_conv}" if self.short_conv else ""
+        return f"{self.rule}_n{self.n_pairs}_T{self.T}_s{self.seed}_st{self.steps}{sc}"
+
+    def check(self) -> "MQARConfig":
+        from specmem.nn import RULES
+
+        if self.rule not in RULES:
+            raise SpecmemInputError(f"rule: must be one of {', '.join(RULES)}, got {self.rule!r}")
+        for n in ("n_pairs", "steps", "batch", "d_model", "num_heads", "n_layers", "ffn", "n_keys", "n_values",
+                  "eval_batches", "log_every", "chunk_size"):
+            if getattr(self, n) < 1:
+                raise SpecmemInputError(f"{n}: must be >= 1, got {getattr(self, n)}")
+        if self.short_conv < 0:
+            raise SpecmemInputError(f"short_conv: a kernel size >= 0 (0: none), got {self.short_conv}")
+        if self.n_pairs > self.n_keys:
+            raise SpecmemInputError(f"n_pairs: {self.n_pairs} distinct keys need n_keys >= n_pairs ({self.n_keys})")
+        if self.T < 3 * self.n_pairs + 1:
+            raise SpecmemInputError(f"seq_len: {self.T} is shorter than 3 n_pairs + 1 = {3 * self.n_pairs + 1}")
+        if self.d_model % self.num_heads:
+            raise SpecmemInputError(f"num_heads: {self.num_heads} does not divide d_model {self.d_model}")
+        return self
+
+
+#: the CI configuration: seconds on one CPU core, recall of 4 pairs over 16 values (chance 1/16)
+QUICK = MQARConfig(rule="vla", n_pairs=4, seed=0, steps=150, batch=32, d_model=64, num_heads=2, ffn=128,
+                   n_keys=16, n_values=16, lr=3e-3, eval_batches=4, log_every=25, chunk_size=16)
+
+
+def make_batch(rng: np.random.Generator, batch: int, n_pairs: int, seq_len: int, n_keys: int, n_values: int):
+    """One MQAR batch: ``tokens`` ``[B, T]`` (int64) and ``targets`` ``[B, T]`` (-100 except at queries).
+
+    Token ids: keys ``0..n_keys-1``, values ``n_keys..n_keys+n_values-1``, then the separator
+    and the filler. Keys within a sequence are distinct; values are drawn with replacement.
+    Layout: ``k1 v1 … kn vn [filler…] SEP k_σ(1) … k_σ(n)``; the target at ``k_σ(i)`` is its value.
+    """
+    n = n_pairs
+    if seq_len < 3 * n + 1:
+        raise SpecmemInputError(f"seq_len: {seq_len} is shorter than 3 n_pairs + 1 = {3 * n + 1}")
+    sep, fill = n_keys + n_values, n_keys + n_values + 1
+    keys = np.argsort(rng.random((batch, n_keys)), axis=1)[:, :n]
+    vals = n_keys + rng.integers(0, n_values, size=(batch, n))
+    perm = np.argsort(rng.random((batch, n)), axis=1)
+    tokens = np.full((batch, seq_len), fill, dtype=np.int64)
+    tokens[:, 0:2 * n:2] = keys
+    tokens[:, 1:2 * n:2] = vals
+    q0 = seq_len - n
+    tokens[:, q0 - 1] = sep
+    tokens[:, q0:] = np.take_along_axis(keys, perm, axis=1)
+    targets = np.full((batch, seq_len), -100, dtype=np.int64)
+    targets[:, q0:] = np.take_along_axis(vals, perm, axis=1)
+    return tokens, targets
+
+
+def build_model(cfg: MQARConfig):
+    """The paper's small model: embeddings, ``n_layers`` pre-norm blocks (mixer of ``cfg.rule`` + MLP), tied head."""
+    import torch
+    from torch import nn
+
+    from specmem.nn import make_layer
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm1 = nn.LayerNorm(cfg.d_model)
+            self.mixer = make_layer(cfg.rule, cfg.d_model, cfg.num_heads,
+                                    **({} if cfg.rule == "softmax" else {"chunk_size": cfg.chunk_size}))
+            self.conv = (nn.Conv1d(cfg.d_model, cfg.d_model, cfg.short_conv, groups=cfg.d_model,
+                                   padding=cfg.short_conv - 1) if cfg.short_conv else None)
+            self.norm2 = nn.LayerNorm(cfg.d_model)
+            self.mlp = nn.Sequential(nn.Linear(cfg.d_model, cfg.ffn), nn.GELU(), nn.Linear(cfg.ffn, cfg.d_model))
+
+        def forward(self, x):
+            h = self.norm1(x)
+            if self.conv is not None:  # causal: keep the first T outputs of the left-padded convolution
+                h = self.conv(h.transpose(1, 2))[..., :h.shape[1]].transpose(1, 2)
+            x = x + self.mixer(h)[0]
+            return x + self.mlp(self.norm2(x))
+
+    class MQARModel(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(cfg.vocab, cfg.d_model)
+            self.pos = nn.Embedding(cfg.T, cfg.d_model)
+            nn.init.normal_(self.emb.weight, std=0.02)
+            nn.init.normal_(self.pos.weight, std=0.02)
+            self.blocks = nn.ModuleList(Block() for _ in range(cfg.n_layers))
+            self.norm = nn.LayerNorm(cfg.d_model)
+
+        def forward(self, tokens):
+            x = self.emb(tokens) + self.pos(torch.arange(tokens.shape[1], device=tokens.device))
+            for b in self.blocks:
+                x = b(x)
+            return self.norm(x) @ self.emb.weight.T
+
+        def set_memory(self, memory: str) -> None:
+            """Swap every mixer's memory step (``torch``, ``float64``, ``float32``, ``golden``, a preset)."""
+            for b in self.blocks:
+                b.mixer.memory = memory
+
+    return MQARModel()
+
+
+def _lr_factor(step: int, cfg: MQARConfig) -> float:
+    warm = max(1, int(round(cfg.warmup * cfg.steps)))
+    if step < warm:
+        return (step + 1) / warm
+    return 0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, cfg.steps - warm)))
+
+
+def _eval_set(cfg: MQARConfig, n_batches: int | None = None):
+    rng = np.random.default_rng(cfg.seed + EVAL_SEED_OFFSET)
+    return [make_batch(rng, cfg.batch, cfg.n_pairs, cfg.T, cfg.n_keys, cfg.n_values)
+            for _ in range(cfg.eval_batches if n_batches is None else n_batches)]
+
+
+def evaluate(model, batches, device="cpu") -> dict:
+    """Exact-match accuracy and mean cross-entropy at query positions over ``batches``."""
+    import torch
+    import torch.nn.functional as F
+
+    hit = tot = 0
+    loss = 0.0
+    model.eval()
+    with torch.no_grad():
+        for tok, tgt in batches:
+            tok, tgt = torch.from_numpy(tok).to(device), torch.from_numpy(tgt).to(device)
+            logits = model(tok).float()
+            m = tgt >= 0
+            loss += float(F.cross_entropy(logits[m], tgt[m], reduction="sum"))
+            hit += int((logits.argmax(-1)[m] == tgt[m]).sum())
+            tot += int(m.sum())
+    model.train()
+    return {"acc": hit / tot, "loss": loss / tot, "n_queries": tot}
+
+
+def train_run(cfg: MQARConfig, device: str = "cpu", progress=None, checkpoint: str | None = None) -> dict:
+    """Train one model; return the run record (config, curve, eval accuracy, timing)."""
+    import torch
+    import torch.nn.functional as F
+
+    cfg.check()
+    torch.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    model = build_model(cfg).to(device)
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "emb" not in n and "pos" not in n]
+    no_decay = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "emb" not in n and "pos" not in n)]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _lr_factor(s, cfg))
+    eval_batches = _eval_set(cfg)
+    curve = []
+    t0 = time.perf_counter()
+    run_loss = run_hit = run_n = 0.0
+    for step in range(cfg.steps):
+        tok, tgt = make_batch(rng, cfg.batch, cfg.n_pairs, cfg.T, cfg.n_keys, cfg.n_values)
+        tok, tgt = torch.from_numpy(tok).to(device), torch.from_numpy(tgt).to(device)
+        logits = model(tok)
+        m = tgt >= 0
+        loss = F.cross_entropy(logits[m].float(), tgt[m])
+        if not torch.isfinite(loss):
+            raise SpecmemInputError(f"training diverged: loss {float(loss)} at step {step} ({cfg.name()})")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+        opt.step()
+        sched.step()
+        run_loss += loss.item()
+        run_hit += float((logits.detach().argmax(-1)[m] == tgt[m]).float().mean())
+        run_n += 1
+        if (step + 1) % cfg.log_every == 0 or step == 0 or step + 1 == cfg.steps:
+            curve.append({"step": step + 1, "loss": run_loss / run_n, "train_acc": run_hit / run_n,
+                          "elapsed_s": time.perf_counter() - t0})
+            if progress:
+                progress(f"{cfg.name()}: step {step + 1}/{cfg.steps} loss {run_loss / run_n:.3f} "
+                         f"acc {run_hit / run_n:.3f} ({(step + 1) / (time.perf_counter() - t0):.2f} steps/s)")
+            run_loss = run_hit = run_n = 0.0
+    train_s = time.perf_counter() - t0
+    ev = evaluate(model, eval_batches, device)
+    if checkpoint:
+        torch.save({"config": asdict(cfg), "state_dict": model.state_dict()}, checkpoint)
+    return {"config": asdict(cfg), "name": cfg.name(), "device": device, "device_name": _device_name(device),
+            "torch": torch.__version__, "threads": torch.get_num_threads(), "train_s": train_s,
+            "steps_per_s": cfg.steps / train_s, "eval": ev, "chance": 1.0 / cfg.n_values, "curve": curve,
+            "initial_loss": curve[0]["loss"], "final_loss": curve[-1]["loss"]}
+
+
+def _device_name(device: str) -> str:
+    import platform
+
+    import torch
+
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        return torch.cuda.get_device_name(torch.device(device))
+    return platform.processor() or platform.machine()
+
+
+def _write_json(path: str, rec: dict) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(rec, f, indent=1)
+    os.replace(tmp, path)
+
+
+def sweep_configs(rules, n_pairs, seq_lens, seeds, steps, base: MQARConfig = MQARConfig()) -> list[MQARConfig]:
+    """Every (rule, n, T, seed) combination; ``seq_lens`` entries are ints or None (``3n + 1``); too-short T skipped."""
+    out = []
+    for seed in seeds:
+        for T in seq_lens:
+            for n in n_pairs:
+                if T is not None and T < 3 * n + 1:
+                    continue
+                for rule in rules:
+                    out.append(replace(base, rule=rule, n_pairs=n, seq_len=T, seed=seed, steps=steps).check())
+    return out
+
+
+def run_sweep(configs, out_dir: str, device: str = "cpu", progress=None) -> list[dict]:
+    """Train every config whose JSON is not yet in ``out_dir`` (resumable); return all records."""
+    os.makedirs(out_dir, exist_ok=True)
+    recs = []
+    for i, cfg in enumerate(configs):
+        path = os.path.join(out_dir, cfg.name() + ".json")
+        if os.path.exists(path):
+            with open(path) as f:
+                recs.append(json.load(f))
+            if progress:
+                progress(f"[{i + 1}/{len(configs)}] {cfg.name()}: done already, acc {recs[-1]['eval']['acc']:.3f}")
+            continue
+        if progress:
+            progress(f"[{i + 1}/{len(configs)}] {cfg.name()}: training on {device}")
+        rec = train_run(cfg, device, progress, checkpoint=os.path.join(out_dir, cfg.name() + ".pt"))
+        _write_json(path, rec)
+        recs.append(rec)
+        if progress:
+            progress(f"[{i + 1}/{len(configs)}] {cfg.name()}: eval acc {rec['eval']['acc']:.3f} "
+                     f"(chance {rec['chance']:.3f}), {rec['steps_per_s']:.2f} steps/s, {rec['train_s']:.0f} s")
+    return recs
+
+
+def eval_formats(checkpoint: str, n_seqs: int = 64, formats=None, progress=None) -> dict:
+    """Accuracy of one trained model on its first ``n_seqs`` held-out sequences with each memory step.
+
+    Memory steps: ``float64`` and ``float32`` (the PyTorch ops), ``golden`` (NumPy float64) and each
+    fixed-point preset that covers the rule (``formats`` to restrict). Every mixer layer is swapped.
+    """
+    import torch
+
+    from specmem.nn import fixed_formats_for
+
+    ck = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    cfg = MQARConfig(**ck["config"])
+    model = build_model(cfg).double()
+    model.load_state_dict(ck["state_dict"])
+    rule = "vla" if cfg.rule == "vla_eq8" else cfg.rule
+    tok, tgt = (np.concatenate(a) for a in zip(*_eval_set(cfg, math.ceil(n_seqs / cfg.batch))))
+    batch = [(tok[:n_seqs], tgt[:n_seqs])]
+    fmts = fixed_formats_for(rule) if formats is None else [f for f in formats if f in fixed_formats_for(rule)]
+    names = ["float64", "float32"] + (["golden"] + fmts if cfg.rule != "softmax" else [])
+    res = {}
+    ref_pred = None
+    for name in names:
+        model.set_memory(name)
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            logits = model(torch.from_numpy(batch[0][0]))
+        m = torch.from_numpy(batch[0][1]) >= 0
+        pred = logits.argmax(-1)[m]
+        acc = float((pred == torch.from_numpy(batch[0][1])[m]).float().mean())
+        if ref_pred is None:
+            ref_pred = pred
+        sat = {}
+        for b in model.blocks:
+            for k, v in getattr(b.mixer, "last_saturation", {}).items():
+                sat[k] = sat.get(k, 0) + v
+            if hasattr(b.mixer, "last_saturation"):
+                del b.mixer.last_saturation
+        res[name] = {"acc": acc, "agree_float64": float((pred == ref_pred).float().mean()),
+                     "seconds": time.perf_counter() - t0, "saturated": sat}
+        if progress:
+            progress(f"{cfg.name()}: memory {name}: acc {acc:.3f} ({res[name]['seconds']:.1f} s)")
+    return {"name": cfg.name(), "config": asdict(cfg), "n_seqs": int(min(n_seqs, len(tok))),
+            "n_queries": int(min(n_seqs, len(tok)) * cfg.n_pairs), "formats": res}
+
+
+# ------------------------------------------------------------------------------------------
+# command line
+
+
+def _int_list(s: str) -> list[int]:
+    try:
+        return [int(x) for x in s.split(",") if x]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {s!r}") from None
+
+
+def _seq_list(s: str) -> list[int | None]:
+    out = []
+    for x in s.split(","):
+        if x == "auto":
+            out.append(None)
+        else:
+            try:
+                out.append(int(x))
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"expected 'auto' or integers, got {x!r}") from None
+    return out
+
+
+def add_mqar_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The ``specmem mqar`` options (the CLI imports torch only when the command runs)."""
+    p.add_argument("action", nargs="?", default="train", choices=("train", "int8", "report"),
+                   help="train (default): the sweep; int8: fixed-point accuracy of trained models; "
+                        "report: write docs/mqar.md from a results folder")
+    p.add_argument("--quick", action="store_true", help="the CI configuration (seconds on a CPU)")
+    p.add_argument("--rules", default="vla,deltanet", help="comma-separated rules (vla, vla_eq8, deltanet, "
+                                                            "gated_deltanet, linear, softmax)")
+    p.add_argument("--n-pairs", type=_int_list, default=[8, 16, 24, 32, 48])
+    p.add_argument("--seq-len", type=_seq_list, default=[None], help="comma-separated; 'auto' is 3 n + 1")
+    p.add_argument("--seeds", type=_int_list, default=[42])
+    p.add_argument("--steps", type=int, default=2000)
+    p.add_argument("--lr", type=float, default=None, help="learning rate (default: the paper's 3e-4)")
+    p.add_argument("--short-conv", type=int, default=None,
+                   help="causal depthwise convolution of this kernel before each mixer (default 0: none)")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--out", default=DEFAULT_OUT, help=f"results folder (default {DEFAULT_OUT})")
+    p.add_argument("--sample", type=int, default=64, help="int8: held-out sequences per model (default 64)")
+    p.add_argument("--doc", default="docs/mqar.md", help="report: the markdown file to write")
+    return p
+
+
+def cmd_mqar(args) -> int:
+    """Entry point of ``specmem mqar``."""
+    import torch
+
+    from specmem.cli import _progress
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise SpecmemInputError("device: cuda requested but torch sees no CUDA device")
+    if args.action == "report":
+        from specmem.mqar_report import write_report
+
+        write_report(args.out, args.doc, progress=_progress)
+        return 0
+    if args.action == "int8":
+        os.makedirs(args.out, exist_ok=True)
+        cks = sorted(f for f in os.listdir(args.out) if f.endswith(".pt"))
+        if not cks:
+            raise SpecmemInputError(f"out: no trained checkpoints (*.pt) in {args.out}")
+        for f in cks:
+            path = os.path.join(args.out, f[:-3] + f".int8-{args.sample}.json")
+            if os.path.exists(path):
+                _progress(f"{f}: fixed-point evaluation done already")
+                continue
+            _write_json(path, eval_formats(os.path.join(args.out, f), args.sample, progress=_progress))
+        return 0
+    rules = [r for r in args.rules.split(",") if r]
+    if args.quick:
+        base = QUICK if args.lr is None else replace(QUICK, lr=args.lr)
+        base = base if args.short_conv is None else replace(base, short_conv=args.short_conv)
+        cfgs = [replace(base, rule=r).check() for r in rules]
+    else:
+        base = MQARConfig() if args.lr is None else MQARConfig(lr=args.lr)
+        base = base if args.short_conv is None else replace(base, short_conv=args.short_conv)
+        cfgs = sweep_configs(rules, args.n_pairs, args.seq_len, args.seeds, args.steps, base)
+    if not cfgs:
+        raise SpecmemInputError("nothing to run: every (n_pairs, seq_len) combination has seq_len < 3 n + 1")
+    _progress(f"specmem mqar: {len(cfgs)} run(s) -> {args.out} on {args.device} ({torch.get_num_threads()} threads)")
+    recs = run_sweep(cfgs, args.out, args.device, progress=_progress)
+    for r in recs:
+        print(f"{r['name']}: acc {r['eval']['acc']:.3f} loss {r['initial_loss']:.3f} -> {r['final_loss']:.3f} "
+              f"{r['steps_per_s']:.2f} steps/s")
+    return 0
