@@ -393,9 +393,11 @@ def add_mqar_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help="causal depthwise convolution of this kernel before each mixer (default 0: none)")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    p.add_argument("--out", default=DEFAULT_OUT, help=f"results folder (default {DEFAULT_OUT})")
+    p.add_argument("--out", default=DEFAULT_OUT, help=f"results folder (default {DEFAULT_OUT}); report: "
+                                                       "comma-separated folders")
     p.add_argument("--sample", type=int, default=64, help="int8: held-out sequences per model (default 64)")
     p.add_argument("--doc", default="docs/mqar.md", help="report: the markdown file to write")
+    p.add_argument("--notes", default=None, help="report: a markdown file of prose to put under the title")
     return p
 
 
@@ -412,7 +414,13 @@ def cmd_mqar(args) -> int:
     if args.action == "report":
         from specmem.mqar_report import write_report
 
-        write_report(args.out, args.doc, progress=_progress)
+        notes = None
+        if args.notes:
+            if not os.path.exists(args.notes):
+                raise SpecmemInputError(f"notes: no such file {args.notes}")
+            with open(args.notes) as f:
+                notes = f.read()
+        write_report(args.out, args.doc, progress=_progress, notes=notes)
         return 0
     if args.action == "int8":
         os.makedirs(args.out, exist_ok=True)

@@ -68,9 +68,19 @@ def test_cli_quick_resume_and_int8(tmp_path, capsys):
     assert {"float64", "float32", "golden", "int8", "int18", "legacy-int8"} <= set(f)
     assert f["golden"]["agree_float64"] == 1.0 and f["float32"]["agree_float64"] == 1.0
     assert f["float64"]["acc"] == pytest.approx(rec["eval"]["acc"], abs=0.5)  # a sample of the same held-out set
+    notes = tmp_path / "notes.md"
+    notes.write_text("Hand-written verdicts go here.\n")
+    doc = tmp_path / "doc" / "mqar.md"
+    doc.parent.mkdir()
+    assert main(["mqar", "report", "--out", str(out), "--doc", str(doc), "--notes", str(notes)]) == 0
+    text = doc.read_text()
+    assert "Hand-written verdicts go here." in text and "| DeltaNet | paper | 1000 | 42 | – | 0.965 | 0.009 |" in text
+    assert f"| {name} |" in text and (doc.parent / "mqar" / "training_curves.png").exists()
 
 
 def test_cli_errors(tmp_path, capsys):
     assert main(["mqar", "int8", "--out", str(tmp_path)]) == 2
     assert "no trained checkpoints" in capsys.readouterr().err
+    assert main(["mqar", "report", "--out", str(tmp_path), "--doc", str(tmp_path / "x.md")]) == 2
+    assert "no MQAR run records" in capsys.readouterr().err
     assert main(["mqar", "--rules", "vla", "--n-pairs", "48", "--seq-len", "64", "--out", str(tmp_path)]) == 2
