@@ -25,7 +25,7 @@ import numpy as np
 
 from specmem.golden.common import SpecmemInputError
 
-__all__ = ["MQARConfig", "make_batch", "build_model", "train_run", "run_sweep", "eval_formats", "QUICK",
+__all__ = ["MQARConfig", "make_batch", "build_model", "train_run", "time_steps", "run_sweep", "eval_formats", "QUICK",
            "add_mqar_arguments", "cmd_mqar", "DEFAULT_OUT"]
 
 DEFAULT_OUT = "out/mqar"
@@ -254,6 +254,38 @@ def train_run(cfg: MQARConfig, device: str = "cpu", progress=None, checkpoint: s
             "initial_loss": curve[0]["loss"], "final_loss": curve[-1]["loss"]}
 
 
+def time_steps(cfg: MQARConfig, device: str = "cpu", steps: int = 10, warmup: int = 2) -> dict:
+    """Training steps per second of ``cfg``'s model (forward, backward, AdamW), after ``warmup`` untimed steps."""
+    import torch
+    import torch.nn.functional as F
+
+    cfg.check()
+    torch.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    model = build_model(cfg).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+    t0 = None
+    for i in range(warmup + steps):
+        if i == warmup:
+            if str(device).startswith("cuda"):
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+        tok, tgt = (torch.from_numpy(a).to(device) for a in make_batch(rng, cfg.batch, cfg.n_pairs, cfg.T,
+                                                                        cfg.n_keys, cfg.n_values))
+        logits = model(tok)
+        m = tgt >= 0
+        loss = F.cross_entropy(logits[m].float(), tgt[m])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()
+    dt = time.perf_counter() - t0
+    return {"rule": cfg.rule, "n_pairs": cfg.n_pairs, "T": cfg.T, "batch": cfg.batch, "device": device,
+            "device_name": _device_name(device), "threads": torch.get_num_threads(), "steps": steps,
+            "steps_per_s": steps / dt}
+
+
 def _device_name(device: str) -> str:
     import platform
 
@@ -378,9 +410,10 @@ def _seq_list(s: str) -> list[int | None]:
 
 def add_mqar_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The ``specmem mqar`` options (the CLI imports torch only when the command runs)."""
-    p.add_argument("action", nargs="?", default="train", choices=("train", "int8", "report"),
+    p.add_argument("action", nargs="?", default="train", choices=("train", "int8", "report", "speed"),
                    help="train (default): the sweep; int8: fixed-point accuracy of trained models; "
-                        "report: write docs/mqar.md from a results folder")
+                        "report: write docs/mqar.md from results folders; speed: training steps/s per rule "
+                        "and n_pairs (10 timed steps) -> OUT/speed-<device>.json")
     p.add_argument("--quick", action="store_true", help="the CI configuration (seconds on a CPU)")
     p.add_argument("--rules", default="vla,deltanet", help="comma-separated rules (vla, vla_eq8, deltanet, "
                                                             "gated_deltanet, linear, softmax)")
@@ -435,6 +468,15 @@ def cmd_mqar(args) -> int:
             _write_json(path, eval_formats(os.path.join(args.out, f), args.sample, progress=_progress))
         return 0
     rules = [r for r in args.rules.split(",") if r]
+    if args.action == "speed":
+        os.makedirs(args.out, exist_ok=True)
+        recs = []
+        for n in args.n_pairs:
+            for r in rules:
+                recs.append(time_steps(MQARConfig(rule=r, n_pairs=n), args.device))
+                _progress(f"speed: {r} n={n} T={recs[-1]['T']}: {recs[-1]['steps_per_s']:.2f} steps/s")
+        _write_json(os.path.join(args.out, f"speed-{args.device.replace(':', '')}.json"), {"runs": recs})
+        return 0
     if args.quick:
         base = QUICK if args.lr is None else replace(QUICK, lr=args.lr)
         base = base if args.short_conv is None else replace(base, short_conv=args.short_conv)

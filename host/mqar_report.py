@@ -35,6 +35,8 @@ def load_runs(dirs) -> tuple[list[dict], list[dict]]:
     runs, evals = [], []
     for d in dirs:
         for path in sorted(glob.glob(os.path.join(d, "*.json"))):
+            if os.path.basename(path).startswith("speed-"):
+                continue
             with open(path) as f:
                 rec = json.load(f)
             rec["_dir"] = d
@@ -218,6 +220,19 @@ def write_report(out_dirs, doc: str = "docs/mqar.md", progress=None, notes: str 
         seen.add(key)
         L.append(f"| {RULE_NAMES.get(c['rule'], c['rule'])} | {T} | {r['device']} ({r['device_name']}) | "
                  f"{r['threads']} | {r['steps_per_s']:.2f} | {r['train_s']:.0f} |")
+    for d in dirs:
+        for path in sorted(glob.glob(os.path.join(d, "speed-*.json"))):
+            with open(path) as f:
+                sp = json.load(f)["runs"]
+            Ts = sorted({r["T"] for r in sp})
+            rules = list(dict.fromkeys(r["rule"] for r in sp))
+            L += ["", f"`specmem mqar speed` ({sp[0]['device']}, {sp[0]['device_name']}, {sp[0]['threads']} thread(s), "
+                      f"batch {sp[0]['batch']}, paper shapes): training steps/s", "",
+                  "| rule | " + " | ".join(f"T={T}" for T in Ts) + " |", "|---|" + "---|" * len(Ts)]
+            for rule in rules:
+                by = {r["T"]: r["steps_per_s"] for r in sp if r["rule"] == rule}
+                L.append(f"| {RULE_NAMES.get(rule, rule)} | " + " | ".join(f"{by[T]:.2f}" if T in by else "–"
+                                                                          for T in Ts) + " |")
     L += ["", "## INT8 on trained weights", "",
           "Every mixer layer's memory step swapped; cell: accuracy change vs the float64 memory "
           "(fraction of query predictions that differ from float64's), `sat` = saturated values. "

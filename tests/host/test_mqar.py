@@ -9,6 +9,17 @@ from specmem.cli import main
 from specmem.golden.common import SpecmemInputError
 from specmem.mqar import QUICK, MQARConfig, make_batch, sweep_configs, train_run
 
+torch = pytest.importorskip("torch")  # the gpu extra (CPU wheel in CI)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Small models: one thread is faster than two contending ones (and leaves a core to others)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
 
 def test_batch_layout():
     rng = np.random.default_rng(0)
@@ -84,3 +95,10 @@ def test_cli_errors(tmp_path, capsys):
     assert main(["mqar", "report", "--out", str(tmp_path), "--doc", str(tmp_path / "x.md")]) == 2
     assert "no MQAR run records" in capsys.readouterr().err
     assert main(["mqar", "--rules", "vla", "--n-pairs", "48", "--seq-len", "64", "--out", str(tmp_path)]) == 2
+
+
+def test_cli_speed(tmp_path):
+    assert main(["mqar", "speed", "--rules", "linear,vla", "--n-pairs", "2", "--out", str(tmp_path)]) == 0
+    runs = json.loads((tmp_path / "speed-cpu.json").read_text())["runs"]
+    assert [(r["rule"], r["T"], r["batch"]) for r in runs] == [("linear", 7, 64), ("vla", 7, 64)]
+    assert all(r["steps_per_s"] > 0 for r in runs)
