@@ -457,7 +457,9 @@ def cmd_mqar(args) -> int:
         return 0
     if args.action == "int8":
         os.makedirs(args.out, exist_ok=True)
-        cks = sorted(f for f in os.listdir(args.out) if f.endswith(".pt"))
+        # a checkpoint counts once its run record exists (the record is written after it, atomically)
+        cks = sorted(f for f in os.listdir(args.out)
+                     if f.endswith(".pt") and os.path.exists(os.path.join(args.out, f[:-3] + ".json")))
         if not cks:
             raise SpecmemInputError(f"out: no trained checkpoints (*.pt) in {args.out}")
         for f in cks:

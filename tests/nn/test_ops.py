@@ -139,3 +139,13 @@ def test_bad_inputs_raise_named_errors():
         ops.deltanet(q, k, v, beta[..., :-1])
     with pytest.raises(SpecmemInputError, match="^initial_state"):
         ops.vla(q, k, v, u, initial_state={"s": 0})
+
+
+@pytest.mark.parametrize("rule", ["deltanet", "gated_deltanet", "linear"])
+def test_gradcheck_rules_chunk(rule):
+    q, k, v, _, beta, gate = (x[:1, :1, :7, :3].clone().requires_grad_() if x.ndim == 4 else
+                              x[:1, :1, :7].clone().requires_grad_() for x in _inputs())
+    fn = {"deltanet": lambda q, k, v: ops.deltanet(q, k, v, beta, chunk_size=3)[0],
+          "gated_deltanet": lambda q, k, v: ops.gated_deltanet(q, k, v, beta, gate, chunk_size=3)[0],
+          "linear": lambda q, k, v: ops.linear_attention(q, k, v, chunk_size=3)[0]}[rule]
+    assert torch.autograd.gradcheck(fn, (q, k, v))
