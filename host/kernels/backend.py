@@ -3,8 +3,9 @@ the Triton kernels, same inputs and output names as the float backend.
 
 Inputs ``[..., T, d]`` (numpy) become ``[N, T, 1, d]`` float32 (``N`` = the leading dims
 flattened, one head); outputs come back as float64 numpy arrays in the exchange layout. Options:
-``mode="fused"`` (default) or ``"chunk"`` for VLA (``chunk`` has no ``s_norm``), and
-``chunk_size``, ``dot_precision`` for ``chunk``. Without a CUDA device the kernels run in
+``mode="fused"`` (default) or ``"chunk"`` for VLA (``chunk`` has no ``s_norm``, and no
+``a_norm`` unless ``a_pass="sequential"``), and ``chunk_size``, ``dot_precision``, ``a_pass``
+for ``chunk``. Without a CUDA device the kernels run in
 Triton's CPU interpreter (slow: small inputs only).
 """
 
@@ -37,7 +38,7 @@ def _vla(inputs, params, options):
     mode = options.pop("mode", "fused")
     if mode not in ("fused", "chunk"):
         raise SpecmemInputError(f"mode: must be 'fused' or 'chunk', got {mode!r}")
-    chunk_opts = {n: options.pop(n) for n in ("chunk_size", "dot_precision") if n in options}
+    chunk_opts = {n: options.pop(n) for n in ("chunk_size", "dot_precision", "a_pass") if n in options}
     if chunk_opts and mode != "chunk":
         raise SpecmemInputError(f"{next(iter(chunk_opts))}: only applies to mode='chunk'")
     if options:
@@ -53,9 +54,10 @@ def _vla(inputs, params, options):
     fn = fused_recurrent_vla if mode == "fused" else chunk_vla
     out = fn(t["k"], t["v"], t["q"], t["u"], **params, **chunk_opts)
     res = {"o": _back(out["o"], batch, (T, d)), "s": _back(out["s"], batch, (d, d)),
-           "a": _back(out["a"], batch, (d, d)), "a_norm": _back(out["a_norm"], batch, (T,))}
-    if out["s_norm"] is not None:
-        res["s_norm"] = _back(out["s_norm"], batch, (T,))
+           "a": _back(out["a"], batch, (d, d))}
+    for name in ("s_norm", "a_norm"):
+        if out[name] is not None:
+            res[name] = _back(out[name], batch, (T,))
     return res
 
 

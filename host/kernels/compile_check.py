@@ -31,6 +31,7 @@ from specmem.kernels.annihilation.fused_recurrent import (  # noqa: E402
 )
 from specmem.kernels.utils import block_size  # noqa: E402
 from specmem.kernels.vla.chunk import CHUNK_BV, chunk_vla_fwd_kernel, vla_ah_fwd_kernel  # noqa: E402
+from specmem.kernels.vla.chunk_a import A_SEGMENT, a_chunk_num_warps, vla_a_chunk_fwd_kernel  # noqa: E402
 from specmem.kernels.vla.fused_recurrent import fused_recurrent_vla_fwd_kernel, recurrent_num_warps  # noqa: E402
 
 __all__ = ["compile_all"]
@@ -48,6 +49,9 @@ def _cases(d: int):
          dict(H=8, K=d, V=d, BK=bk, BV=bk, USE_REFRESH=True, STORE_FINAL_STATE=True), recurrent_num_warps(bk)),
         (vla_ah_fwd_kernel, dict(k=pb, u=pb, ah=p, a=p, a_norm=p, **scal),
          dict(H=8, K=d, BK=bk, USE_REFRESH=True, STORE_FINAL_STATE=True), recurrent_num_warps(bk)),
+        *((vla_a_chunk_fwd_kernel, dict(k=pb, u=pb, ah=p, a=p, **scal),
+           dict(H=8, K=d, BT=A_SEGMENT, BK=bk, USE_REFRESH=True, STORE_FINAL_STATE=True, DOT_PRECISION=prec),
+           a_chunk_num_warps(bk)) for prec in ("ieee", "tf32x3")),
         (chunk_vla_fwd_kernel, dict(k=pb, v=pb, q=pb, ah=p, o=pb, s=p, T="i32", eps="fp32"),
          dict(H=8, K=d, V=d, BT=16, BK=bk, BV=min(CHUNK_BV, bk), DOT_PRECISION="ieee", STORE_FINAL_STATE=True), 4),
         (chunk_vla_fwd_kernel, dict(k=pb, v=pb, q=pb, ah=p, o=pb, s=p, T="i32", eps="fp32"),

@@ -8,6 +8,7 @@ import triton
 from specmem.golden.common import SpecmemInputError, check_scalar
 
 __all__ = [
+    "check_no_grad",
     "KERNEL_DTYPES",
     "MAX_D",
     "SpecmemInputError",
@@ -85,3 +86,10 @@ def assert_close(name: str, ref: torch.Tensor, out: torch.Tensor, ratio: float) 
     print(f"{name:>10}: max abs diff {diff:.3e}, relative rms error {err:.3e} (limit {ratio:.1e})")
     assert err <= ratio, f"{name}: relative rms error {err:.3e} > {ratio:.1e} (max abs diff {diff:.3e})"
 
+
+def check_no_grad(fn: str, tensors, hint: str = "") -> None:
+    """Refuse inputs that require grad where a kernel has no backward (they would be silently detached)."""
+    if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in tensors):
+        raise SpecmemInputError(
+            f"requires_grad: {fn} has no backward and would detach its inputs; call it under torch.no_grad() "
+            f"or detach them{'; ' + hint if hint else ''}")

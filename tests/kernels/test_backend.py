@@ -16,14 +16,16 @@ def rel(ref, out):
     return float(np.sqrt(np.mean((out - ref) ** 2)) / np.sqrt(np.mean(ref ** 2)))
 
 
-@pytest.mark.parametrize("options", [pytest.param({}, id="fused"),
-                                     pytest.param(dict(mode="chunk", chunk_size=16), id="chunk")])
-def test_vla_triton_backend_matches_float(options):
+@pytest.mark.parametrize("options, names", [
+    pytest.param({}, ("o", "s", "a", "a_norm", "s_norm"), id="fused"),
+    pytest.param(dict(mode="chunk", chunk_size=16), ("o", "s", "a"), id="chunk"),
+    pytest.param(dict(mode="chunk", chunk_size=16, a_pass="sequential"), ("o", "s", "a", "a_norm"), id="chunk-seqA"),
+])
+def test_vla_triton_backend_matches_float(options, names):
     rng = np.random.default_rng(0)
     inputs = {n: rng.standard_normal((2, 21, 12)) for n in ("k", "v", "q", "u")}
     ref = run("vla", inputs, backend="float", params=["refresh_period=5"])
     out = run("vla", inputs, backend="triton", params=["refresh_period=5"], **options)
-    names = ("o", "s", "a", "a_norm") + (("s_norm",) if not options else ())
     assert set(out) == set(names)
     for n in names:
         assert out[n].shape == ref[n].shape

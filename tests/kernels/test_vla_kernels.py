@@ -93,12 +93,14 @@ def test_fused_recurrent_vs_naive(B, T, H, K, V, params):
     pytest.param(1, 50, 1, 24, 24, dict(refresh_period=3, eta=0.05), 16, id="refresh3-inside-chunks"),
     pytest.param(1, 10, 1, 24, 24, {}, 16, id="T10-shorter-than-chunk"),
 ])
-def test_chunk_vs_naive(B, T, H, K, V, params, chunk_size):
+@pytest.mark.parametrize("a_pass", ["chunked", "sequential"])
+def test_chunk_vs_naive(B, T, H, K, V, params, chunk_size, a_pass):
     k, v, q, u = make_inputs(B, T, H, K, V, seed=3)
     ref = vla_recurrence(k, v, q, u, **params)
-    out = chunk_vla(*to_kernel(k, v, q, u), chunk_size=chunk_size, **params)
+    out = chunk_vla(*to_kernel(k, v, q, u), chunk_size=chunk_size, a_pass=a_pass, **params)
     assert out["s_norm"] is None
-    for name in ("o", "s", "a", "a_norm"):
+    assert (out["a_norm"] is None) == (a_pass == "chunked")
+    for name in ("o", "s", "a") + (("a_norm",) if a_pass == "sequential" else ()):
         assert_close(name, ref[name], out[name], FP32)
 
 
@@ -110,7 +112,7 @@ def test_kernels_vs_golden():
     chunk = chunk_vla(*to_kernel(k, v, q, u), chunk_size=16)
     for name in ("o", "s", "a", "s_norm", "a_norm"):
         assert_close(f"fused {name}", ref[name], fused[name], FP32)
-    for name in ("o", "s", "a", "a_norm"):
+    for name in ("o", "s", "a"):
         assert_close(f"chunk {name}", ref[name], chunk[name], FP32)
 
 
@@ -147,13 +149,15 @@ def _bad(name, **changes):
     _bad("u_scale", u_scale=-1.0),
     _bad("chunk_size", chunk_size=24),
     _bad("dot_precision", dot_precision="bf16"),
+    _bad("a_pass", a_pass="parallel"),
+    _bad("state_pass", state_pass="fla"),
 ])
 def test_input_checks(arg, changes):
     args = dict(k=torch.zeros(1, 5, 1, 8), v=torch.zeros(1, 5, 1, 8), q=torch.zeros(1, 5, 1, 8),
                 u=torch.zeros(1, 5, 1, 8))
     args = {n: x.to(DEVICE) for n, x in args.items()}
     args.update({n: (x.to(DEVICE) if isinstance(x, torch.Tensor) else x) for n, x in changes.items()})
-    fns = [chunk_vla] if arg in ("chunk_size", "dot_precision") else [fused_recurrent_vla, chunk_vla]
+    fns = [chunk_vla] if arg in ("chunk_size", "dot_precision", "a_pass", "state_pass") else [fused_recurrent_vla, chunk_vla]
     for fn in fns:
         with pytest.raises(SpecmemInputError, match=f"^{arg}:"):
             fn(**args)
@@ -169,6 +173,8 @@ def test_gpu_compiled_kernels(K):
     ref = vla_recurrence(*(x.cuda() for x in (k, v, q, u)))
     fused = fused_recurrent_vla(*to_kernel(k, v, q, u))
     chunk = chunk_vla(*to_kernel(k, v, q, u), chunk_size=32)
+    seq = chunk_vla(*to_kernel(k, v, q, u), chunk_size=32, a_pass="sequential")
     for name in ("o", "s", "a"):
         assert_close(f"fused {name}", ref[name], fused[name], 1e-4)
         assert_close(f"chunk {name}", ref[name], chunk[name], 1e-4)
+        assert_close(f"chunk, sequential A {name}", ref[name], seq[name], 1e-4)

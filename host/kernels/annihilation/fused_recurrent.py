@@ -11,7 +11,7 @@ import triton.language as tl
 
 from specmem.golden.annihilation import check_orth_policy
 
-from ..utils import SpecmemInputError, block_size, check_kernel_tensor, check_scalar
+from ..utils import SpecmemInputError, block_size, check_kernel_tensor, check_no_grad, check_scalar
 
 __all__ = ["fused_recurrent_annihilation", "fused_recurrent_annihilation_fwd", "ORTH_TOL_FP32",
            "EVICT_TIE_RTOL_FP32"]
@@ -149,6 +149,8 @@ def fused_recurrent_annihilation(x, k, orth_tol=ORTH_TOL_FP32, orth_policy="evic
     the kernel, for tests and reports), ``y`` ``[B, T, H, D]`` (the annihilated direction, zero
     where none; dtype of ``x``), ``orth`` ``[B, T, H]`` bool and ``count`` ``[B, H]`` int64.
     """
+    check_no_grad("fused_recurrent_annihilation", (x,), hint="the annihilation step has no chunked or "
+                  "differentiable kernel; torch.autograd through annihilation_recurrence is the reference")
     x = check_kernel_tensor("x", x)
     if isinstance(k, bool):
         raise SpecmemInputError(f"k: expected an integer, got {k!r}")

@@ -21,9 +21,14 @@ import triton
 import triton.language as tl
 
 from ..utils import SpecmemInputError, block_size, check_scalar
+from .chunk_a import vla_a_chunk_fwd
+from ..utils import check_no_grad
 from .fused_recurrent import check_vla_inputs, elu1, recurrent_num_warps, vla_a_step, vla_key_features
 
-__all__ = ["chunk_vla", "chunk_vla_fwd", "DOT_PRECISIONS", "CHUNK_BV"]
+__all__ = ["chunk_vla", "chunk_vla_fwd", "DOT_PRECISIONS", "CHUNK_BV", "A_PASSES", "STATE_PASSES"]
+
+A_PASSES = ("chunked", "sequential")
+STATE_PASSES = ("specmem", "fla-dplr")
 
 DOT_PRECISIONS = ("ieee", "tf32", "tf32x3")
 # V columns per program of the chunk pass: more programs in parallel and fewer registers each
@@ -142,13 +147,10 @@ def chunk_vla_fwd_kernel(
         tl.store(p_s, b_h, mask=m_k[:, None] & m_v[None, :])
 
 
-def chunk_vla_fwd(k, v, q, u, lambda0, eps, refresh_period, eta, u_scale, chunk_size, output_final_state,
-                  dot_precision="ieee"):
-    """Launch both passes on checked, contiguous inputs; returns ``o, s, a, a_norm``."""
+def vla_ah_sequential_fwd(k, u, lambda0, eps, refresh_period, eta, u_scale, output_final_state):
+    """The token-by-token ``A`` pass; returns ``ah``, final ``a`` (or None) and the ``a_norm`` trace."""
     B, T, H, K = k.shape
-    V = v.shape[-1]
     BK = block_size(K)
-    BV = min(CHUNK_BV, block_size(V))
     f32 = dict(dtype=torch.float32, device=k.device)
     ah = torch.empty(B, T, H, K, **f32)
     a = torch.empty(B, H, K, K, **f32) if output_final_state else None
@@ -159,6 +161,22 @@ def chunk_vla_fwd(k, v, q, u, lambda0, eps, refresh_period, eta, u_scale, chunk_
         H=H, K=K, BK=BK, USE_REFRESH=refresh_period > 0, STORE_FINAL_STATE=output_final_state,
         num_warps=recurrent_num_warps(BK),
     )
+    return ah, a, a_norm
+
+
+def chunk_vla_fwd(k, v, q, u, lambda0, eps, refresh_period, eta, u_scale, chunk_size, output_final_state,
+                  dot_precision="ieee", a_pass="chunked"):
+    """Launch the ``A`` pass and the state pass on checked, contiguous inputs; returns ``o, s, a, a_norm``."""
+    B, T, H, K = k.shape
+    V = v.shape[-1]
+    BK = block_size(K)
+    BV = min(CHUNK_BV, block_size(V))
+    f32 = dict(dtype=torch.float32, device=k.device)
+    if a_pass == "sequential":
+        ah, a, a_norm = vla_ah_sequential_fwd(k, u, lambda0, eps, refresh_period, eta, u_scale, output_final_state)
+    else:
+        ah, a = vla_a_chunk_fwd(k, u, lambda0, eps, refresh_period, eta, u_scale, output_final_state, dot_precision)
+        a_norm = None
     o = torch.empty_like(v)
     s = torch.empty(B, H, V, K, **f32) if output_final_state else None
     chunk_vla_fwd_kernel[(triton.cdiv(V, BV), B * H)](
@@ -172,22 +190,33 @@ def chunk_vla_fwd(k, v, q, u, lambda0, eps, refresh_period, eta, u_scale, chunk_
 
 
 def chunk_vla(k, v, q, u, lambda0=0.1, eps=1e-4, refresh_period=20, eta=1e-3, u_scale=None,
-              chunk_size=16, output_final_state=True, dot_precision="ieee") -> dict:
-    """VLA (spec §2) with the state computed chunkwise; the ``A`` loop is a sequential first pass.
+              chunk_size=16, output_final_state=True, dot_precision="ieee", a_pass="chunked",
+              state_pass="specmem") -> dict:
+    """VLA (spec §2): the ``A`` pass, then the state chunk by chunk as an asymmetric delta rule.
 
     Args:
         k, q, u: ``[B, T, H, K]`` raw key, query and ``u``; v: ``[B, T, H, V]``.
             float32/float16/bfloat16, ``K, V <= 128``, computed in float32; any ``T``.
         lambda0, eps, refresh_period, eta, u_scale: as :func:`fused_recurrent_vla`.
-        chunk_size: tokens per chunk ``C``, a power of two in [16, 64].
+        chunk_size: tokens per chunk ``C`` of the state pass, a power of two in [16, 64].
         output_final_state: also return the final ``s`` and ``a``.
         dot_precision: ``tl.dot`` input precision: ``"ieee"`` (float32, what the tests check),
             ``"tf32"`` or ``"tf32x3"`` (tensor cores on a GPU; the CPU interpreter ignores it).
+        a_pass: ``"chunked"`` (segment form, one sequential step per segment of <= 32 tokens,
+            :mod:`.chunk_a`) or ``"sequential"`` (one step per token; the only one with the
+            ``a_norm`` trace).
+        state_pass: ``"specmem"`` (this module's UT-form kernel) or ``"fla-dplr"`` (fla's
+            ``chunk_dplr_delta_rule`` with ``a = -kh, b = ah, k = ah``: CUDA only, and the only
+            path with a backward: ``A`` then runs as the differentiable torch segment form).
 
     Returns ``o`` ``[B, T, H, V]``, ``s`` ``[B, H, V, K]``, ``a`` ``[B, H, K, K]``,
-    ``a_norm`` ``[B, T, H]``, and ``s_norm = None``: the state is only formed at chunk
-    boundaries (use :func:`fused_recurrent_vla` for the per-token trace).
+    ``a_norm`` ``[B, T, H]`` (``a_pass="sequential"`` only, else None), and ``s_norm = None``:
+    the state is only formed at chunk boundaries (use :func:`fused_recurrent_vla` for traces).
     """
+    if state_pass not in STATE_PASSES:
+        raise SpecmemInputError(f"state_pass: must be one of {STATE_PASSES}, got {state_pass!r}")
+    if state_pass != "fla-dplr":
+        check_no_grad("chunk_vla", (k, v, q, u), hint="state_pass='fla-dplr' (CUDA) has a backward")
     k, v, q, u, lambda0, eps, refresh_period, eta, u_scale = check_vla_inputs(
         k, v, q, u, lambda0, eps, refresh_period, eta, u_scale)
     chunk_size = check_scalar("chunk_size", chunk_size, lo=16, hi=64, integer=True)
@@ -195,6 +224,13 @@ def chunk_vla(k, v, q, u, lambda0=0.1, eps=1e-4, refresh_period=20, eta=1e-3, u_
         raise SpecmemInputError(f"chunk_size: must be a power of two in [16, 64], got {chunk_size}")
     if dot_precision not in DOT_PRECISIONS:
         raise SpecmemInputError(f"dot_precision: must be one of {DOT_PRECISIONS}, got {dot_precision!r}")
+    if a_pass not in A_PASSES:
+        raise SpecmemInputError(f"a_pass: must be one of {A_PASSES}, got {a_pass!r}")
+    if state_pass == "fla-dplr":
+        from .dplr import chunk_vla_dplr
+        return chunk_vla_dplr(k, v, q, u, lambda0, eps, refresh_period, eta, u_scale, output_final_state,
+                              dot_precision, a_pass)
     o, s, a, a_norm = chunk_vla_fwd(
-        k, v, q, u, lambda0, eps, refresh_period, eta, u_scale, chunk_size, output_final_state, dot_precision)
+        k, v, q, u, lambda0, eps, refresh_period, eta, u_scale, chunk_size, output_final_state, dot_precision,
+        a_pass)
     return {"o": o, "s": s, "a": a, "s_norm": None, "a_norm": a_norm}

@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..utils import SpecmemInputError, block_size, check_kernel_tensor, check_scalar
+from ..utils import SpecmemInputError, block_size, check_kernel_tensor, check_no_grad, check_scalar
 
 __all__ = ["fused_recurrent_vla", "fused_recurrent_vla_fwd"]
 
@@ -179,6 +179,7 @@ def fused_recurrent_vla(k, v, q, u, lambda0=0.1, eps=1e-4, refresh_period=20, et
     in float32 (None without ``output_final_state``), ``s_norm`` and ``a_norm`` ``[B, T, H]``
     (Frobenius norms after each token).
     """
+    check_no_grad("fused_recurrent_vla", (k, v, q, u), hint="chunk_vla(..., state_pass='fla-dplr') has a backward")
     k, v, q, u, lambda0, eps, refresh_period, eta, u_scale = check_vla_inputs(
         k, v, q, u, lambda0, eps, refresh_period, eta, u_scale)
     o, s, a, s_norm, a_norm = fused_recurrent_vla_fwd(
