@@ -10,3 +10,44 @@ def test_pipes_in_cells_are_escaped():
     unescaped = re.findall(r"(?<!\\)\|", row)
     assert len(unescaped) == 6, row
     assert row.endswith("| **fails** |")
+
+
+def _record(tmp_path, loop_ms, fused_ms, cross, mode="gpu"):
+    """A benchmark record in bench_gpu's JSON layout; ``cross``: {T: (vla_ms, sdpa_ms)}."""
+    import json
+
+    rows = [{"op": op, "T": T, "status": "ok", "median_ms": ms}
+            for T, (vla, sdpa) in cross.items() for op, ms in (("vla_fused", vla), ("sdpa_causal", sdpa))]
+    first = next((T for T, (vla, sdpa) in sorted(cross.items()) if vla < sdpa), None)
+    rec = {"mode": mode, "device": "Test GPU", "dtype": "bfloat16", "versions": {"torch": "t", "triton": "x"},
+           "seed_14x": {"shape": "B1-T4096-H8-D64", "rows": [
+               {"op": "vla_torch_loop", "status": "ok", "median_ms": loop_ms},
+               {"op": "vla_fused", "status": "ok", "median_ms": fused_ms}]},
+           "crossover": {"B": 1, "H": 8, "D": 64, "Ts": sorted(cross), "rows": rows,
+                         "first_T_faster_than_sdpa": {"vla_fused": first}}}
+    path = tmp_path / "rec.json"
+    path.write_text(json.dumps(rec))
+    return str(path)
+
+
+def test_gpu_claims_verdicts_follow_the_record(tmp_path):
+    from specmem.claims import _gpu_claims
+
+    ok = _gpu_claims(_record(tmp_path, 150.0, 10.0, {16384: (4.0, 2.0), 32768: (8.0, 8.5), 65536: (16, 30)}))
+    assert [c.verdict for c in ok] == ["holds", "holds"]
+    assert "15x" in ok[0].measurement and "32768" in ok[1].measurement
+    bad = _gpu_claims(_record(tmp_path, 100.0, 10.0, {32768: (40.0, 2.0), 131072: (160.0, 37.0)}))
+    assert [c.verdict for c in bad] == ["fails", "fails"]
+    assert "none up to 131072" in bad[1].measurement
+    early = _gpu_claims(_record(tmp_path, 100.0, 1.0, {4096: (1.0, 2.0), 8192: (2.0, 8.0)}))
+    assert early[1].verdict == "fails"          # crossing at 4096: not within 2x of 43 000
+    assert [c.verdict for c in _gpu_claims(str(tmp_path / "missing.json"))] == ["not measured"] * 2
+
+
+def test_gpu_claims_refuse_interpreter_records(tmp_path):
+    import pytest
+
+    from specmem.claims import _gpu_claims
+
+    with pytest.raises(ValueError, match="expected a GPU run"):
+        _gpu_claims(_record(tmp_path, 1.0, 1.0, {16: (1.0, 1.0)}, mode="cpu-interpreter"))
