@@ -37,7 +37,14 @@ def _fixed_backend(algo: str, inputs: dict[str, np.ndarray], params: dict[str, A
         raise SpecmemInputError(f"format: unknown fixed-point preset {preset!r}; choose one of {', '.join(PRESETS)}")
     if options:
         raise SpecmemInputError(f"backend: unknown option(s) for fixed: {', '.join(options)}")
-    return run_fixed(algo, inputs, preset, params)
+    try:
+        return run_fixed(algo, inputs, preset, params)
+    except SpecmemInputError:
+        raise
+    except (ValueError, OverflowError) as exc:  # a parameter that pushes a format's shifts past its word
+        given = ", ".join(f"{k}={v}" for k, v in params.items()) or "defaults"
+        raise SpecmemInputError(f"param: the fixed-point model of {algo} ({preset or 'default format'}) cannot "
+                                f"represent these parameters ({given}): {exc}") from None
 
 
 BACKENDS: dict[str, BackendFn] = {"float": _float_backend, "fixed": _fixed_backend}
@@ -72,4 +79,22 @@ def run(algo: str, inputs: dict[str, np.ndarray], backend: str = "float", params
     missing = [n for n in spec.inputs if n not in inputs]
     if missing:
         raise SpecmemInputError(f"{missing[0]}: input array missing for {algo}")
-    return BACKENDS[backend](algo, dict(inputs), kwargs, dict(options))
+    for name, val in inputs.items():
+        if np.iscomplexobj(val):
+            raise SpecmemInputError(f"{name}: complex array; the rules take real inputs")
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported below, as one error
+        out = BACKENDS[backend](algo, dict(inputs), kwargs, dict(options))
+    _check_finite(algo, backend, kwargs, out)
+    return out
+
+
+def _check_finite(algo: str, backend: str, params: dict, out: dict[str, np.ndarray]) -> None:
+    """Reject results with NaN or Inf: a parameter outside the range a model can represent (float
+    overflow, or a fixed-point shift past its word) must not come back as numbers."""
+    for name, val in out.items():
+        a = np.asarray(val)
+        if a.dtype.kind in "fc" and not np.all(np.isfinite(a)):
+            given = ", ".join(f"{k}={v}" for k, v in params.items()) or "defaults"
+            raise SpecmemInputError(
+                f"param: the {backend} model of {algo} overflows with these parameters ({given}): output {name!r} "
+                "is not finite; choose parameters within the model's range")

@@ -537,8 +537,9 @@ def write_claims(out_dir: str = "docs", full: bool = False, progress=print) -> s
         "`docs/hardware.md`.",
         "",
     ]
+    from specmem.exchange import write_atomic
+
     path = os.path.join(out_dir, "claims.md")
-    with open(path, "w") as f:
-        f.write("\n".join(lines))
+    write_atomic(path, "\n".join(lines))
     progress(f"claims: wrote {path} ({len(rows)} rows: {counts})")
     return path

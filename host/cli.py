@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
+import warnings
 
 import numpy as np
 
 from specmem.algorithms import ALGORITHMS, get_algorithm
+from specmem.exchange import write_atomic
 from specmem.golden.common import SpecmemInputError
 
 __all__ = ["main"]
@@ -32,8 +33,10 @@ def _cmd_run(args) -> int:
     dt = time.perf_counter() - t0
     meta = {"algo": args.algo, "backend": args.backend, "params": args.param or [], **options}
     save_outputs(args.out, out, meta)
-    T = next(iter(inputs.values())).shape[-2] if spec.inputs[0] not in spec.token_scalars else None
-    print(f"specmem run: {args.algo} on {args.backend}: {T} tokens in {dt:.3f} s -> {args.out} "
+    shape = inputs[spec.inputs[0]].shape
+    lead = shape if spec.inputs[0] in spec.token_scalars else shape[:-1]  # [*batch, T]
+    tokens = f"{int(np.prod(lead))} tokens" + (f" ({' x '.join(map(str, lead))}: batch x T)" if len(lead) > 1 else "")
+    print(f"specmem run: {args.algo} on {args.backend}: {tokens} in {dt:.3f} s -> {args.out} "
           f"({', '.join(sorted(out))})")
     return 0
 
@@ -70,9 +73,7 @@ def _cmd_bench(args) -> int:
 
         rec = bench_sim(tokens=500 if args.quick else 2000)
         if args.json:
-            os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-            with open(args.json, "w") as f:
-                json.dump(rec, f, indent=2)
+            write_atomic(args.json, json.dumps(rec, indent=2))
     elif args.what == "fixed":
         from specmem.golden.fixed.accuracy import bench_fixed
 
@@ -125,13 +126,7 @@ def _cmd_accuracy_in(args) -> int:
     res = compare_formats(spec.name, inputs, params, fmts, progress=_progress)
     print(format_table(res))
     if args.json:
-        folder = os.path.dirname(os.path.abspath(args.json))
-        if not os.path.isdir(folder):
-            raise SpecmemInputError(f"json: directory does not exist: {folder}")
-        tmp = args.json + ".tmp"
-        with open(tmp, "w") as fh:
-            json.dump(res, fh, indent=1)
-        os.replace(tmp, args.json)
+        write_atomic(args.json, json.dumps(res, indent=1))
         print(f"specmem accuracy: JSON -> {args.json}")
     return 0
 
@@ -161,12 +156,25 @@ def _cmd_rtl(args) -> int:
     return 0
 
 
+#: ``specmem sim`` defaults; the options default to None so that --mutants can tell what was given
+SIM_DEFAULTS = {"algo": "annihilation", "d": 16, "k": 4, "tokens": 256, "seed": 0, "format": "legacy-int8"}
+
+
 def _cmd_sim(args) -> int:
     from specmem.sim.commands import mutation_command, simulate
 
     if args.mutants:
+        given = [f"--{n}" for n in (*SIM_DEFAULTS, "param") if getattr(args, n) is not None]
+        given += [f"--{n}" for n in ("coverage", "waves") if getattr(args, n)]
+        if given:
+            raise SpecmemInputError(f"mutants: the mutation check runs its own fixed configuration (the annihilation "
+                                    f"top, d=16, k=4, legacy-int8, seeds 0 and 1, 24 tokens); {', '.join(given)} "
+                                    "do not apply to it")
         base, res = mutation_command()
         return 0 if base.passed and all(r.caught for r in res) else 1
+    for name, default in SIM_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
     params = None
     if args.param:  # the VLA's rule parameters (generics of the design)
         from specmem.algorithms import parse_params
@@ -187,53 +195,125 @@ def _progress(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the one error format of every specmem command: ``specmem: error: ...``, exit 2."""
+
+    def error(self, message):
+        self.exit(2, f"specmem: error: {message} (see '{self.prog} --help')\n")
+
+
+def _show_default(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join("auto" if v is None else str(v) for v in value)
+    return str(value)
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Appends "(default: X)" to an option's help unless the help already states its default."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if ("default" in text or action.default in (None, False, argparse.SUPPRESS) or action.required
+                or not action.option_strings):
+            return text
+        return f"{text} (default: {_show_default(action.default).replace('%', '%%')})"
+
+
+# Help for options defined elsewhere without any (synth's and mqar's own argument functions).
+_EXTRA_HELP = {
+    ("synth", "--d"): "state dimension d of the configuration (required unless --sweep/--report-only)",
+    ("synth", "--k"): "memory columns k of the configuration (required unless --sweep/--report-only)",
+    ("mqar", "--n-pairs"): "comma-separated numbers of key-value pairs per sequence",
+    ("mqar", "--seeds"): "comma-separated training seeds",
+    ("mqar", "--steps"): "training steps per run",
+}
+
+
+def _fill_help(name: str, parser: argparse.ArgumentParser) -> None:
+    for action in parser._actions:
+        for opt in action.option_strings:
+            if not action.help and (name, opt) in _EXTRA_HELP:
+                action.help = _EXTRA_HELP[(name, opt)]
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("specmem")
+    except Exception:  # not installed as a distribution: the package's own constant
+        from specmem import __version__
+
+        return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="specmem", description=__doc__)
-    sub = p.add_subparsers(dest="cmd", required=True)
+    p = _Parser(prog="specmem", description=__doc__, formatter_class=_HelpFormatter)
+    p.add_argument("--version", action="version", version=f"specmem {_version()}")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    _add = sub.add_parser
+
+    def add_parser(name, **kw):
+        return _add(name, formatter_class=_HelpFormatter, **kw)
+
+    sub.add_parser = add_parser
 
     r = sub.add_parser("run", help="run an input .npz through one update rule on one backend")
     r.add_argument("--algo", required=True, help=f"one of: {', '.join(ALGORITHMS)}")
-    r.add_argument("--in", dest="inp", required=True, metavar="IN.npz")
-    r.add_argument("--out", required=True, metavar="OUT.npz")
-    r.add_argument("--backend", default="float", help="float (default), fixed, verilator, triton")
+    r.add_argument("--in", dest="inp", required=True, metavar="IN.npz",
+                   help="input arrays in the exchange format (spec section 5), e.g. from specmem vectors")
+    r.add_argument("--out", required=True, metavar="OUT.npz",
+                   help="where to write the outputs (the folder must exist; written whole or not at all)")
+    r.add_argument("--backend", default="float",
+                   help="float (default; float64 golden model), fixed (bit-exact fixed-point model), verilator "
+                        "(the RTL, annihilation and vla), triton (GPU kernels, where installed)")
     r.add_argument("--format", default=None,
                    help="number format for --backend fixed (default: the rule's own, int18 annihilation, int8 the "
                         "others): int8, int18, int16, wide, legacy-int8, legacy-int16, legacy-wide; "
                         "--backend verilator takes the legacy-* ones (default legacy-int8)")
-    r.add_argument("--param", action="append", metavar="NAME=VALUE", help="rule parameter (repeatable)")
+    r.add_argument("--param", action="append", metavar="NAME=VALUE",
+                   help="rule parameter, repeatable (default: the rule's own defaults; annihilation needs k=N)")
     r.set_defaults(fn=_cmd_run)
 
     v = sub.add_parser("vectors", help="write seeded input vectors for a rule")
-    v.add_argument("--algo", required=True)
-    v.add_argument("--T", type=int, default=1000)
-    v.add_argument("--d", type=int, default=64)
-    v.add_argument("--seed", type=int, default=0)
-    v.add_argument("--batch", type=int, action="append", help="leading batch dimension (repeatable)")
-    v.add_argument("--out", required=True, metavar="IN.npz")
+    v.add_argument("--algo", required=True, help=f"the rule whose inputs to write: {', '.join(ALGORITHMS)}")
+    v.add_argument("--T", type=int, default=1000, help="tokens per stream")
+    v.add_argument("--d", type=int, default=64, help="vector dimension")
+    v.add_argument("--seed", type=int, default=0, help="random seed (numpy default_rng)")
+    v.add_argument("--batch", type=int, action="append",
+                   help="leading batch dimension, repeatable (default: none, arrays [T, d])")
+    v.add_argument("--out", required=True, metavar="IN.npz",
+                   help="where to write the .npz (the folder must exist)")
     v.set_defaults(fn=_cmd_vectors)
 
     c = sub.add_parser("claims", help="measure every quantitative claim of the seeds -> docs/claims.md")
-    c.add_argument("--out", default="docs", help="folder for claims.md and its plots (default docs)")
-    c.add_argument("--full", action="store_true", help="longer runs and bigger sweeps")
+    c.add_argument("--out", default="docs",
+                   help="folder for claims.md and its plots in OUT/claims/ (default docs; created if missing)")
+    c.add_argument("--full", action="store_true", help="longer runs and bigger sweeps (default: the small ones)")
     c.set_defaults(fn=_cmd_claims)
 
     b = sub.add_parser("bench", help="benchmarks that print numbers and write JSON")
-    b.add_argument("what", choices=["golden", "gpu", "fixed", "sim"])
-    b.add_argument("--json", default=None, help="where to write the JSON record")
-    b.add_argument("--quick", action="store_true", help="small shapes only")
+    b.add_argument("what", choices=["golden", "gpu", "fixed", "sim"],
+                   help="golden: float64 Gram vs dense forms; gpu: Triton kernels (needs a GPU); fixed: the "
+                        "fixed-point models; sim: Verilator simulation speed")
+    b.add_argument("--json", default=None, metavar="OUT.json",
+                   help="where to write the JSON record (default: print only; the folder must exist)")
+    b.add_argument("--quick", action="store_true", help="small shapes only (default: the full set)")
     b.set_defaults(fn=_cmd_bench)
 
     a = sub.add_parser("accuracy", help="INT8-vs-float accuracy report -> docs/accuracy/")
-    a.add_argument("--out", default=None, help="folder for the report (default docs/accuracy)")
+    a.add_argument("--out", default=None, help="folder for the report (default docs/accuracy; created if missing)")
     a.add_argument("--full", action="store_true", help="T=4096 streams and the 10^5-token run (with --formats: d=64, "
                    "20 seeds, 10^5 tokens; about an hour on 2 cores)")
     a.add_argument("--in", dest="inp", default=None, metavar="IN.npz",
                    help="compare every fixed-point format with float64 on these inputs (with --algo); prints a table")
-    a.add_argument("--algo", default=None, help="the rule for --in")
+    a.add_argument("--algo", default=None, help="the rule for --in (default: none; required with --in)")
     a.add_argument("--format", default=None, metavar="F1,F2",
                    help="with --in: the formats to compare (default: every format the rule supports)")
-    a.add_argument("--param", action="append", metavar="NAME=VALUE", help="with --in: rule parameter (repeatable)")
-    a.add_argument("--json", default=None, metavar="OUT.json", help="with --in: also write the rows as JSON")
+    a.add_argument("--param", action="append", metavar="NAME=VALUE",
+                   help="with --in: rule parameter, repeatable (default: the rule's defaults)")
+    a.add_argument("--json", default=None, metavar="OUT.json",
+                   help="with --in: also write the rows as JSON (default: print only)")
     a.add_argument("--sweep", action="store_true",
                    help="the precision sweep only: operand bits x state bits x scheme per rule, and each rule's "
                         "float64 sensitivity -> OUT/sweep.md")
@@ -244,60 +324,108 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("rtl", help="generate Verilog and a JSON manifest, then lint it")
     g.add_argument("--algo", required=True, help="annihilation, vla, linear, deltanet, or engine (the bare dot-product engine)")
-    g.add_argument("--d", type=int, required=True)
-    g.add_argument("--k", type=int, required=True)
+    g.add_argument("--d", type=int, required=True, help="vector dimension d")
+    g.add_argument("--k", type=int, required=True,
+                   help="memory columns (annihilation) or dot-product lanes (the others); must divide d")
     g.add_argument("--format", default="legacy-int8",
                    help="fixed-point preset the RTL implements: legacy-int8 (default), legacy-int16, legacy-wide")
-    g.add_argument("--out", required=True, help="output folder")
-    g.add_argument("--no-lint", action="store_true", help="skip the Verilator lint")
+    g.add_argument("--out", required=True, help="output folder (created if missing)")
+    g.add_argument("--no-lint", action="store_true", help="skip the Verilator lint (default: lint)")
     g.add_argument("--dsp", choices=("fabric", "registered", "ecp5"), default=None,
-                   help="engine only: multiplier registers (fabric = product register, as in the cores; "
+                   help="engine only: multiplier registers (default fabric = product register, as in the cores; "
                         "registered = input+output registers; ecp5 = those inside MULT18X18D)")
     g.set_defaults(fn=_cmd_rtl)
 
     sm = sub.add_parser("sim", help="simulate the RTL in Verilator against the fixed-point golden model")
-    sm.add_argument("--algo", default="annihilation")
-    sm.add_argument("--d", type=int, default=16)
-    sm.add_argument("--k", type=int, default=4)
-    sm.add_argument("--tokens", type=int, default=256)
-    sm.add_argument("--seed", type=int, default=0)
-    sm.add_argument("--format", default="legacy-int8",
+    sm.add_argument("--algo", default=None,
+                    help="the top to simulate: annihilation (default) or vla; linear and deltanet have RTL "
+                         "(specmem rtl) but no testbench")
+    sm.add_argument("--d", type=int, default=None, help="vector dimension (default 16)")
+    sm.add_argument("--k", type=int, default=None, help="memory columns / lanes, must divide d (default 4)")
+    sm.add_argument("--tokens", type=int, default=None, help="tokens in the random stream (default 256)")
+    sm.add_argument("--seed", type=int, default=None, help="stream seed (default 0)")
+    sm.add_argument("--format", default=None,
                     help="fixed-point preset the RTL implements: legacy-int8 (default), legacy-int16, legacy-wide")
-    sm.add_argument("--coverage", action="store_true", help="line/toggle coverage, summary and what is not covered")
-    sm.add_argument("--waves", action="store_true", help="record a VCD waveform")
+    sm.add_argument("--coverage", action="store_true",
+                    help="annihilation only: line/toggle coverage, summary and what is not covered (default off)")
+    sm.add_argument("--waves", action="store_true", help="record a VCD waveform; its path is printed (default off)")
     sm.add_argument("--param", action="append", metavar="NAME=VALUE",
-                    help="rule parameter of --algo vla (repeatable), e.g. refresh_period=3")
-    sm.add_argument("--mutants", action="store_true", help="run the mutation check instead")
+                    help="rule parameter of --algo vla, repeatable, e.g. refresh_period=3 (default: the rule's)")
+    sm.add_argument("--mutants", action="store_true",
+                    help="run the mutation check instead (its own fixed configuration; takes no other option)")
     sm.set_defaults(fn=_cmd_sim)
 
     from specmem.synth import add_synth_arguments, cmd_synth
 
     sy = add_synth_arguments(sub.add_parser(
         "synth", help="ECP5 place and route (yowasp) and a 7-series estimate; --sweep writes docs/hardware.md"))
+    _fill_help("synth", sy)
     sy.set_defaults(fn=cmd_synth)
 
     from specmem.mqar import add_mqar_arguments, cmd_mqar
 
     mq = add_mqar_arguments(sub.add_parser("mqar", help="train the rules on MQAR (the VLA paper's task); int8 "
                                                          "accuracy of trained models; docs/mqar.md"))
+    _fill_help("mqar", mq)
     mq.set_defaults(fn=cmd_mqar)
 
     m = sub.add_parser("main", help="the main job on the small default configuration")
-    m.add_argument("--out", default="out/main", help="folder for generated files (default out/main)")
+    m.add_argument("--out", default="out/main",
+                   help="folder for every generated file (default out/main; created if missing)")
     m.set_defaults(fn=_cmd_main)
     return p
 
 
+# The output paths each command writes: checked before any work starts (kind: a file or a folder).
+_OUTPUTS = {
+    "run": [("out", "file")], "vectors": [("out", "file")], "claims": [("out", "dir")],
+    "bench": [("json", "file")], "accuracy": [("out", "dir"), ("json", "file")], "rtl": [("out", "dir")],
+    "synth": [("out", "dir"), ("docs", "dir")], "main": [("out", "dir")],
+}
+
+
+def _check_outputs(args) -> None:
+    from specmem.exchange import check_out_dir, check_out_file
+
+    outputs = list(_OUTPUTS.get(args.cmd, []))
+    if args.cmd == "mqar":  # report writes --doc; the other actions write into --out
+        outputs = [("doc", "file")] if args.action == "report" else [("out", "dir")]
+    for attr, kind in outputs:
+        path = getattr(args, attr, None)
+        if path is None:
+            continue
+        if not isinstance(path, str) or not path:
+            raise SpecmemInputError(f"{attr}: --{attr} needs a path")
+        (check_out_file if kind == "file" else check_out_dir)(attr, path)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"specmem: warning: {message}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Parse ``argv`` and run the command; 0 ok, 1 a check failed, 2 bad input (one ``specmem: error:`` line)."""
     args = build_parser().parse_args(argv)
+    shown = warnings.showwarning
+    warnings.showwarning = _show_warning
     try:
+        _check_outputs(args)
         return args.fn(args)
     except SpecmemInputError as exc:
         print(f"specmem: error: {exc}", file=sys.stderr)
         return 2
+    except MemoryError:
+        print(f"specmem: error: out of memory in specmem {args.cmd}; try smaller sizes", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        print(f"specmem: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("specmem: interrupted", file=sys.stderr)
         return 130
+    finally:
+        warnings.showwarning = shown
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import numpy as np
 from specmem.algorithms import ALGORITHMS
 from specmem.backends import run
 from specmem.vectors import make_vectors
-from specmem.exchange import save_outputs
+from specmem.exchange import save_outputs, write_atomic
 
 __all__ = ["DEFAULTS", "main_job"]
 
@@ -105,7 +105,6 @@ def main_job(out_dir: str = "out/main", progress=print) -> int:
 
     summary["formats"] = write_formats_report(os.path.join(out_dir, "accuracy"), "small", progress=progress)
     summary["seconds"] = time.perf_counter() - t0
-    with open(os.path.join(out_dir, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+    write_atomic(os.path.join(out_dir, "summary.json"), json.dumps(summary, indent=2))
     progress(f"main: done in {summary['seconds']:.1f} s; outputs in {out_dir}, ledger in {summary['claims']}")
     return 0

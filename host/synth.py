@@ -1584,10 +1584,10 @@ def cmd_synth(args) -> int:
                   pnr=not args.no_pnr, xilinx=not args.no_xilinx and not ecp5, cpu=args.cpu, ltp=not ecp5,
                   progress=_progress, params=params, pnr_timeout_s=cap)
     except ValueError as exc:
-        print(f"specmem synth: error: {exc}", file=sys.stderr)
+        print(f"specmem: error: {exc}", file=sys.stderr)
         return 2
     except SynthError as exc:
-        print(f"specmem synth: error: {exc}", file=sys.stderr)
+        print(f"specmem: error: {exc}", file=sys.stderr)
         return 1
     cp = r.get("critical_path") or {}
     tps = r.get("tokens_per_s")

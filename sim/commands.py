@@ -59,15 +59,47 @@ class SimResult:
 
 def _check(algo, d, k, tokens, seed, preset):
     if algo not in SIM_ALGOS:
-        raise SpecmemInputError(f"algo: the RTL implements {', '.join(SIM_ALGOS)}; got {algo!r}")
+        rtl_only = algo in ("linear", "deltanet", "engine")
+        raise SpecmemInputError(
+            f"algo: specmem sim has testbenches for {' and '.join(SIM_ALGOS)} only; "
+            + (f"{algo} has RTL (specmem rtl --algo {algo} generates and lints it) but no testbench"
+               if rtl_only else f"got {algo!r}"))
     for name, v, lo in (("d", d, 2), ("k", k, 2), ("tokens", tokens, 1), ("seed", seed, 0)):
         if isinstance(v, bool) or not isinstance(v, int) or v < lo:
             raise SpecmemInputError(f"{name}: must be an integer >= {lo}, got {v!r}")
     if k > d or d % k:
         raise SpecmemInputError(f"d: must be a multiple of k ({k}) and at least k, got {d}")
+    need, avail = _stream_bytes(algo, d, tokens), _available_bytes()
+    if avail is not None and need > avail // 2:
+        raise SpecmemInputError(
+            f"tokens: {tokens} tokens at d={d} need about {need / 2**30:.1f} GiB for the stimulus, the model's "
+            f"outputs and the observed outputs (held for the whole stream); {avail / 2**30:.1f} GiB is available. "
+            f"Use at most {max(1, tokens * (avail // 2) // need)} tokens per run")
     from specmem.rtl.presets import check_rtl_preset
 
     check_rtl_preset(preset, SpecmemInputError)  # the RTL is bit-exact with the legacy formats only
+
+
+#: bytes held per token and element of the stream: float stimulus and its copies, the raw
+#: integers, the model's expected and the observed outputs (a generous bound, not a measurement)
+_BYTES_PER_ELEMENT = 256
+
+
+def _stream_bytes(algo: str, d: int, tokens: int) -> int:
+    """Rough upper bound of the memory a ``tokens``-long stream holds at once."""
+    return _BYTES_PER_ELEMENT * d * tokens * (4 if algo == "vla" else 1)  # VLA streams k, v, q, u
+
+
+def _available_bytes() -> int | None:
+    """``MemAvailable`` from ``/proc/meminfo`` (None where there is no such file)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
 
 
 def simulate(algo: str, d: int, k: int, tokens: int, seed: int, preset: str = "legacy-int8", coverage: bool = False,
@@ -134,8 +166,11 @@ def simulate(algo: str, d: int, k: int, tokens: int, seed: int, preset: str = "l
             say(f"  {e}")
         say(f"  waveform: {res.waves}" if res.waves else "  waveform: none (rerun with waves=True / --waves)")
         say(f"  log: {run.log}")
+    if res.passed and res.waves:
+        say(f"specmem sim: waveform {res.waves}")
     if cov_text:
         say(cov_text)
+        say(f"specmem sim: coverage report in {out}/coverage.txt and coverage.json")
     say(f"specmem sim: {time.perf_counter() - t0:.1f} s in all")
     return res
 

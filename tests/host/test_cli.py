@@ -161,6 +161,10 @@ def test_rtl_commands_take_only_the_legacy_formats(tmp_path, capsys):
 def test_rtl_command_defaults_are_legacy_int8():
     from specmem.cli import build_parser
 
+    from specmem.cli import SIM_DEFAULTS
+
     p = build_parser()
-    for argv in (["rtl", "--algo", "engine", "--d", "16", "--k", "4", "--out", "x"], ["sim"], ["synth"]):
+    for argv in (["rtl", "--algo", "engine", "--d", "16", "--k", "4", "--out", "x"], ["synth"]):
         assert p.parse_args(argv).format == "legacy-int8", argv
+    # sim leaves its options unset (so --mutants can refuse the ones given) and fills them from SIM_DEFAULTS
+    assert p.parse_args(["sim"]).format is None and SIM_DEFAULTS["format"] == "legacy-int8"

@@ -20,7 +20,7 @@ def test_simulate_passes_and_reports(capsys):
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    ({"algo": "linear"}, "algo: the RTL implements annihilation, vla"),
+    ({"algo": "linear"}, "algo: specmem sim has testbenches for annihilation and vla only; linear has RTL"),
     ({"d": 18}, "d: must be a multiple of k"),
     ({"tokens": 0}, "tokens: must be an integer >= 1"),
     ({"preset": "int3"}, "preset: the RTL implements legacy-int8, legacy-int16, legacy-wide"),

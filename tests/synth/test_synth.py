@@ -55,7 +55,7 @@ def test_bad_target_and_cli_exit_code(tmp_path, capsys):
         synth("engine", 16, 4, "legacy-int8", tmp_path, target_mhz=-5)
     assert synth_main(["--algo", "engine", "--d", "15", "--k", "4", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("specmem synth: error: d: must be a multiple of k")
+    assert err.startswith("specmem: error: d: must be a multiple of k")
     assert synth_main(["--d", "16"]) == 2
 
 
