@@ -110,8 +110,7 @@ class _Counted(np.ndarray):
             if method == "__call__":
                 size = max(np.size(r) for r in (res if isinstance(res, tuple) else (res,)))
                 if ufunc is np.matmul:
-                    a, b = np.shape(raw[0]), np.shape(raw[1])
-                    inner = a[-1]
+                    inner = np.shape(raw[0])[-1]
                     c["mul"] += size * inner
                     c["add"] += size * (inner - 1)
                 elif ufunc in _MUL:
