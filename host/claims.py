@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specmem.progress import Progress
+
 __all__ = ["Claim", "cost_verdict", "growth_exponent", "step_op_counts", "table_row", "write_claims"]
 
 SEED_ANN = "seed 000 (spectral-annihilation note)"
@@ -47,12 +49,14 @@ def _ann_rank_and_erasure(d: int, k: int, T: int, out_dir: str, plots: dict) -> 
     # Replay step by step through the public functions: the state after t tokens is the run on x[:t].
     # To keep this O(T) we run the dense model incrementally by re-running on prefixes at sampled steps.
     steps = np.unique(np.linspace(k + 1, T, num=min(T - k, 120), dtype=int))
-    for variant in ("exact", "literal"):
-        for t in steps:
-            out = annihilation_dense(x[:t], k, variant=variant)
-            ranks[variant].append(rank(out["omega"]))
-            y = out["y"][t - 1]
-            resid[variant].append(erasure_residual(out["omega"], x[t - 1], y) if np.any(y) else 0.0)
+    with Progress(2 * len(steps), "claims: rank and erasure", unit="prefixes") as bar:
+        for variant in ("exact", "literal"):
+            for t in steps:
+                out = annihilation_dense(x[:t], k, variant=variant)
+                ranks[variant].append(rank(out["omega"]))
+                y = out["y"][t - 1]
+                resid[variant].append(erasure_residual(out["omega"], x[t - 1], y) if np.any(y) else 0.0)
+                bar.update()
     g = annihilation_gram(x, k)
     gram_rank = rank(g["omega"])
     plt = _plt()
@@ -140,17 +144,23 @@ def _ann_cost(out_dir: str, plots: dict, full: bool) -> list[Claim]:
     t_ds = ds if full else [64, 256, 1024]
     t_ks = ks if full else [4, 16, 64]
     t_d, t_dense, t_gram1, t_k = [], [], [], []
-    for d in t_ds:
-        x = rng.standard_normal((batch, k_fixed + 2 * 256 + 8, d))
-        t_d.append(1 / steady_rate(lambda a, kk: annihilation_gram(a, kk), x, k_fixed, min_time=min_time, max_m=256))
-        # The dense reference is O(d^2) per step: time it at batch 1, beside the Gram form at batch 1.
-        t_dense.append(1 / steady_rate(lambda a, kk: annihilation_dense(a, kk), x[0], k_fixed, min_time=min_time,
-                                       max_m=32))
-        t_gram1.append(1 / steady_rate(lambda a, kk: annihilation_gram(a, kk), x[0], k_fixed, min_time=min_time,
+    with Progress(3 * len(t_ds) + len(t_ks), "claims: cost timings", unit="timings") as bar:
+        for d in t_ds:
+            x = rng.standard_normal((batch, k_fixed + 2 * 256 + 8, d))
+            t_d.append(1 / steady_rate(lambda a, kk: annihilation_gram(a, kk), x, k_fixed, min_time=min_time,
                                        max_m=256))
-    for k in t_ks:
-        x = rng.standard_normal((batch, k + 2 * 256 + 8, d_fixed))
-        t_k.append(1 / steady_rate(lambda a, kk: annihilation_gram(a, kk), x, k, min_time=min_time, max_m=256))
+            bar.update()
+            # The dense reference is O(d^2) per step: time it at batch 1, beside the Gram form at batch 1.
+            t_dense.append(1 / steady_rate(lambda a, kk: annihilation_dense(a, kk), x[0], k_fixed, min_time=min_time,
+                                           max_m=32))
+            bar.update()
+            t_gram1.append(1 / steady_rate(lambda a, kk: annihilation_gram(a, kk), x[0], k_fixed, min_time=min_time,
+                                           max_m=256))
+            bar.update()
+        for k in t_ks:
+            x = rng.standard_normal((batch, k + 2 * 256 + 8, d_fixed))
+            t_k.append(1 / steady_rate(lambda a, kk: annihilation_gram(a, kk), x, k, min_time=min_time, max_m=256))
+            bar.update()
     s_d, s_dense, s_k = loglog_slope(t_ds, t_d), loglog_slope(t_ds, t_dense), loglog_slope(t_ks, t_k)
 
     plt = _plt()
@@ -250,13 +260,17 @@ def _jacobian(out_dir: str, plots: dict) -> list[Claim]:
     from specmem.golden.vla import jacobian_spectral_norm, vla
 
     stats = {}
-    for d in (32, 64, 96, 128):
-        rng = np.random.default_rng(4)
-        T = 200
-        k, v, q, u = (rng.standard_normal((T, d)) for _ in range(4))
-        tr = vla(k, v, q, u, return_trace=True)
-        norms = np.array([jacobian_spectral_norm(tr["kh"][t], tr["ah"][t]) for t in range(T)])
-        stats[d] = norms
+    T = 200
+    with Progress(4 * T, "claims: Jacobian norms", unit="steps") as bar:
+        for d in (32, 64, 96, 128):
+            rng = np.random.default_rng(4)
+            k, v, q, u = (rng.standard_normal((T, d)) for _ in range(4))
+            tr = vla(k, v, q, u, return_trace=True)
+            norms = []
+            for t in range(T):
+                norms.append(jacobian_spectral_norm(tr["kh"][t], tr["ah"][t]))
+                bar.update()
+            stats[d] = np.array(norms)
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6, 3.6))
     ax.boxplot([stats[d] for d in stats], tick_labels=[str(d) for d in stats])
@@ -349,11 +363,19 @@ def _recall(out_dir: str, plots: dict, full: bool, progress) -> list[Claim]:
 
     seeds = range(5 if full else 3)
     res: dict[tuple[int, str], list[tuple[int, float]]] = {}
-    for d in RECALL_DS:
-        ns = _recall_ns(d)
-        for rule in RECALL_RULES:
-            res[(d, rule)] = [(n, float(np.mean([recall_accuracy(rule, d, n, seed=s) for s in seeds]))) for n in ns]
-        progress(f"claims: recall sweep d={d} done")
+    runs = sum(len(_recall_ns(d)) for d in RECALL_DS) * len(RECALL_RULES) * len(seeds)
+    with Progress(runs, "claims: recall sweep", unit="runs") as bar:
+        for d in RECALL_DS:
+            ns = _recall_ns(d)
+            for rule in RECALL_RULES:
+                res[(d, rule)] = []
+                for n in ns:
+                    accs = []
+                    for s in seeds:
+                        accs.append(recall_accuracy(rule, d, n, seed=s))
+                        bar.update()
+                    res[(d, rule)].append((n, float(np.mean(accs))))
+            progress(f"claims: recall sweep d={d} done")
     ann_pol = _ann_retention(seeds)
     ann = ann_pol["evict"]
     progress("claims: annihilation retention (evict, skip) done")

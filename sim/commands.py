@@ -102,6 +102,70 @@ def _available_bytes() -> int | None:
     return None
 
 
+_RATE_FILE = "specmem-last-rate.json"
+
+
+def _last_rate(directory) -> float | None:
+    """Tokens/s of the last stream simulated in this build folder (wall time, model included)."""
+    import json
+    import os
+
+    try:
+        with open(os.path.join(directory, _RATE_FILE)) as f:
+            return float(json.load(f)["tokens_per_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _save_rate(directory, rate: float) -> None:
+    import json
+    import os
+
+    try:
+        with open(os.path.join(directory, _RATE_FILE), "w") as f:
+            json.dump({"tokens_per_s": rate}, f)
+    except OSError:
+        pass  # only an estimate for the next run's progress lines
+
+
+class _Heartbeat:
+    """While the simulator subprocess runs: a line every 10 s with the elapsed time and, from the
+    last run's rate in this build, the expected total and ETA (terminals only, see specmem.progress)."""
+
+    def __init__(self, label: str, tokens: int, rate: float | None, enabled: bool = True, every: float = 10.0):
+        from specmem.progress import progress_enabled
+
+        self.label, self.tokens, self.rate, self.every = label, tokens, rate, every
+        self.enabled = enabled and progress_enabled()
+        self._stop = None
+
+    def _run(self) -> None:
+        t0 = time.monotonic()
+        while not self._stop.wait(self.every):
+            el = time.monotonic() - t0
+            if self.rate:
+                expect = self.tokens / self.rate
+                eta = f", about {max(expect - el, 0):.0f} s left (last run here: {self.rate:,.0f} tokens/s)"
+            else:
+                eta = " (no earlier run in this build to estimate the rest from)"
+            print(f"[{time.strftime('%H:%M:%S')}] {self.label}: {self.tokens} tokens, {el:.0f} s elapsed{eta}",
+                  flush=True)
+
+    def __enter__(self):
+        if self.enabled:
+            import threading
+
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self._stop is not None:
+            self._stop.set()
+            self._thread.join()
+
+
 def simulate(algo: str, d: int, k: int, tokens: int, seed: int, preset: str = "legacy-int8", coverage: bool = False,
              waves: bool = False, *, idle: float = 0.3, stall: float = 0.3, kind: str = "mixed",
              quiet: bool = False, params: dict | None = None) -> SimResult:
@@ -132,12 +196,15 @@ def simulate(algo: str, d: int, k: int, tokens: int, seed: int, preset: str = "l
     b = build(design, flavour, quiet=quiet)
     say(f"specmem sim: {design.name}: {tokens} tokens, seed {seed}, idle {idle}, backpressure {stall} "
         f"({'reused' if b.reused else 'new'} build {b.directory})")
-    if algo == "vla":
-        run = run_vla(design, ["stream"], stream=stream, waves=waves, name=f"sim-s{seed}-T{tokens}", b=b)
-    else:
-        run = run_top(design, ["stream"], stream=stream, waves=waves and not coverage, name=f"sim-s{seed}-T{tokens}",
-                      b=b)
+    with _Heartbeat(f"specmem sim: {design.name}", tokens, _last_rate(b.directory), enabled=not quiet):
+        if algo == "vla":
+            run = run_vla(design, ["stream"], stream=stream, waves=waves, name=f"sim-s{seed}-T{tokens}", b=b)
+        else:
+            run = run_top(design, ["stream"], stream=stream, waves=waves and not coverage,
+                          name=f"sim-s{seed}-T{tokens}", b=b)
     rec = run.record.get("stream", {})
+    if rec.get("wall_s"):
+        _save_rate(b.directory, tokens / float(rec["wall_s"]))
     cov = cov_text = None
     if coverage:
         rep, _, out = coverage_suite(design, extra_runs=[run])
