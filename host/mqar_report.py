@@ -146,6 +146,27 @@ def _int8_table(evals) -> list[str]:
                 cells.append(f"{x['acc'] - ref:+.3f} ({1 - x['agree_float64']:.1%})" + (f" sat {sat}" if sat else ""))
         lines.append(f"| {e['name']} | {_variant(e['config'])} | {e['n_seqs']} ({e['n_queries']}) | "
                      + " | ".join(cells) + " |")
+    # per rule: the accuracy change of each format, over that rule's runs (min … max)
+    by_rule = defaultdict(lambda: defaultdict(list))
+    for e in evals:
+        ref = e["formats"]["float64"]["acc"]
+        for f, x in e["formats"].items():
+            if f != "float64":
+                by_rule[e["config"]["rule"]][f].append((x["acc"] - ref, 1 - x["agree_float64"]))
+    lines += ["", "Per rule, over its runs: accuracy change vs float64, min … max "
+                  "(fraction of predictions changed, max).", "",
+              "| rule | runs | " + " | ".join(f for f in fmts if f != "float64") + " |",
+              "|---|---|" + "---|" * (len(fmts) - 1)]
+    for rule, d in sorted(by_rule.items()):
+        n = len(next(iter(d.values())))
+        cells = []
+        for f in fmts:
+            if f == "float64":
+                continue
+            v = d.get(f)
+            cells.append("–" if not v else f"{min(a for a, _ in v):+.3f} … {max(a for a, _ in v):+.3f} "
+                                         f"({max(c for _, c in v):.1%})")
+        lines.append(f"| {RULE_NAMES.get(rule, rule)} | {n} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -209,7 +230,8 @@ def write_report(out_dirs, doc: str = "docs/mqar.md", progress=None, notes: str 
     for p in plots:
         L += [f"![{p}]({p})", ""]
     # speed
-    L += ["## Training speed", "", "| rule | T | device | threads | steps/s | train time (s) |", "|---|---|---|---|---|---|"]
+    L += ["## Training speed", "", "Per run, from the training records (wall time, so shared-machine load shows).", "",
+          "| rule | variant | T | device | threads | steps/s | train time (s) |", "|---|---|---|---|---|---|---|"]
     seen = set()
     for r in sorted(runs, key=lambda r: (r["config"]["rule"], r["config"].get("seq_len") or 0, r["config"]["n_pairs"])):
         c = r["config"]
@@ -218,7 +240,7 @@ def write_report(out_dirs, doc: str = "docs/mqar.md", progress=None, notes: str 
         if key in seen:
             continue
         seen.add(key)
-        L.append(f"| {RULE_NAMES.get(c['rule'], c['rule'])} | {T} | {r['device']} ({r['device_name']}) | "
+        L.append(f"| {RULE_NAMES.get(c['rule'], c['rule'])} | {_variant(c)} | {T} | {r['device']} ({r['device_name']}) | "
                  f"{r['threads']} | {r['steps_per_s']:.2f} | {r['train_s']:.0f} |")
     for d in dirs:
         for path in sorted(glob.glob(os.path.join(d, "speed-*.json"))):
