@@ -57,7 +57,7 @@ FLAVOURS = {
     "cov": ["--coverage-line", "--coverage-toggle"],
     "waves": [],  # the runner adds --trace (VCD; FST would need the system's lz4 headers)
 }
-KINDS = ("top", "engine", "scalar_unit", "vla")
+KINDS = ("top", "engine", "scalar_unit", "vla", "bram")
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,9 @@ class Design:
     """One simulated configuration. ``kind``: ``top`` (annihilation memory, AXI4-Stream ports),
     ``engine`` (``DotEngine(k, d // k)``), ``scalar_unit`` (the preset's scalar unit) or ``vla``
     (``VLATop``; ``params``: the rule's parameters as ``((name, value), ...)``, e.g.
-    ``(("refresh_period", 3),)``, passed to ``generate``'s ``build("vla", ...)`` and to the model)."""
+    ``(("refresh_period", 3),)``, passed to ``generate``'s ``build("vla", ...)`` and to the model)
+    or ``bram`` (``RegisteredRAMPair(d, width)``: both block-RAM styles side by side; ``params``
+    ``(("width", w),)``)."""
 
     kind: str = "top"
     d: int = 16
@@ -84,8 +86,8 @@ class Design:
         if self.d % self.k:
             raise ValueError(f"d: must be a multiple of k ({self.k}), got {self.d}")
         check_rtl_preset(self.preset)  # the RTL is bit-exact with the legacy formats only
-        if self.params and self.kind not in ("vla", "engine"):
-            raise ValueError(f"params: only the vla and engine designs take parameters, got {self.params!r}")
+        if self.params and self.kind not in ("vla", "engine", "bram"):
+            raise ValueError(f"params: only the vla, engine and bram designs take parameters, got {self.params!r}")
         object.__setattr__(self, "params", tuple(sorted((str(n), v) for n, v in dict(self.params).items())))
 
     @property
@@ -197,6 +199,12 @@ def verilog_for(design: Design) -> tuple[str, str, str]:
             params["in_range"] = design.in_range
         built = rtl_build(design.kind, design.d, design.k, design.preset, **params)
         comp, top, manifest = built.component, built.top, dict(built.manifest)
+    elif design.kind == "bram":
+        from specmem.rtl.bram import RegisteredRAMPair
+
+        comp = RegisteredRAMPair(design.d, int(dict(design.params).get("width", 18)))
+        top = "bram_pair"
+        manifest = comp.manifest()
     else:
         from specmem.rtl.generate import payload_fields
         from specmem.rtl.scalar_unit import ScalarOp, ScalarUnit

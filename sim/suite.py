@@ -13,13 +13,14 @@ from .build import BUILD_ROOT, REPO_ROOT, Build, Design, SimRun, build, run_coco
 from .coverage import CoverageReport, merge, summarise, write_report
 from .mutants import MUTANTS, Mutant, apply_schema
 
-__all__ = ["TOP_TB", "VLA_TB", "VLA_DIRECTED", "run_vla", "ENGINE_TB", "SCALAR_UNIT_TB", "DIRECTED", "run_top", "run_engine", "run_scalar_unit",
+__all__ = ["TOP_TB", "VLA_TB", "VLA_DIRECTED", "run_vla", "ENGINE_TB", "SCALAR_UNIT_TB", "BRAM_TB", "run_bram", "DIRECTED", "run_top", "run_engine", "run_scalar_unit",
            "coverage_suite", "MutantResult", "run_mutants", "DEFAULT_SEEDS"]
 
 TOP_TB = "specmem.sim.tb_top"
 VLA_TB = "specmem.sim.tb_vla"
 ENGINE_TB = "specmem.sim.tb_engine"
 SCALAR_UNIT_TB = "specmem.sim.tb_scalar_unit"
+BRAM_TB = "specmem.sim.tb_bram"
 #: the directed cocotb tests of the top (everything but the generic ``stream`` test)
 DIRECTED = ("steady_state", "warm_up_and_latency", "orthogonal_and_zero", "saturating", "reset_mid_stream",
             "framing_errors", "random_stream")
@@ -58,6 +59,12 @@ def run_vla(design: Design, testcases=VLA_DIRECTED, *, seeds=(0, 1, 2), stream: 
 def run_engine(design: Design = Design(kind="engine"), *, seeds=(0, 1, 2), runs: int = 60) -> SimRun:
     b = build(design, "plain")
     return run_cocotb(b, ENGINE_TB, {"name": "engine", "seeds": list(seeds), "runs": runs})
+
+
+def run_bram(depth: int = 40, width: int = 20, *, seed: int = 0, cycles: int = 2000) -> SimRun:
+    """Both block-RAM styles (``rtl/bram.py``) against the two-register read reference in Verilator."""
+    b = build(Design("bram", depth, 1, params=(("width", width),)), "plain")
+    return run_cocotb(b, BRAM_TB, {"name": "bram", "seed": seed, "cycles": cycles})
 
 
 def run_scalar_unit(design: Design = Design(kind="scalar_unit"), *, seeds=(0, 1, 2), requests: int = 150) -> SimRun:

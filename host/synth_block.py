@@ -1,0 +1,110 @@
+"""Place and route one building block of ``rtl/`` on its own (ECP5-85F, speed 6) for its fmax and
+resources: the same tools, device and I/O shell as ``specmem synth``'s cores.
+
+    python -m specmem.synth_block bram --style ecp5 --depth 128 --width 18
+    python -m specmem.synth_block block_norm --n 8 --in-width 24 --M 18
+
+Each block is synthesised inside ``synth_shell`` (every port from or into a flip-flop), so the
+fmax is the block's own register-to-register limit plus one hop to the shell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from specmem.synth import DEVICE, SHELL_TOP, _main_clock_path, _run_tool, _stat_modules, critical_path_summary, \
+    shell_verilog, tool_versions
+
+__all__ = ["synth_block", "BLOCKS", "main"]
+
+
+def _bram(depth=128, width=18, style="ecp5"):
+    from specmem.rtl.bram import RegisteredRAM
+    return RegisteredRAM(depth, width, style), f"bram_{style}_{depth}x{width}"
+
+
+def _block_norm(n=8, in_width=24, M=18):
+    from specmem.rtl.block_norm import BlockNormaliser
+    return BlockNormaliser(n, in_width, M), f"block_norm_n{n}_w{in_width}_m{M}"
+
+
+BLOCKS = {"bram": _bram, "block_norm": _block_norm}
+
+
+def synth_block(component, name: str, out_dir="build/synth/blocks", *, target_mhz: float = 250.0,
+                seed: int = 1) -> dict:
+    """Synthesise ``component`` as module ``name`` in the shell, place and route; returns the record
+    (also written to ``<out_dir>/<name>/result.json``)."""
+    from amaranth.back import verilog
+
+    from specmem.rtl.generate import verilog_ports
+
+    work = Path(out_dir) / name
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    text = verilog.convert(component, name=name, emit_src=True)
+    (work / f"{name}.v").write_text(text)
+    shell, shell_info = shell_verilog(name, verilog_ports(text, name))
+    (work / "shell.v").write_text(shell)
+    (work / "ecp5.ys").write_text(
+        f"read_verilog {name}.v shell.v\nhierarchy -top {SHELL_TOP}\n"
+        f"setattr -mod -set keep_hierarchy 1 {name}\n"
+        # proc + splitnets first: Yosys 0.70's ABC reintegration otherwise asserts on some Amaranth
+        # netlists (`count_id(wire->name) == 0`, YosysHQ/yosys#4349; the block normaliser hits it)
+        f"proc\nsplitnets\nsynth_ecp5 -top {SHELL_TOP} -json ecp5_netlist.json\ntee -q -o ecp5_stat.json stat -json\n")
+    _run_tool("yosys", ["-q", "-l", "yosys_ecp5.log", "-s", "ecp5.ys"], work)
+    cells = _stat_modules(work / "ecp5_stat.json")
+    core, shell_cells = cells.get(name, {}), cells.get(SHELL_TOP, {})
+    _run_tool("nextpnr-ecp5", [DEVICE["nextpnr_flag"], "--package", DEVICE["package"], "--speed", str(DEVICE["speed"]),
+                               "--json", "ecp5_netlist.json", "--freq", f"{target_mhz:g}", "--seed", str(seed),
+                               "--report", "ecp5_report.json", "--lpf-allow-unconstrained", "--timing-allow-fail",
+                               "-q", "-l", "nextpnr.log"], work, log="nextpnr.out")
+    report = json.loads((work / "ecp5_report.json").read_text())
+    fmax = min(v["achieved"] for v in report["fmax"].values())
+    used = {b: v["used"] for b, v in report["utilization"].items() if v["used"]}
+    cp = _main_clock_path(report)
+    res = {"block": name, "device": {k: v for k, v in DEVICE.items() if k != "nextpnr_flag"},
+           "target_mhz": target_mhz, "seed": seed, "fmax_mhz": round(fmax, 2),
+           "luts": used.get("TRELLIS_COMB", 0) - shell_cells.get("LUT4", 0),
+           "ffs": used.get("TRELLIS_FF", 0) - shell_cells.get("TRELLIS_FF", 0),
+           "dsp": used.get("MULT18X18D", 0), "ebr": used.get("DP16KD", 0),
+           "yosys_core_cells": dict(sorted(core.items())), "io": shell_info,
+           "critical_path": critical_path_summary(cp) if cp else None,
+           "seconds": round(time.perf_counter() - t0, 1), "tools": tool_versions()}
+    (work / "result.json").write_text(json.dumps(res, indent=1))
+    return res
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m specmem.synth_block", description=__doc__.split("\n\n")[0])
+    p.add_argument("block", choices=sorted(BLOCKS))
+    p.add_argument("--style", default="ecp5", help="bram: ecp5 or behavioural (default ecp5)")
+    p.add_argument("--depth", type=int, default=128, help="bram words (default 128)")
+    p.add_argument("--width", type=int, default=18, help="bram word bits (default 18)")
+    p.add_argument("--n", type=int, default=8, help="block_norm lanes (default 8)")
+    p.add_argument("--in-width", type=int, default=24, help="block_norm input bits (default 24)")
+    p.add_argument("--M", type=int, default=18, help="block_norm mantissa bits (default 18)")
+    p.add_argument("--target-mhz", type=float, default=250.0, help="nextpnr target (default 250)")
+    p.add_argument("--out", default="build/synth/blocks", help="work folder (default build/synth/blocks)")
+    a = p.parse_args(argv)
+    try:
+        if a.block == "bram":
+            comp, name = _bram(a.depth, a.width, a.style)
+        else:
+            comp, name = _block_norm(a.n, a.in_width, a.M)
+    except ValueError as exc:
+        p.error(str(exc))
+    res = synth_block(comp, name, a.out, target_mhz=a.target_mhz)
+    cp = res["critical_path"] or {}
+    print(f"{name}: fmax {res['fmax_mhz']} MHz, {res['luts']} LUT, {res['ffs']} FF, {res['dsp']} DSP, "
+          f"{res['ebr']} EBR ({res['seconds']} s); critical path: {cp.get('start')} -> {cp.get('end')} "
+          f"({cp.get('total_ns')} ns, {cp.get('lut_levels')} LUT levels, {cp.get('carry_steps')} carry steps)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
