@@ -45,7 +45,8 @@ __all__ = [
 # algo -> (inputs, accepted parameters). Parameters of the float model that the fixed model
 # does not use are accepted only at values that do not change the result (see _check_params).
 FIXED_ALGOS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "annihilation": (("x",), ("k", "variant", "form", "eps", "orth_tol", "use_gram", "orth_policy", "in_range")),
+    "annihilation": (("x",), ("k", "variant", "form", "eps", "orth_tol", "use_gram", "orth_policy", "gram",
+                                "in_range")),
     "vla": (("k", "v", "q", "u"), ("lambda0", "eps", "refresh_period", "eta", "u_scale", "in_range")),
     "linear": (("k", "v", "q"), ("eps", "in_range")),
     "deltanet": (("k", "v", "q", "beta"), ("eps", "in_range")),
@@ -79,12 +80,15 @@ def _check_params(algo: str, params: dict) -> dict:
             raise SpecmemInputError("form: the fixed-point model implements the Gram form only")
         if p.pop("use_gram", False):
             raise SpecmemInputError(
-                "use_gram: the fixed-point model computes g = Uᵀ r in a second reduction pass (use_gram=False)")
+                "use_gram: an algebraically maintained G drifts in fixed point; the fixed-point model recomputes "
+                "g = Uᵀ r (gram='recompute') or co-accumulates the exact Gram of the stored rows "
+                "(gram='coaccumulate')")
         # eps (literal variant only) and orth_tol (the float threshold) do not apply: the fixed
         # model's orthogonality test is exact (a == 0 or n² == 0 after quantisation)
         p.pop("eps", None)
         p.pop("orth_tol", None)
-        # orth_policy ("evict"/"skip") applies; absent or None: the preset's default (legacy-*: skip)
+        # orth_policy ("evict"/"skip") and gram ("recompute"/"coaccumulate") apply; absent or None:
+        # the preset's default (legacy-*: skip, recompute)
     return p
 
 

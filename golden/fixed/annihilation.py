@@ -22,6 +22,18 @@ rows of ``U`` (``d x k``, stored at ``u``'s format and read into the multipliers
    ``U_i += round(r_i p) + round(U_ij q)``, one saturation, then ``U_ij = x_i``;
    the output ``y_i = r_i rsqrt(n²)``.
 
+``gram="coaccumulate"`` (the pipelined core's schedule, spec §1 "a third way"): passes 1 and 2
+are gone. While token ``t``'s fused row pass writes row ``i``, the lanes also accumulate
+``a' = Uᵀx_{t+1}`` and the exact Gram ``G' = Σ_i Um_iᵀ Um_i`` of the rows as stored (the
+multiplier view ``u_mul``), so the next token starts with both: ``a`` as in pass 1 (the same
+integers: exact sums do not depend on order), ``G`` block-normalised to ``M`` bits (``gram``),
+``g = G a`` (exact, then block-normalised to ``g``'s width) and ``n² = aᵀ g`` (exact, at ``g``'s
+and ``a``'s scales) instead of ``g = Uᵀr``, ``n² = Σ r_i²`` from the rounded ``r``. The row pass
+itself (``r_i``, the rank-two update, ``y``) is unchanged; ``y`` is normalised by that ``n²``.
+Column energies for eviction are ``G``'s diagonal before normalisation (the same exact sums).
+Nothing drifts: ``G`` is re-made from the stored rows every token. ``gram="recompute"`` is the
+three-pass order above (the ``legacy-*`` RTL's).
+
 Warm-up (fewer than ``k`` columns stored) writes ``x`` into column ``count``; ``x = 0`` after
 quantisation is a no-op. ``orth_policy=None`` is the preset's default: ``skip`` for the
 ``legacy-*`` presets (what the RTL implements, bit for bit), ``evict`` for the others (spec §1:
@@ -41,7 +53,10 @@ from .datapath import Datapath
 from .formats import formats_for
 from .fxtype import mul_round_shift
 
-__all__ = ["annihilation_fixed", "default_orth_policy"]
+__all__ = ["annihilation_fixed", "default_orth_policy", "default_gram", "GRAM_SCHEDULES"]
+
+#: where ``g = Uᵀ r`` and ``n²`` come from (module docstring)
+GRAM_SCHEDULES = ("recompute", "coaccumulate")
 
 
 def default_orth_policy(preset) -> str:
@@ -50,10 +65,17 @@ def default_orth_policy(preset) -> str:
     return "skip" if isinstance(name, str) and name.startswith("legacy-") else "evict"
 
 
+def default_gram(preset) -> str:
+    """``recompute`` for the ``legacy-*`` presets (today's RTL), else ``coaccumulate`` (the pipelined core's)."""
+    name = getattr(preset, "name", preset)
+    return "recompute" if isinstance(name, str) and name.startswith("legacy-") else "coaccumulate"
+
+
 def annihilation_fixed(x, k, preset="int8", *, in_range: float | None = None, orth_policy: str | None = None,
-                       trace: bool = True, history: bool = False) -> dict:
+                       gram: str | None = None, trace: bool = True, history: bool = False) -> dict:
     """Run the memory in fixed point. ``x``: ``[..., T, d]`` floats. ``orth_policy``: ``"evict"``,
-    ``"skip"`` or None (the preset's default, :func:`default_orth_policy`).
+    ``"skip"`` or None (the preset's default, :func:`default_orth_policy`). ``gram``:
+    ``"recompute"``, ``"coaccumulate"`` or None (the preset's default, :func:`default_gram`).
 
     Returns ``u_raw`` ``[..., d, k]`` (int64, ``u``'s format), ``y_raw`` ``[..., T, d]``,
     their dequantised ``u``, ``y``, the float ``omega = U Uᵀ`` of the dequantised ``U`` (a
@@ -72,6 +94,11 @@ def annihilation_fixed(x, k, preset="int8", *, in_range: float | None = None, or
     if orth_policy is None:
         orth_policy = default_orth_policy(fmt.preset)
     evict = check_orth_policy(orth_policy) == "evict"
+    if gram is None:
+        gram = default_gram(fmt.preset)
+    if gram not in GRAM_SCHEDULES:
+        raise SpecmemInputError(f"gram: must be one of {GRAM_SCHEDULES}, got {gram!r}")
+    coacc = gram == "coaccumulate"
     dp = Datapath(fmt, trace=trace)
     batch = xx.shape[:-2]
     X = dp.quantize("x", xx.reshape((-1,) + xx.shape[-2:]))
@@ -101,11 +128,21 @@ def annihilation_fixed(x, k, preset="int8", *, in_range: float | None = None, or
             # pass 1: a = Uᵀ x
             a_acc = np.einsum("bik,bi->bk", Um, xs)
             a_n, _ = dp.block("a", a_acc, fm + fx)  # its exponent is dropped: a's scale never matters
-            # pass 2: r_i = U_i·a, g = Uᵀ r, n² = ||r||² (all relative to the normalised a)
             r = dp.narrow("r", np.einsum("bik,bk->bi", Um, a_n), fm + fan)
-            g_acc = np.einsum("bik,bi->bk", Um, r)
-            n2 = np.einsum("bi,bi->b", r, r)
-            is_orth = ~np.any(a_acc != 0, axis=-1) | (n2 == 0)
+            if coacc:
+                # the co-accumulated Gram of the stored rows, normalised; g = G a; n² = aᵀ g
+                G_acc = np.einsum("bik,bil->bkl", Um, Um)
+                G_n, fG = dp.block("gram", G_acc.reshape(len(full), k * k), 2 * fm)
+                g_acc = np.einsum("bkl,bl->bk", G_n.reshape(len(full), k, k), a_n)
+                g_n, fg = dp.block("g", g_acc, fG + fan)
+                n2 = np.einsum("bk,bk->b", a_n, g_n)
+                fn2 = fg + fan
+            else:
+                # pass 2: r_i = U_i·a, g = Uᵀ r, n² = ||r||² (all relative to the normalised a)
+                g_acc = np.einsum("bik,bi->bk", Um, r)
+                n2 = np.einsum("bi,bi->b", r, r)
+                fn2 = np.full(len(full), 2 * fr)
+            is_orth = ~np.any(a_acc != 0, axis=-1) | (n2 <= 0)
             orth[full, t] = is_orth
             if evict and np.any(is_orth):
                 idx = full[is_orth]
@@ -116,7 +153,8 @@ def annihilation_fixed(x, k, preset="int8", *, in_range: float | None = None, or
             go = ~is_orth
             if np.any(go):
                 idx = full[go]
-                Us, Um, xs, a_n, r, g_acc, n2 = Us[go], Um[go], xs[go], a_n[go], r[go], g_acc[go], n2[go]
+                Us, Um, xs, a_n, r, g_acc, n2, fn2 = (Us[go], Um[go], xs[go], a_n[go], r[go], g_acc[go], n2[go],
+                                                      fn2[go])
                 b = np.arange(idx.size)
                 # k-vector work (scalar unit)
                 ahat = dp.scale("ahat", a_n, fan, dp.rsqrt(np.einsum("bk,bk->b", a_n, a_n), 2 * fan))
@@ -124,12 +162,15 @@ def annihilation_fixed(x, k, preset="int8", *, in_range: float | None = None, or
                 s = np.where(a_n[b, j] >= 0, 1, -1).astype(np.int64)
                 beta = dp.recip(one_h + np.abs(ahat[b, j]), fh)
                 q = -s[:, None] * dp.scale("q", ahat, fh, beta)
-                g_n, fg = dp.block("g", g_acc, fm + fr)
+                if coacc:
+                    g_n, fg = g_n[go], fg[go]
+                else:
+                    g_n, fg = dp.block("g", g_acc, fm + fr)
                 gj = g_n[b, j]
                 # beta * ahat_l * g_j rounded into g's block scale
                 term = mul_round_shift(ahat * gj[:, None], beta.m[:, None], (fh + beta.f)[:, None], dp.rounding)
                 tvec = dp.clip("t", -g_n + s[:, None] * np.asarray(term, dtype=np.int64), fg)
-                rn = dp.recip(n2, 2 * fr)
+                rn = dp.recip(n2, fn2)
                 p, fp = dp.block("p", tvec * rn.m[:, None], fg + rn.f)
                 p[b, j] = 0
                 q[b, j] = 0
@@ -140,7 +181,7 @@ def annihilation_fixed(x, k, preset="int8", *, in_range: float | None = None, or
                               (cj[:, :, None] * q[:, None, :], fm + fq))
                 Un[b, :, j] = xs << x_to_u
                 U[idx] = Un
-                y_raw[idx, t] = dp.scale("y", r, fr, dp.rsqrt(n2, 2 * fr))
+                y_raw[idx, t] = dp.scale("y", r, fr, dp.rsqrt(n2, fn2))
         if np.any(warm):
             w = np.flatnonzero(warm)
             U[w, :, count[w]] = xt[w] << x_to_u

@@ -183,7 +183,9 @@ def formats_for(algo: str, preset, d: int, params: dict | None = None) -> FixedF
         b.add("ahat", FxType(M, M - 1), "fixed", unit)
         b.rng("r", R * np.sqrt(k), M, "r = U a with max|a| in [1/2, 1): |r_i| <= ||U_i|| ||a||; "
                                       "measured max 7.5 at R=4, k=8 (d=64); R sqrt(k)")
-        b.block("g", "g = Uᵀ r: carried with its exponent")
+        b.block("gram", "G = Σ_i Um_iᵀ Um_i co-accumulated from the stored rows (gram='coaccumulate'): one "
+                        "exponent per token")
+        b.block("g", "g = Uᵀ r (or G a): carried with its exponent")
         b.add("t", FxType(M + 1, M - 1), "fixed", "t = -g + (beta s g_j) ahat, in g's block scale: |t| < 1.5")
         b.block("p", "p = t / n², carried with its exponent")
         b.add("q", FxType(M, M), "fixed", "q_l = -beta s ahat_l: |q_l| = |ahat_l| / (1 + |ahat_j|) < 1/2")

@@ -187,13 +187,16 @@ def _annihilation(cfg, progress):
             "M": "float64", "Ws": f"input δ = 2^-{e}", "t": ts.tolist(), "angle": a.tolist(), "sat": {}}
         progress(f"formats: annihilation float64 with 2^-{e} input noise: angle median {np.median(a):.3g} deg, "
                  f"max {a.max():.3g} deg")
-    variants = [("int8", PRESETS["int8"]), ("int16", PRESETS["int16"]), ("int18", PRESETS["int18"])]
+    # every format in the pipelined core's schedule (co-accumulated Gram); int18 also in the
+    # three-pass schedule of the legacy RTL, to show what the schedule changes
+    variants = [("int8", PRESETS["int8"], None), ("int16", PRESETS["int16"], None), ("int18", PRESETS["int18"], None),
+                ("int18, 3 passes", PRESETS["int18"], "recompute")]
     for M, ws in ((18, 36), (20, 32), (22, 32)):  # is the state or the operand width the limit?
         variants.append((f"M{M}/Ws{ws}", Preset(f"M{M}-Ws{ws}", mul_bits=M, state_bits=ws, out_bits=M,
-                                                 newton_steps=2, in_range=8.0)))
-    for name, p in variants:
+                                                 newton_steps=2, in_range=8.0), None))
+    for name, p, gram in variants:
         t0 = time.perf_counter()
-        r = annihilation_fixed(x, k, p, history=True, trace=False)
+        r = annihilation_fixed(x, k, p, history=True, trace=False, gram=gram)
         U = r["fmt"]["u"].to_float(r["u_hist"][ts])
         a = _angles(U, ref)
         svU = np.linalg.svd(U, compute_uv=False)
