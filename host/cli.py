@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 import warnings
@@ -141,10 +142,16 @@ def _cmd_rtl(args) -> int:
         manifest = generate(args.algo, args.d, args.k, args.format, args.out, **params)
     except ValueError as exc:  # parameter validation in rtl/ names the argument
         raise SpecmemInputError(str(exc)) from None
-    cpt = manifest.get("cycles_per_token")
-    cpt = cpt.get("full_steady_state", cpt) if isinstance(cpt, dict) else cpt
+    info = manifest.get("cycles_per_token")
+    cpt = info.get("full_steady_state", info) if isinstance(info, dict) else info
+    if isinstance(info, dict) and "floor_d2_over_k" in info:  # VLA and the baselines: d^2/k multiplies per token
+        floor = f", floor d^2/k = {info['floor_d2_over_k']}"
+    elif args.algo == "annihilation":
+        floor = f", floor d = {args.d}"
+    else:
+        floor = ""
     print(f"specmem rtl: {manifest['paths']['verilog']} and {manifest['paths']['manifest']} "
-          f"(steady-state cycles per token: {cpt}, floor d = {args.d})")
+          f"(steady-state cycles per token: {cpt}{floor})")
     if args.no_lint:
         return 0
     res = lint(manifest["paths"]["verilog"], models=model_sources(manifest))
@@ -213,7 +220,8 @@ class _HelpFormatter(argparse.HelpFormatter):
 
     def _get_help_string(self, action):
         text = action.help or ""
-        if ("default" in text or action.default in (None, False, argparse.SUPPRESS) or action.required
+        if (re.search(r"\bdefault\b", text) or action.default is None or action.default is False
+                or action.default == argparse.SUPPRESS or action.required
                 or not action.option_strings):
             return text
         return f"{text} (default: {_show_default(action.default).replace('%', '%%')})"
