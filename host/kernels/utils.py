@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 import triton
 
@@ -37,12 +39,16 @@ def block_size(d: int, minimum: int = 16) -> int:
     return max(minimum, triton.next_power_of_2(d))
 
 
-def check_kernel_tensor(name: str, x, *, ndim: int = 4, max_last: int = MAX_D, device=None) -> torch.Tensor:
+def check_kernel_tensor(name: str, x, *, ndim: int = 4, max_last: int = MAX_D, device=None,
+                        check_finite: bool | None = None) -> torch.Tensor:
     """Validate one kernel input ``[B, T, H, D]``; return it contiguous.
 
     Rejects non-tensors, wrong rank, empty axes, dtypes outside :data:`KERNEL_DTYPES`,
     ``D > max_last``, a device other than ``device`` (or a CPU tensor outside the
-    interpreter), and NaN/Inf. Messages start with the argument name.
+    interpreter), and NaN/Inf. Messages start with the argument name. The NaN/Inf scan needs the
+    values on the host, so on a GPU it would stall the launch queue: ``check_finite=None`` scans
+    CPU tensors only (and CUDA ones when ``SPECMEM_CHECK_FINITE=1``); the shape, dtype and device
+    checks never touch the data.
     """
     if not isinstance(x, torch.Tensor):
         raise SpecmemInputError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
@@ -62,7 +68,9 @@ def check_kernel_tensor(name: str, x, *, ndim: int = 4, max_last: int = MAX_D, d
         raise SpecmemInputError(
             f"{name}: on {x.device}; the Triton kernels need a CUDA tensor, or TRITON_INTERPRET=1 set before "
             f"triton is imported to run them on the CPU")
-    if not torch.isfinite(x).all():
+    if check_finite is None:
+        check_finite = x.device.type != "cuda" or os.environ.get("SPECMEM_CHECK_FINITE") == "1"
+    if check_finite and not torch.isfinite(x).all():   # .all() on a CUDA tensor waits for the device
         raise SpecmemInputError(f"{name}: contains NaN or Inf")
     return x.contiguous()
 

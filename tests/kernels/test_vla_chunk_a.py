@@ -162,3 +162,13 @@ def test_gpu_a_chunk_precision_long(precision, limit):
     ah2, A2 = vla_a_chunk_fwd(*to_kernel(k, u), 0.1, 1e-4, 20, 1e-3, 1 / math.sqrt(128), True, precision)
     assert_close(f"{precision} ah", ah, ah2, limit)
     assert_close(f"{precision} A", A, A2, limit)
+
+
+def test_finite_scan_is_optional():
+    """The NaN/Inf scan (a device sync on CUDA) runs on CPU tensors by default and can be turned off."""
+    from specmem.kernels.utils import check_kernel_tensor
+
+    x = torch.full((1, 3, 1, 4), float("nan"), device=DEVICE)
+    assert check_kernel_tensor("x", x, check_finite=False).shape == x.shape
+    with pytest.raises(SpecmemInputError, match="^x: contains NaN or Inf"):
+        check_kernel_tensor("x", x, check_finite=True)
