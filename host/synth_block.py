@@ -3,6 +3,7 @@ resources: the same tools, device and I/O shell as ``specmem synth``'s cores.
 
     python -m specmem.synth_block bram --style ecp5 --depth 128 --width 18
     python -m specmem.synth_block block_norm --n 8 --in-width 24 --M 18
+    python -m specmem.synth_block saturate --k 8 --in-width 36 --out-width 18
 
 Each block is synthesised inside ``synth_shell`` (every port from or into a flip-flop), so the
 fmax is the block's own register-to-register limit plus one hop to the shell.
@@ -32,7 +33,12 @@ def _block_norm(n=8, in_width=24, M=18):
     return BlockNormaliser(n, in_width, M), f"block_norm_n{n}_w{in_width}_m{M}"
 
 
-BLOCKS = {"bram": _bram, "block_norm": _block_norm}
+def _saturate(k=8, in_width=36, out_width=18):
+    from specmem.rtl.saturate import SaturatingNarrow
+    return SaturatingNarrow(k, in_width, out_width), f"saturate_k{k}_w{in_width}_o{out_width}"
+
+
+BLOCKS = {"bram": _bram, "block_norm": _block_norm, "saturate": _saturate}
 
 
 def synth_block(component, name: str, out_dir="build/synth/blocks", *, target_mhz: float = 250.0,
@@ -88,12 +94,16 @@ def main(argv=None) -> int:
     p.add_argument("--n", type=int, default=8, help="block_norm lanes (default 8)")
     p.add_argument("--in-width", type=int, default=24, help="block_norm input bits (default 24)")
     p.add_argument("--M", type=int, default=18, help="block_norm mantissa bits (default 18)")
+    p.add_argument("--k", type=int, default=8, help="saturate lanes (default 8)")
+    p.add_argument("--out-width", type=int, default=18, help="saturate output bits (default 18; input: --in-width)")
     p.add_argument("--target-mhz", type=float, default=250.0, help="nextpnr target (default 250)")
     p.add_argument("--out", default="build/synth/blocks", help="work folder (default build/synth/blocks)")
     a = p.parse_args(argv)
     try:
         if a.block == "bram":
             comp, name = _bram(a.depth, a.width, a.style)
+        elif a.block == "saturate":
+            comp, name = _saturate(a.k, a.in_width, a.out_width)
         else:
             comp, name = _block_norm(a.n, a.in_width, a.M)
     except ValueError as exc:

@@ -1,0 +1,105 @@
+"""Registered saturation: ``k`` lanes narrowed to a signed format with a sign-extension test, and
+a running count of the lanes that overflowed, summed through a registered tree.
+
+Timing discipline (``hardware.md``): "saturation is detected by a sign-extension check; overflow
+counts are registered per stage and summed later". Today's cores compare each lane with the
+format's limits (two carry chains) and add all lanes' flags into the counter in the same cycle;
+this block does neither:
+
+1. register the wide lanes; per lane, ``fits`` = the bits from the output sign bit up are all
+   equal (an AND and an OR of those bits: LUTs, no carry), registered with the truncated value
+   and the input's sign;
+2. output: the truncated value, or the limit on the side of the sign, registered;
+   the flags enter a tree that adds four counts per registered level;
+3. the tree's root is added to a 32-bit counter (one carry chain).
+
+``o_data`` follows ``i_data`` by :attr:`latency` (3) cycles; ``count`` includes a beat's
+overflows :attr:`count_latency` (``4 +`` tree levels) cycles after the beat. Only ``i_valid`` beats count. Everything
+advances while ``en`` is high. Bit-exact with ``FxType.saturate`` of the golden model
+(saturation mode) for every input that fits ``in_width`` bits.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["SaturatingNarrow"]
+
+COUNT_WIDTH = 32
+
+
+class SaturatingNarrow(wiring.Component):
+    """``k`` signed ``in_width``-bit lanes -> signed ``out_width``-bit lanes, saturating; see module doc."""
+
+    def __init__(self, k: int, in_width: int, out_width: int):
+        for name, v, lo in (("k", k, 1), ("in_width", in_width, 2), ("out_width", out_width, 2)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise ValueError(f"{name}: must be an integer >= {lo}, got {v!r}")
+        if out_width > in_width:
+            raise ValueError(f"out_width: must be <= in_width ({in_width}), got {out_width}: nothing to saturate")
+        self.k, self.in_width, self.out_width = k, in_width, out_width
+        levels, n = 0, k
+        while n > 1:
+            n = -(-n // 4)
+            levels += 1
+        self.tree_levels = levels
+        self.latency = 3
+        self.count_latency = 4 + levels
+        super().__init__({
+            "en": In(1),
+            "i_valid": In(1),
+            "i_data": In(data.ArrayLayout(signed(in_width), k)),
+            "o_valid": Out(1),
+            "o_data": Out(data.ArrayLayout(signed(out_width), k)),
+            "count": Out(COUNT_WIDTH),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        k, W, N = self.k, self.in_width, self.out_width
+        en = self.en
+
+        def reg(value, shape, name):
+            r = Signal(shape, name=name)
+            with m.If(en):
+                m.d.sync += r.eq(value)
+            return r
+
+        # 1. inputs, then the sign-extension test on the registered value
+        xs = [reg(self.i_data[i], signed(W), f"s1_x{i}") for i in range(k)]
+        v1 = reg(self.i_valid, 1, "s1_v")
+        trunc, neg, over = [], [], []
+        for i, x in enumerate(xs):
+            top = x[N - 1:]                      # the output sign bit and everything above it
+            fits = (top == 0) | (top == (1 << (W - N + 1)) - 1)
+            trunc.append(reg(x[:N], unsigned(N), f"s2_t{i}"))
+            neg.append(reg(x[W - 1], 1, f"s2_n{i}"))
+            over.append(reg(~fits, 1, f"s2_o{i}"))
+        v2 = reg(v1, 1, "s2_v")
+        # 2. outputs
+        hi = Const((1 << (N - 1)) - 1, signed(N))
+        lo = Const(-(1 << (N - 1)), signed(N))
+        for i in range(k):
+            with m.If(en):
+                m.d.sync += self.o_data[i].eq(Mux(over[i], Mux(neg[i], lo, hi), trunc[i].as_signed()))
+        with m.If(en):
+            m.d.sync += self.o_valid.eq(v2)
+        # counts: valid beats only, four per registered level
+        terms = [reg(o & v2, unsigned(1), f"c0_{i}") for i, o in enumerate(over)]
+        level = 0
+        while len(terms) > 1:
+            level += 1
+            nxt = []
+            for j in range(0, len(terms), 4):
+                group = terms[j:j + 4]
+                width = (sum((1 << len(t)) - 1 for t in group)).bit_length()
+                nxt.append(reg(sum(group), unsigned(width), f"c{level}_{j // 4}"))
+            terms = nxt
+        root = terms[0]
+        cnt = Signal(COUNT_WIDTH, name="count_r")
+        with m.If(en):
+            m.d.sync += cnt.eq(cnt + root)
+        m.d.comb += self.count.eq(cnt)
+        return m
