@@ -38,7 +38,16 @@ def _saturate(k=8, in_width=36, out_width=18):
     return SaturatingNarrow(k, in_width, out_width), f"saturate_k{k}_w{in_width}_o{out_width}"
 
 
-BLOCKS = {"bram": _bram, "block_norm": _block_norm, "saturate": _saturate}
+def _lane_control(k=8):
+    from amaranth.hdl import signed
+    from amaranth.lib import data
+
+    from specmem.rtl.lane_control import LaneControl
+    layout = data.StructLayout({"shift": signed(7), "mask": 8, "select": 4, "enable": 1})
+    return LaneControl(layout, k), f"lane_control_k{k}"
+
+
+BLOCKS = {"bram": _bram, "block_norm": _block_norm, "saturate": _saturate, "lane_control": _lane_control}
 
 
 def synth_block(component, name: str, out_dir="build/synth/blocks", *, target_mhz: float = 250.0,
@@ -102,6 +111,8 @@ def main(argv=None) -> int:
     try:
         if a.block == "bram":
             comp, name = _bram(a.depth, a.width, a.style)
+        elif a.block == "lane_control":
+            comp, name = _lane_control(a.k)
         elif a.block == "saturate":
             comp, name = _saturate(a.k, a.in_width, a.out_width)
         else:
