@@ -1,5 +1,7 @@
 """The command line: run/vectors round trip, parameter parsing, and one clear error line for bad input."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -168,3 +170,38 @@ def test_rtl_command_defaults_are_legacy_int8():
         assert p.parse_args(argv).format == "legacy-int8", argv
     # sim leaves its options unset (so --mutants can refuse the ones given) and fills them from SIM_DEFAULTS
     assert p.parse_args(["sim"]).format is None and SIM_DEFAULTS["format"] == "legacy-int8"
+
+
+def test_batch_run_reports_batch_times_tokens(tmp_path, capsys):
+    """A [2, 3, T, d] input is 2 x 3 x T tokens, and the summary line says so."""
+    inp = _vectors(tmp_path, "linear", T=12, d=4, extra=["--batch", "2", "--batch", "3"])
+    capsys.readouterr()
+    assert main(["run", "--algo", "linear", "--in", str(inp), "--out", str(tmp_path / "o.npz")]) == 0
+    assert "72 tokens (2 x 3 x 12: batch x T)" in capsys.readouterr().out
+
+
+def test_saturation_is_a_warning_with_its_count(tmp_path, capsys):
+    """Inputs beyond a fixed format's range: one ``specmem: warning:`` line per saturated tensor,
+    whose count is the ``sat_<tensor>`` the run writes."""
+    rng = np.random.default_rng(0)
+    arrays = {n: rng.standard_normal((20, 8)) * (50 if n in ("k", "v") else 1) for n in ("k", "v", "q", "u")}
+    np.savez(tmp_path / "big.npz", **arrays)
+    out = tmp_path / "o.npz"
+    assert main(["run", "--algo", "vla", "--in", str(tmp_path / "big.npz"), "--out", str(out), "--backend", "fixed",
+                 "--format", "legacy-int8"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err and all(line.startswith("specmem: warning: ") for line in err), err
+    with np.load(out) as f:
+        for tensor in ("k", "v"):
+            n = int(f[f"sat_{tensor}"])
+            assert n > 0 and f"vla in legacy-int8: {n} saturated value(s) in {tensor}" in "\n".join(err)
+
+
+@pytest.mark.slow
+def test_sim_prints_the_waveform_path(capsys):
+    """``specmem sim --waves`` names the VCD it wrote (and the file is there)."""
+    import re
+
+    assert main(["sim", "--tokens", "20", "--waves"]) == 0
+    found = re.search(r"specmem sim: waveform (\S+)", capsys.readouterr().out)
+    assert found and os.path.exists(found.group(1))
