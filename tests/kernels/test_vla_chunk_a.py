@@ -16,16 +16,20 @@ from specmem.kernels.annihilation import fused_recurrent_annihilation
 from specmem.kernels.utils import assert_close, interpreting
 from specmem.kernels.vla import chunk_vla, fused_recurrent_vla, vla_recurrence
 from specmem.kernels.vla.chunk_a import vla_a_chunk_fwd
-from specmem.kernels.vla.naive import _denominator, segment_bounds, vla_a_loop, vla_a_segments
+from specmem.kernels.vla.naive import _denominator, vla_a_loop, vla_a_segments
+from specmem.nn.ops import _segments
 
 from .test_vla_kernels import DEVICE, FP32, FP64, make_inputs, to_kernel
 
 
 def test_segment_bounds():
-    assert segment_bounds(70, 20, 32) == [(0, 20), (20, 40), (40, 60), (60, 70)]
-    assert segment_bounds(70, 40, 32) == [(0, 32), (32, 40), (40, 70)]
-    assert segment_bounds(50, 0, 16) == [(0, 16), (16, 32), (32, 48), (48, 50)]
-    assert segment_bounds(5, 3, 2) == [(0, 2), (2, 3), (3, 5)]
+    """The segments the reference (and, with t0 = 0, the Triton kernel) uses: refreshes end them."""
+    def bounds(T, R, n):
+        return [(s, e) for s, e, _ in _segments(T, 0, R, n)]
+    assert bounds(70, 20, 32) == [(0, 20), (20, 40), (40, 60), (60, 70)]
+    assert bounds(70, 40, 32) == [(0, 32), (32, 40), (40, 70)]
+    assert bounds(50, 0, 16) == [(0, 16), (16, 32), (32, 48), (48, 50)]
+    assert bounds(5, 3, 2) == [(0, 2), (2, 3), (3, 5)]
 
 
 # (T, refresh_period, K, segment): refreshes that divide the segment, do not, and none

@@ -11,7 +11,7 @@ import math
 
 import torch
 
-__all__ = ["elu1", "vla_a_loop", "vla_a_segments", "segment_bounds", "vla_recurrence", "vla_chunkwise"]
+__all__ = ["elu1", "vla_a_loop", "vla_a_segments", "vla_recurrence", "vla_chunkwise"]
 
 
 def elu1(x: torch.Tensor) -> torch.Tensor:
@@ -49,51 +49,26 @@ def vla_a_loop(k, u, lambda0=0.1, eps=1e-4, refresh_period=20, eta=1e-3, u_scale
     return kh, ah, A, a_norm
 
 
-def segment_bounds(T: int, refresh_period: int, max_len: int) -> list[tuple[int, int]]:
-    """Segments ``[s, e)`` of the chunked ``A``: at most ``max_len`` tokens, each refresh ends one."""
-    out, s = [], 0
-    while s < T:
-        e = min(s + max_len, T)
-        if refresh_period:
-            e = min(e, (s // refresh_period + 1) * refresh_period)
-        out.append((s, e))
-        s = e
-    return out
-
-
 def vla_a_segments(k, u, lambda0=0.1, eps=1e-4, refresh_period=20, eta=1e-3, u_scale=None,
                    max_len=32, a0=None):
-    """The ``A`` loop in the exact segment form of spec §2: one sequential step per segment.
+    """The ``A`` loop in the exact segment form of spec §2, in the kernels' ``[B, T, H, K]`` layout.
 
-    Per segment of ``n`` tokens with ``A_0`` at its start, rows ``U`` (scaled ``u``) and ``KH``:
-    ``P = U A_0``, ``L Lᵀ = I + P Uᵀ``, ``W = L⁻¹ P``,
-    ``Alphaᵀ = A_0 KHᵀ − Wᵀ triu(W KHᵀ)``, ``A_end = A_0 − WᵀW`` (``+ eta I`` and
-    ``alpha_last += eta kh_last`` when a refresh ends the segment). Differentiable as written.
-    It drops Algorithm 1's ``max(delta, eps)`` clamp, which never binds: ``A`` stays positive
-    definite, so ``delta = 1 + uᵀ A u >= 1``. ``a0``: initial ``A`` ``[B, H, K, K]`` (default
-    ``I / lambda0``). Returns ``kh``, ``ah`` ``[B, T, H, K]`` and the final ``A``.
+    The algebra is :func:`specmem.nn.ops.chunk_vla_a` (Cholesky form, differentiable; segments of
+    at most ``max_len`` tokens, each refresh ending one), which this adapts: features as
+    Algorithm 1, ``a0`` the initial ``A`` ``[B, H, K, K]`` (default ``I / lambda0``). Returns
+    ``kh``, ``ah`` ``[B, T, H, K]`` and the final ``A``. The Triton kernel ``chunk_a.py`` computes
+    the same segments.
     """
+    from specmem.nn.ops import chunk_vla_a
+
     B, T, H, K = k.shape
     u_scale = 1.0 / math.sqrt(K) if u_scale is None else u_scale
     kh = _normalize(elu1(k), eps)
     un = _normalize(u, eps) * u_scale
-    eye = torch.eye(K, dtype=k.dtype, device=k.device)
-    A = (eye / lambda0).expand(B, H, K, K) if a0 is None else a0
-    alphas = []
-    for s, e in segment_bounds(T, refresh_period, max_len):
-        U, KH = un[:, s:e].transpose(1, 2), kh[:, s:e].transpose(1, 2)        # [B, H, n, K]
-        n = e - s
-        P = U @ A
-        L = torch.linalg.cholesky(torch.eye(n, dtype=k.dtype, device=k.device) + P @ U.transpose(-1, -2))
-        W = torch.linalg.solve_triangular(L, P, upper=False)
-        alpha = KH @ A - torch.triu(W @ KH.transpose(-1, -2)).transpose(-1, -2) @ W   # [B, H, n, K]
-        A = A - W.transpose(-1, -2) @ W
-        if refresh_period and e % refresh_period == 0:
-            alpha = torch.cat([alpha[..., :-1, :], alpha[..., -1:, :] + eta * KH[..., -1:, :]], dim=-2)
-            A = A + eta * eye
-        alphas.append(alpha)
-    ah = _normalize(torch.cat(alphas, dim=-2).transpose(1, 2), eps)
-    return kh, ah, A
+    A0 = (torch.eye(K, dtype=k.dtype, device=k.device) / lambda0).expand(B, H, K, K) if a0 is None else a0
+    alpha, A = chunk_vla_a(kh.transpose(1, 2), un.transpose(1, 2), A0, 0, eps, refresh_period, eta,
+                           chunk_size=max_len)
+    return kh, _normalize(alpha.transpose(1, 2), eps), A
 
 
 def _denominator(k, q, eps):
