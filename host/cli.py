@@ -78,7 +78,7 @@ def _cmd_bench(args) -> int:
     elif args.what == "fixed":
         from specmem.golden.fixed.accuracy import bench_fixed
 
-        bench_fixed(out_json=args.json)
+        bench_fixed(out_json=args.json, T=64 if args.quick else 256)
     return 0
 
 
@@ -306,7 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "fixed-point models; sim: Verilator simulation speed")
     b.add_argument("--json", default=None, metavar="OUT.json",
                    help="where to write the JSON record (default: print only; the folder must exist)")
-    b.add_argument("--quick", action="store_true", help="small shapes only (default: the full set)")
+    b.add_argument("--quick", action="store_true",
+                   help="small sizes only: golden d <= 256, gpu the interpreter shapes, fixed T=64, sim 500 tokens "
+                        "(default: the full set)")
     b.set_defaults(fn=_cmd_bench)
 
     a = sub.add_parser("accuracy", help="INT8-vs-float accuracy report -> docs/accuracy/")

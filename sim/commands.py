@@ -181,6 +181,8 @@ def simulate(algo: str, d: int, k: int, tokens: int, seed: int, preset: str = "l
     ``{"refresh_period": 3}``); every ``o_raw``/``o_frac``, the counters and the final ``A``, ``S``
     are checked. Coverage is not wired for it yet."""
     _check(algo, d, k, tokens, seed, preset)
+    if coverage and waves:
+        raise SpecmemInputError("waves: the coverage build records no waveform; run --waves and --coverage separately")
     if algo == "vla":
         if coverage:
             raise SpecmemInputError("coverage: the coverage run covers the annihilation top only")

@@ -78,6 +78,7 @@ CASES = [
     ("sim-tokens-too-many", lambda t, f: ["sim", "--tokens", str(10 ** 13)], "tokens: "),
     ("sim-mutants-with-options", lambda t, f: ["sim", "--mutants", "--algo", "vla", "--d", "8"], "mutants: "),
     ("sim-no-testbench", lambda t, f: ["sim", "--algo", "linear"], "algo: "),
+    ("sim-waves-with-coverage", lambda t, f: ["sim", "--coverage", "--waves"], "waves: "),
     ("argparse-bad-int", lambda t, f: ["vectors", "--algo", "vla", "--T", "many", "--out", str(t / "v.npz")],
      "argument --T"),
     ("argparse-missing", lambda t, f: ["run", "--algo", "vla"], "--in"),
