@@ -7,7 +7,19 @@ import numpy as np
 from specmem.algorithms import get_algorithm
 from specmem.golden.common import SpecmemInputError, check_scalar
 
-__all__ = ["make_vectors"]
+__all__ = ["make_vectors", "available_memory"]
+
+
+def available_memory() -> int | None:
+    """Bytes of ``MemAvailable`` (``/proc/meminfo``); None where the system does not say."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def make_vectors(algo: str, T: int, d: int, seed: int = 0, batch: tuple[int, ...] = ()) -> dict[str, np.ndarray]:
@@ -22,6 +34,12 @@ def make_vectors(algo: str, T: int, d: int, seed: int = 0, batch: tuple[int, ...
     seed = check_scalar("seed", seed, lo=0, integer=True)
     for b in batch:
         check_scalar("batch", b, lo=1, integer=True)
+    need = 8 * int(np.prod(batch, dtype=np.int64)) * T * (d * len(spec.inputs) + len(spec.inputs))
+    avail = available_memory()
+    if avail is not None and need > avail // 2:
+        raise SpecmemInputError(f"T: {need / 2**30:.1f} GiB of vectors (batch {' x '.join(map(str, batch)) or '1'}, "
+                                f"T={T}, d={d}, {len(spec.inputs)} arrays) do not fit in the {avail / 2**30:.1f} GiB "
+                                "of memory available")
     rng = np.random.default_rng(seed)
     shape = (*batch, T)
     out = {}

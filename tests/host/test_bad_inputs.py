@@ -75,6 +75,8 @@ CASES = [
     ("fixed-legacy-shift-overflow", lambda t, f: _run(t, f) + ["--backend", "fixed", "--format", "legacy-int8",
                                                               "--param", "lambda0=1e-30"], "param: "),
     ("float-overflow", lambda t, f: _run(t, f) + ["--param", "eta=1e300"], "param: "),
+    ("vectors-too-large", lambda t, f: ["vectors", "--algo", "vla", "--T", str(10 ** 12), "--out", str(t / "v.npz")],
+     "T: "),
     ("sim-tokens-too-many", lambda t, f: ["sim", "--tokens", str(10 ** 13)], "tokens: "),
     ("sim-mutants-with-options", lambda t, f: ["sim", "--mutants", "--algo", "vla", "--d", "8"], "mutants: "),
     ("sim-no-testbench", lambda t, f: ["sim", "--algo", "linear"], "algo: "),
