@@ -255,8 +255,14 @@ def _version() -> str:
         return __version__
 
 
+_DESCRIPTION = ("specmem: bounded-memory sequence-model update rules from golden model to RTL. "
+                "'specmem COMMAND --help' lists a command's options with their defaults; bad input is one "
+                "'specmem: error:' line and exit status 2.")
+_EPILOG = "Start with 'specmem main' (the small default configuration, everything under out/main)."
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="specmem", description=__doc__, formatter_class=_HelpFormatter)
+    p = _Parser(prog="specmem", description=_DESCRIPTION, epilog=_EPILOG, formatter_class=_HelpFormatter)
     p.add_argument("--version", action="version", version=f"specmem {_version()}")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     _add = sub.add_parser
@@ -294,7 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where to write the .npz (the folder must exist)")
     v.set_defaults(fn=_cmd_vectors)
 
-    c = sub.add_parser("claims", help="measure every quantitative claim of the seeds -> docs/claims.md")
+    c = sub.add_parser("claims", help="measure every quantitative claim of the seeds -> docs/claims.md "
+                                      "(same verdicts every run)")
     c.add_argument("--out", default="docs",
                    help="folder for claims.md and its plots in OUT/claims/ (default docs; created if missing)")
     c.add_argument("--full", action="store_true", help="longer runs and bigger sweeps (default: the small ones)")
@@ -379,7 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
     _fill_help("mqar", mq)
     mq.set_defaults(fn=cmd_mqar)
 
-    m = sub.add_parser("main", help="the main job on the small default configuration")
+    m = sub.add_parser("main", help="the main job on the small default configuration -> out/main")
     m.add_argument("--out", default="out/main",
                    help="folder for every generated file (default out/main; created if missing)")
     m.set_defaults(fn=_cmd_main)
