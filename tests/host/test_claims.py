@@ -2,6 +2,8 @@
 
 import re
 
+import pytest
+
 from specmem.claims import Claim, table_row
 
 
@@ -51,3 +53,18 @@ def test_gpu_claims_refuse_interpreter_records(tmp_path):
 
     with pytest.raises(ValueError, match="expected a GPU run"):
         _gpu_claims(_record(tmp_path, 1.0, 1.0, {16: (1.0, 1.0)}, mode="cpu-interpreter"))
+
+
+@pytest.mark.parametrize("where", ["docs", "out/main/claims", None])
+def test_footer_links_resolve_from_where_the_ledger_is_written(tmp_path, where):
+    """The ledger is written to docs/ or under out/: its links must reach the repository's documents."""
+    import os
+
+    from specmem.claims import REPO, footer
+
+    out_dir = os.path.join(REPO, where) if where else str(tmp_path)
+    text = "\n".join(footer(out_dir))
+    targets = re.findall(r"\]\(([^)]+)\)", text)
+    assert len(targets) == 3
+    for t in targets:
+        assert os.path.exists(os.path.normpath(os.path.join(out_dir, t))), t
