@@ -82,7 +82,7 @@ def _plots(runs, doc_dir, progress):
         ax.axhline(1 / 128, color="grey", lw=0.5, ls=":")
         ax.set(xlabel="n_pairs (T = 3n + 1)", ylabel="exact-match accuracy", title="MQAR capacity: ours vs paper",
                ylim=(0, 1.05))
-        ax.legend(fontsize=6)
+        ax.legend(fontsize=6, loc="center right")
         fig.tight_layout()
         files.append("mqar/capacity.png")
         fig.savefig(os.path.join(doc_dir, files[-1]), dpi=110)
