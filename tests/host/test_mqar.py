@@ -53,13 +53,14 @@ def test_config_checks():
 
 
 def test_quick_training_learns():
-    """Margins: the loss falls by at least 1 nat and accuracy is above 2.5x chance (measured ~0.27 vs 1/16).
+    """Margins: the loss falls by at least 0.5 nat (measured 1.19) and accuracy is above 2.5x chance
+    (measured 0.27 vs 1/16): half the measured gains, room for other platforms' rounding.
 
     At 150 steps the model has learnt which values are in the context (the ``1/n_pairs`` plateau,
     0.25 here), not yet the binding: this checks the training loop, not recall.
     """
     rec = train_run(QUICK)
-    assert rec["final_loss"] < rec["initial_loss"] - 1.0, rec["curve"]
+    assert rec["final_loss"] < rec["initial_loss"] - 0.5, rec["curve"]
     assert rec["eval"]["acc"] > 2.5 * rec["chance"], rec["eval"]
     assert rec["eval"]["n_queries"] == QUICK.eval_batches * QUICK.batch * QUICK.n_pairs
 
