@@ -4,29 +4,50 @@ An ``n``-element vector of ``in_width``-bit integers with one exponent ``frac`` 
 mantissas whose largest magnitude has its top bit just below the sign bit (one more shift if
 round-half-even would carry into it), and ``frac - shift``; bit-exact with ``block()``.
 
-Timing discipline (``hardware.md``): no stage holds more than a short chain.
+How the arithmetic is arranged. With ``top = msb(max |x|)`` the golden shift is
+``sh = top - (M - 2)`` (0 for an all-zero vector) plus ``carry``. Writing ``Y = x * 2^(M-1)``,
+``x * 2^-(sh + carry)`` rounded is ``Y >> s`` rounded with ``s = top + carry``: a *right* shift
+only, by ``0 .. in_width`` (the left shifts of small vectors are the low zeros of ``Y``), whose
+bit 0 is the rounding bit and bits ``1 .. M`` the truncated mantissa ``q``. The carry is decided
+*before* shifting, so each lane shifts once (not once with ``sh`` and once with ``sh + 1``): the
+largest magnitude rounds up to ``2^(M-1)`` exactly when its ``M`` bits ``top - M + 1 .. top``
+are all ones (the kept bits are ones so ``q`` is odd and a set rounding bit rounds up whatever
+the sticky bits); round-half-even is monotone in magnitude, so ``carry = OR over lanes of
+c_lane[top]`` with ``c_lane[t] = AND(|x|[t - M + 1 .. t])``, and that OR commutes with the
+selection by ``top``: the window vectors are OR-reduced in a tree beside the magnitudes' tree,
+without knowing ``top``. No magnitude comparator, no rounded-result test (whose
+``-2^(M-1)`` corner fits ``M`` bits yet is a carry) is needed.
 
-1. register the inputs, take magnitudes;
-2. OR-reduce the magnitudes four at a time, one register level per 4:1 (``msb(max |x|)`` equals
-   ``msb(OR |x|)``, and an OR tree is one LUT level per stage);
-3. the priority encoder gives ``shift = msb - (M - 2)`` (0 for an all-zero vector);
-4. every lane rounds with ``shift`` and with ``shift + 1`` in parallel and flags whether the
-   first reached ``2^(M-1)`` in magnitude (the carry ``block()`` tests on the largest element;
-   round-half-even is symmetric and monotone in magnitude, so any lane carries iff the largest
-   does);
-5. OR-reduce the carry flags and select: the output register.
+Timing discipline (``hardware.md``): at most one carry chain or about four LUT levels between
+registers; per-token controls are registered and copied per lane. Stages (``L`` = 4:1 OR-tree
+levels for ``n`` lanes, ``ceil(log4 n)``):
 
-Advances one stage per cycle while ``en`` is high (a pipeline-wide stall); ``latency`` cycles
-from input to output. Round-half-even only (the presets' rounding).
+1. register the inputs and their ones' complements ``x XOR sign`` (one LUT level);
+2. magnitudes ``|x| = (x XOR sign) + sign`` (a bare carry chain) and ``frac + (M - 2)``;
+3. ``L`` OR-tree levels over the magnitudes (``msb(max |x|) = msb(OR |x|)``), one LUT level
+   each; the first also forms every lane's window-AND vector ``c_lane`` (three LUT levels
+   at ``M = 18``), whose own ``L``-level OR tree therefore ends one stage later;
+4. leading one of the OR: the one-hot leading 4-bit group ``G`` (copied per lane), the
+   one-hot leading bit, ``OR != 0``, and per lane the sticky OR of the ``x`` bits a coarse
+   shift by ``4 g`` drops (the carry vectors' tree ends here);
+5. coarse shift: every lane selects ``Y >> 4 g`` (``M + 5`` bits, an AND-OR by ``G``) and its
+   sticky bit; the control picks ``carry = OR(C & leading bit)`` and decodes the fine shift
+   ``(top mod 4) + carry`` in ``0 .. 4`` one-hot (copied per lane), and encodes ``top``;
+6. fine shift by the one-hot ``0 .. 4`` to ``2 q + r`` (``q`` the truncated mantissa, ``r`` the
+   rounding bit) and the bit ``sticky | q[0]`` (a few LUT levels, flat AND-ORs by the one-hot);
+   the exponent ``frac + (M - 2) - top`` (``frac`` for a zero vector);
+7. round-half-even as ``(2 q + r + (sticky | q[0])) >> 1`` (one ``M + 1``-bit carry chain
+   straight from registers) and ``frac - carry``: the output register.
+
+Advances one stage per cycle while ``en`` is high (a pipeline-wide stall); ``latency = 6 + L``
+cycles from input to output. Round-half-even only (the presets' rounding).
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
-
-from .fixed import msb_index, round_shift_var
 
 __all__ = ["BlockNormaliser"]
 
@@ -39,9 +60,18 @@ def _or_tree_levels(n: int) -> int:
     return levels
 
 
+def _any(terms):
+    """OR of a list of 1-bit values (0 for none)."""
+    acc = Const(0, 1)
+    for i, t in enumerate(terms):
+        acc = t if i == 0 else acc | t
+    return acc
+
+
 class BlockNormaliser(wiring.Component):
     """``n`` lanes of ``in_width``-bit signed integers -> ``M``-bit block mantissas; ``frac`` is a
-    signed ``frac_width``-bit exponent carried beside the vector."""
+    signed ``frac_width``-bit exponent carried beside the vector (wrapping modulo
+    ``2^frac_width``)."""
 
     def __init__(self, n: int, in_width: int, M: int, frac_width: int = 16, rounding: str = "rne"):
         for name, v, lo in (("n", n, 1), ("in_width", in_width, 2), ("M", M, 3), ("frac_width", frac_width, 4)):
@@ -52,7 +82,7 @@ class BlockNormaliser(wiring.Component):
         self.n, self.in_width, self.M, self.frac_width = n, in_width, M, frac_width
         self.or_levels = _or_tree_levels(n)
         #: cycles from an input accepted (``valid`` and ``en``) to its output
-        self.latency = 1 + self.or_levels + 1 + 1 + 1
+        self.latency = 6 + self.or_levels
         super().__init__({
             "en": In(1),
             "i_valid": In(1),
@@ -65,8 +95,11 @@ class BlockNormaliser(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        n, W, M = self.n, self.in_width, self.M
+        n, W, M, FW = self.n, self.in_width, self.M, self.frac_width
         en = self.en
+        gmax = (W - 1) // 4               # leading 4-bit groups of |x|: top = 4 g + j
+        tpos = list(range(M - 1, W))      # msb positions at which rounding can carry
+        sgs = [g for g in range(gmax + 1) if 4 * g >= M]  # coarse shifts that drop x bits
 
         def reg(value, shape, name):
             r = Signal(shape, name=name)
@@ -74,59 +107,98 @@ class BlockNormaliser(wiring.Component):
                 m.d.sync += r.eq(value)
             return r
 
-        def carry(vals, valid, frac, tag):
+        def carry(xs, v, f, tag):
             """Delay the vector, its valid bit and its exponent by one stage."""
-            return ([reg(v, signed(W), f"{tag}_x{i}") for i, v in enumerate(vals)],
-                    reg(valid, 1, f"{tag}_v"), reg(frac, signed(self.frac_width), f"{tag}_f"))
+            return ([reg(x, signed(W), f"{tag}_x{i}") for i, x in enumerate(xs)],
+                    reg(v, 1, f"{tag}_v"), reg(f, signed(FW), f"{tag}_f"))
 
-        # 1. inputs and magnitudes
-        xs, v, f = carry([self.i_data[i] for i in range(n)], self.i_valid, self.i_frac, "s1")
-        mags = []
-        for i, x in enumerate(xs):
-            a = Signal(unsigned(W), name=f"s1_mag{i}")
-            m.d.comb += a.eq(Mux(x < 0, -x, x))  # |-2^(W-1)| = 2^(W-1) fits W unsigned bits
-            mags.append(a)
-        # 2. OR tree, four inputs per level
+        def or_level(vals, width, tag):
+            """One registered 4:1 OR level."""
+            out = []
+            for j in range(0, len(vals), 4):
+                out.append(reg(_any(vals[j:j + 4]), unsigned(width), f"{tag}_{j // 4}"))
+            return out
+
+        # 1. inputs, and their ones' complements for the magnitudes (x XOR sign: one LUT level)
+        ins = [self.i_data[i] for i in range(n)]
+        ones = [reg(x.as_unsigned() ^ x[-1].replicate(W), unsigned(W), f"s1_ones{i}") for i, x in enumerate(ins)]
+        xs, v, f = carry(ins, self.i_valid, self.i_frac, "s1")
+        # 2. magnitudes |x| = (x XOR sign) + sign, a bare carry chain between registers
+        #    (|-2^(W-1)| = 2^(W-1) fits W unsigned bits), and frac + (M - 2)
+        mags = [reg(b + x[-1], unsigned(W), f"s2_mag{i}") for i, (b, x) in enumerate(zip(ones, xs))]
+        xs, v, f = carry(xs, v, f + (M - 2), "s2")
+        # 3. OR tree of the magnitudes; window ANDs (first level) and their own OR tree
+        cs = []
+        if tpos:
+            for i, a in enumerate(mags):
+                cs.append(reg(Cat(*(a[t - M + 1:t + 1].all() for t in tpos)), unsigned(len(tpos)), f"s3_c{i}"))
         level = 0
         while len(mags) > 1:
             level += 1
-            nxt = []
-            for j in range(0, len(mags), 4):
-                acc = mags[j]
-                for a in mags[j + 1:j + 4]:
-                    acc = acc | a
-                nxt.append(reg(acc, unsigned(W), f"or{level}_{j // 4}"))
-            mags = nxt
+            mags = or_level(mags, W, f"or{level}")
             xs, v, f = carry(xs, v, f, f"or{level}")
         orv = mags[0]
-        # 3. shift = msb - (M - 2), 0 for an all-zero vector
-        top = msb_index(m, orv, "s3_msb")
-        sh_w = max(W.bit_length(), (M - 2).bit_length()) + 2
-        sh = reg(Mux(orv == 0, 0, top - (M - 2)), signed(sh_w), "s3_sh")
-        xs, v, f = carry(xs, v, f, "s3")
-        # 4. round with shift and shift + 1, flag carries
-        r0s, r1s, ovs = [], [], []
-        lim = Const(1 << (M - 1), unsigned(M + 1))
-        for i, x in enumerate(xs):
-            r0 = round_shift_var(m, x, sh, "rne", max_left=M - 2, name=f"s4_r0_{i}")
-            r1 = round_shift_var(m, x, sh + 1, "rne", max_left=M - 2, name=f"s4_r1_{i}")
-            ov = (r0 >= lim) | (r0 <= -lim)
-            r0s.append(reg(r0[:M + 1], signed(M + 1), f"s4_a{i}"))
-            r1s.append(reg(r1[:M], signed(M), f"s4_b{i}"))
-            ovs.append(reg(ov, 1, f"s4_ov{i}"))
-        sh4 = reg(sh, signed(sh_w), "s4_sh")
-        v4 = reg(v, 1, "s4_v")
-        f4 = reg(f, signed(self.frac_width), "s4_f")
-        # 5. any carry: take the shift + 1 rounding
-        anyov = Signal(name="s5_any")
-        m.d.comb += anyov.eq(Const(0, 1) if not ovs else ovs[0])
-        acc = ovs[0]
-        for o in ovs[1:]:
-            acc = acc | o
-        m.d.comb += anyov.eq(acc)
-        for i in range(n):
-            with m.If(en):
-                m.d.sync += self.o_data[i].eq(Mux(anyov, r1s[i], r0s[i][:M]))
+        level = 0
+        while len(cs) > 1:
+            level += 1
+            cs = or_level(cs, len(tpos), f"cor{level}")
+        # 4. leading one: group one-hot (per lane copies), bit one-hot, nonzero, sticky ORs
+        grp_nz = [orv[4 * g:min(4 * g + 4, W)].any() for g in range(gmax + 1)]
+        g_hot = Cat(*(grp_nz[g] & ~orv[4 * g + 4:].any() if 4 * g + 4 < W else grp_nz[g] for g in range(gmax + 1)))
+        gs = [reg(g_hot, gmax + 1, f"s4_g{i}") for i in range(n)]
+        lead = reg(Cat(*(orv[t] & ~orv[t + 1:].any() if t + 1 < W else orv[t] for t in range(W))), W, "s4_lead")
+        nz = reg(orv.any(), 1, "s4_nz")
+        # sticky of a coarse shift by 4 g: Y = x 2^(M-1) loses x[0 .. 4 g - M]
+        sts = [reg(Cat(*(x[:4 * g - M + 1].any() for g in sgs)), max(len(sgs), 1), f"s4_st{i}") if sgs else None
+               for i, x in enumerate(xs)]
+        cvec = cs[0] if cs else None  # ends here: registered once more than the magnitudes' tree
+        xs, v, f = carry(xs, v, f, "s4")
+        # 5. coarse shift by 4 g; carry, fine-shift one-hot, top
+        zw = M + 5  # round bit, M mantissa bits, up to 4 more for the fine shift
+
+        def ybit(x, j):
+            """Bit ``j`` of ``Y = x 2^(M-1)`` sign-extended (None: constant 0)."""
+            if j < M - 1:
+                return None
+            return x[min(j - (M - 1), W - 1)]
+
+        z1s, st1s = [], []
+        for i, (x, g1) in enumerate(zip(xs, gs)):
+            bits = []
+            for b in range(zw):
+                bits.append(_any([g1[g] & ybit(x, 4 * g + b) for g in range(gmax + 1) if ybit(x, 4 * g + b) is not None]))
+            z1s.append(reg(Cat(*bits), zw, f"s5_z{i}"))
+            st1s.append(reg(_any([g1[g] & sts[i][k] for k, g in enumerate(sgs)]), 1, f"s5_st{i}"))
+        # the leading bit is one-hot, so carry = C[top] and the fine shift (top mod 4) + carry are
+        # flat AND-ORs of (leading bit, its carry flag) pairs: three LUT levels, not a carry
+        # selection followed by an adder or a second selection
+        cbit = {t: cvec[k] for k, t in enumerate(tpos)}
+        cy = _any([cbit[t] & lead[t] for t in tpos])
+        ksel_v = Cat(*(_any([lead[t] & ~cbit[t] if t in cbit else lead[t] for t in range(k, W, 4) if k < 4]
+                            + ([lead[t] & cbit[t] for t in tpos if t % 4 == k - 1] if k >= 1 else []))
+                       for k in range(5)))
+        ks = [reg(ksel_v, 5, f"s5_k{i}") for i in range(n)]
+        tw = max(1, (W - 1).bit_length())
+        top = reg(Cat(*(_any([lead[t] for t in range(W) if t >> b & 1]) for b in range(tw))), unsigned(tw), "s5_top")
+        cy5 = reg(cy, 1, "s5_cy")
+        nz5 = reg(nz, 1, "s5_nz")
+        v5 = reg(v, 1, "s5_v")
+        f5 = reg(f, signed(FW), "s5_f")
+        # 6. fine shift by 0 .. 4, sticky, rounding increment; exponent
+        # RNE of (q, round bit r, sticky) is q + (r & (sticky | q[0])) = (2 q + r + (sticky | q[0])) >> 1:
+        # register 2 q + r and the one bit sticky | q[0], so stage 7 is a bare carry chain
+        rqs, sqs = [], []
+        for i, (z, k, st) in enumerate(zip(z1s, ks, st1s)):
+            rqs.append(reg(Cat(*(_any([k[s] & z[s + b] for s in range(5)]) for b in range(M + 1))),
+                           signed(M + 1), f"s6_rq{i}"))
+            sqs.append(reg(st | _any([k[s] & (z[:s].any() | z[s + 1]) if s else k[s] & z[1] for s in range(5)]),
+                           1, f"s6_sq{i}"))
+        f6 = reg(f5 - Mux(nz5, top, M - 2), signed(FW), "s6_f")
+        cy6 = reg(cy5, 1, "s6_cy")
+        v6 = reg(v5, 1, "s6_v")
+        # 7. increment: the output register
         with m.If(en):
-            m.d.sync += [self.o_valid.eq(v4), self.o_frac.eq(f4 - sh4 - anyov)]
+            for i in range(n):
+                m.d.sync += self.o_data[i].eq((rqs[i] + sqs[i])[1:M + 1])
+            m.d.sync += [self.o_valid.eq(v6), self.o_frac.eq(f6 - cy6)]
         return m

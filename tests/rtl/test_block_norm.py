@@ -11,8 +11,9 @@ from specmem.rtl.block_norm import BlockNormaliser
 from specmem.rtl.testing import run_simulation
 
 
-def _run(dut, vecs, fracs, stall=0.0, seed=0):
-    """Feed one vector per cycle (random stalls hold the whole pipeline); collect the outputs."""
+def _run(dut, vecs, fracs, stall=0.0, seed=0, gap=0.0):
+    """Feed the vectors in order (random stalls hold the whole pipeline; with ``gap`` some
+    accepted cycles carry no vector, a bubble); collect the outputs."""
     rng = np.random.default_rng(seed)
     got = []
 
@@ -20,17 +21,20 @@ def _run(dut, vecs, fracs, stall=0.0, seed=0):
         i = 0
         while len(got) < len(vecs):
             en = rng.random() >= stall
+            feed = i < len(vecs) and rng.random() >= gap
             ctx.set(dut.en, int(en))
-            if i < len(vecs):
+            if feed:
                 ctx.set(dut.i_valid, 1)
                 for lane, val in enumerate(vecs[i]):
                     ctx.set(dut.i_data[lane], int(val))
                 ctx.set(dut.i_frac, int(fracs[i]))
             else:
                 ctx.set(dut.i_valid, 0)
+                for lane in range(dut.n):  # garbage on the bus of an invalid cycle
+                    ctx.set(dut.i_data[lane], int(rng.integers(-(1 << (dut.in_width - 1)), 1 << (dut.in_width - 1))))
             await ctx.tick()
             if en:
-                i += 1
+                i += int(feed)
                 if ctx.get(dut.o_valid):
                     got.append(([ctx.get(dut.o_data[lane]) for lane in range(dut.n)], ctx.get(dut.o_frac)))
 
@@ -50,15 +54,74 @@ def _check(got, vecs, fracs, M):
     return int(np.sum(np.array(fracs) - wf != plain))
 
 
-def test_exhaustive_two_lanes_five_bits():
-    W, M = 5, 3
+def _exhaustive(n, W, M, fw=8):
     vals = range(-(1 << (W - 1)), 1 << (W - 1))
-    vecs = [list(p) for p in itertools.product(vals, vals)]
+    vecs = [list(p) for p in itertools.product(vals, repeat=n)]
     fracs = [(i % 7) - 3 for i in range(len(vecs))]
-    assert _check(_run(BlockNormaliser(2, W, M, frac_width=8), vecs, fracs), vecs, fracs, M) > 0
+    return _check(_run(BlockNormaliser(n, W, M, frac_width=fw), vecs, fracs), vecs, fracs, M)
 
 
-@pytest.mark.parametrize("n,W,M", [(8, 24, 8), (5, 16, 8), (16, 30, 18), (1, 12, 6)])
+def test_exhaustive_two_lanes_five_bits():
+    assert _exhaustive(2, 5, 3) > 0
+
+
+def test_exhaustive_two_lanes_six_bits_coarse_and_fine_shifts():
+    # W = 6, M = 4: shifts 0..6 cross a 4-bit coarse group, so both shifter stages and the
+    # carry into the next coarse group (top mod 4 = 3, carry) are taken
+    assert _exhaustive(2, 6, 4) > 0
+
+
+def test_exhaustive_one_lane_ten_bits():
+    assert _exhaustive(1, 10, 5) > 0
+
+
+def test_exhaustive_narrow_inputs_only_shift_left():
+    # in_width < M: every vector is shifted left exactly, no rounding, no carry
+    assert _exhaustive(2, 4, 7) == 0
+
+
+def _corner_vectors(n, W, M, rng):
+    """For every msb position and sign: the largest element at the rounding boundaries (all
+    ones, ties with odd and even kept bits, one below a tie, tie plus sticky), the other lanes
+    smaller (some at the same boundaries, which must not change the carry), and the most
+    negative input."""
+    vecs = []
+    for t in range(W - 1):
+        sh = t - (M - 2)
+        mags = {(1 << (t + 1)) - 1, 1 << t}
+        if sh >= 1:
+            half = 1 << (sh - 1)
+            odd, even = ((1 << (M - 1)) - 1) << sh, ((1 << (M - 1)) - 2) << sh
+            mags |= {odd + half, even + half, odd + half - 1, even + half + 1, odd + half + 1, odd}
+            if sh >= 2:
+                mags |= {even + half + (1 << (sh - 2))}
+        for mag in sorted(mags):
+            for sign in (1, -1):
+                v = [int(x) for x in rng.integers(-mag, mag + 1, n)]
+                v[int(rng.integers(n))] = sign * mag
+                if n > 1:
+                    v[int(rng.integers(n))] = -sign * mag  # the same magnitude, other sign
+                vecs.append([min(max(x, -(1 << (W - 1))), (1 << (W - 1)) - 1) for x in v])  # in range
+    v = [0] * n
+    v[-1] = -(1 << (W - 1))
+    vecs.append(v)
+    vecs.append([-(1 << (W - 1))] * n)
+    vecs.append([(1 << (W - 1)) - 1] * n)
+    vecs.append([0] * n)
+    return vecs
+
+
+@pytest.mark.parametrize("n,W,M", [(8, 24, 18), (16, 28, 18), (3, 12, 4), (4, 9, 8)])
+def test_rounding_and_carry_corners(n, W, M):
+    rng = np.random.default_rng(W * 7 + M)
+    vecs = _corner_vectors(n, W, M, rng)
+    fracs = [int(x) for x in rng.integers(-100, 100, len(vecs))]
+    dut = BlockNormaliser(n, W, M, frac_width=12)
+    assert _check(_run(dut, vecs, fracs, stall=0.2, seed=M, gap=0.2), vecs, fracs, M) > 0
+
+
+@pytest.mark.parametrize("n,W,M", [(8, 24, 8), (5, 16, 8), (16, 30, 18), (1, 12, 6), (8, 24, 18), (16, 28, 18),
+                                   (17, 20, 9), (2, 8, 12)])
 def test_random_vectors_with_stalls(n, W, M):
     rng = np.random.default_rng(n * 100 + W)
     vecs = []
@@ -76,27 +139,64 @@ def test_random_vectors_with_stalls(n, W, M):
         vecs.append([int(x) for x in v])
     fracs = [int(x) for x in rng.integers(-50, 50, len(vecs))]
     dut = BlockNormaliser(n, W, M, frac_width=10)
-    assert _check(_run(dut, vecs, fracs, stall=0.3, seed=n), vecs, fracs, M) > 0  # carries were exercised
+    got = _run(dut, vecs, fracs, stall=0.3, seed=n, gap=0.15)
+    carries = _check(got, vecs, fracs, M)
+    assert carries > 0 or W < M  # carries were exercised (none exist when in_width < M)
 
 
-def test_latency_is_declared():
-    dut = BlockNormaliser(16, 20, 8)
-    assert dut.latency == 1 + 2 + 3  # inputs, two 4:1 OR levels, msb, rounding, select
-    vecs = [[1] * 16, [3] * 16]
+@pytest.mark.parametrize("n,levels", [(1, 0), (4, 1), (5, 2), (16, 2), (17, 3)])
+def test_latency_is_declared(n, levels):
+    dut = BlockNormaliser(n, 20, 8)
+    # inputs, magnitudes, the OR levels, leading one, coarse shift, fine shift, increment
+    assert dut.or_levels == levels and dut.latency == 6 + levels
     cyc = []
 
     async def tb(ctx):
         ctx.set(dut.en, 1)
-        for t in range(12):
+        for t in range(dut.latency + 6):
             ctx.set(dut.i_valid, int(t == 0))
-            for lane in range(16):
-                ctx.set(dut.i_data[lane], vecs[0][lane])
+            for lane in range(n):
+                ctx.set(dut.i_data[lane], 3)
             await ctx.tick()
             if ctx.get(dut.o_valid):
                 cyc.append(t + 1)
 
     run_simulation(dut, tb, deadline_cycles=100)
     assert cyc == [dut.latency]
+
+
+def test_stall_holds_every_stage():
+    """With ``en`` low nothing moves: outputs stay put over a long stall mid-stream."""
+    n, W, M = 4, 16, 8
+    dut = BlockNormaliser(n, W, M)
+    rng = np.random.default_rng(5)
+    vecs = [[int(x) for x in rng.integers(-3000, 3000, n)] for _ in range(12)]
+    want, wf = block(np.array(vecs), np.zeros(len(vecs), dtype=np.int64), M)
+    seen = []
+
+    async def tb(ctx):
+        i = 0
+        for t in range(40):
+            en = not (5 <= t < 15)
+            ctx.set(dut.en, int(en))
+            ctx.set(dut.i_valid, int(i < len(vecs)))
+            for lane in range(n):
+                ctx.set(dut.i_data[lane], vecs[i][lane] if i < len(vecs) else 0)
+            ctx.set(dut.i_frac, 0)
+            await ctx.tick()
+            if en:
+                i += 1
+            seen.append((ctx.get(dut.o_valid), [ctx.get(dut.o_data[lane]) for lane in range(n)], ctx.get(dut.o_frac)))
+
+    run_simulation(dut, tb, deadline_cycles=100)
+    for t in range(5, 15):  # stalled: every cycle shows what the cycle before showed
+        assert seen[t] == seen[4]
+    outs = []
+    for t in range(40):
+        if seen[t][0] and not (5 <= t < 15):
+            outs.append(seen[t][1:])
+    assert [o[0] for o in outs] == want.tolist()
+    assert [o[1] for o in outs] == wf.tolist()
 
 
 def test_bad_parameters():
@@ -106,12 +206,13 @@ def test_bad_parameters():
         BlockNormaliser(4, 8, 2)
 
 
-def test_verilog_lints_clean(tmp_path):
+@pytest.mark.parametrize("n,W,M", [(8, 24, 8), (8, 24, 18), (16, 28, 18), (1, 12, 6), (2, 4, 7)])
+def test_verilog_lints_clean(tmp_path, n, W, M):
     from amaranth.back import verilog
 
     from specmem.rtl.generate import lint
 
-    dut = BlockNormaliser(8, 24, 8)
+    dut = BlockNormaliser(n, W, M)
     path = tmp_path / "block_norm.v"
     path.write_text(verilog.convert(dut, name="block_norm"))
     res = lint(path)
