@@ -40,22 +40,24 @@ __all__ = ["compile_all"]
 def _cases(d: int):
     """(kernel, pointer/scalar signature, constexprs, num_warps) as the launchers pass them at head size ``d``."""
     bk, pb, p = block_size(d), "*bf16", "*fp32"
-    scal = dict(T="i32", lambda0="fp32", eps="fp32", u_scale="fp32", eta="fp32", R="i32")
+    scal = dict(T="i32", lambda0="fp32", eps="fp32", u_scale="fp32", eta="fp32", R="i32", PHASE="i32")
     rank = max(1, d // 4)
     bd, br = block_size(d, 1), block_size(rank, 1)
     return [
         (fused_recurrent_vla_fwd_kernel,
-         dict(k=pb, v=pb, q=pb, u=pb, o=pb, s=p, a=p, s_norm=p, a_norm=p, **scal),
-         dict(H=8, K=d, V=d, BK=bk, BV=bk, USE_REFRESH=True, STORE_FINAL_STATE=True), recurrent_num_warps(bk)),
-        (vla_ah_fwd_kernel, dict(k=pb, u=pb, ah=p, a=p, a_norm=p, **scal),
-         dict(H=8, K=d, BK=bk, USE_REFRESH=True, STORE_FINAL_STATE=True), recurrent_num_warps(bk)),
-        *((vla_a_chunk_fwd_kernel, dict(k=pb, u=pb, ah=p, a=p, **scal),
-           dict(H=8, K=d, BT=A_SEGMENT, BK=bk, USE_REFRESH=True, STORE_FINAL_STATE=True, DOT_PRECISION=prec),
+         dict(k=pb, v=pb, q=pb, u=pb, o=pb, s=p, a=p, z=p, s0=p, a0=p, z0=p, s_norm=p, a_norm=p, **scal),
+         dict(H=8, K=d, V=d, BK=bk, BV=bk, USE_REFRESH=True, USE_INITIAL_STATE=True, STORE_FINAL_STATE=True),
+         recurrent_num_warps(bk)),
+        (vla_ah_fwd_kernel, dict(k=pb, u=pb, ah=p, a=p, a0=p, a_norm=p, **scal),
+         dict(H=8, K=d, BK=bk, USE_REFRESH=True, USE_INITIAL_STATE=True, STORE_FINAL_STATE=True),
+         recurrent_num_warps(bk)),
+        *((vla_a_chunk_fwd_kernel, dict(k=pb, u=pb, ah=p, a=p, a0=p, **scal),
+           dict(H=8, K=d, BT=A_SEGMENT, BK=bk, USE_REFRESH=True, USE_INITIAL_STATE=True, STORE_FINAL_STATE=True,
+                DOT_PRECISION=prec),
            a_chunk_num_warps(bk)) for prec in ("ieee", "tf32x3")),
-        (chunk_vla_fwd_kernel, dict(k=pb, v=pb, q=pb, ah=p, o=pb, s=p, T="i32", eps="fp32"),
-         dict(H=8, K=d, V=d, BT=16, BK=bk, BV=min(CHUNK_BV, bk), DOT_PRECISION="ieee", STORE_FINAL_STATE=True), 4),
-        (chunk_vla_fwd_kernel, dict(k=pb, v=pb, q=pb, ah=p, o=pb, s=p, T="i32", eps="fp32"),
-         dict(H=8, K=d, V=d, BT=16, BK=bk, BV=min(CHUNK_BV, bk), DOT_PRECISION="tf32", STORE_FINAL_STATE=True), 4),
+        *((chunk_vla_fwd_kernel, dict(k=pb, v=pb, q=pb, ah=p, o=pb, s=p, z=p, s0=p, z0=p, T="i32", eps="fp32"),
+           dict(H=8, K=d, V=d, BT=16, BK=bk, BV=min(CHUNK_BV, bk), DOT_PRECISION=prec, USE_INITIAL_STATE=True,
+                STORE_FINAL_STATE=True), 4) for prec in ("ieee", "tf32")),
         *((fused_recurrent_annihilation_fwd_kernel,
            dict(x=pb, u=p, y=pb, orth="*i8", count="*i32", T="i32", orth_tol="fp32", tie_rtol="fp32"),
            dict(EVICT=evict, H=8, D=d, K=rank, BD=bd, BK=br), annihilation_num_warps(bd, br))

@@ -23,7 +23,8 @@ import triton.language as tl
 from ..utils import SpecmemInputError, block_size, check_scalar
 from .chunk_a import vla_a_chunk_fwd
 from ..utils import check_no_grad
-from .fused_recurrent import check_vla_inputs, elu1, recurrent_num_warps, vla_a_step, vla_key_features
+from .fused_recurrent import (check_vla_inputs, check_vla_state, elu1, final_state, recurrent_num_warps,
+                              refresh_phase, vla_a_step, vla_key_features)
 
 __all__ = ["chunk_vla", "chunk_vla_fwd", "DOT_PRECISIONS", "CHUNK_BV", "A_PASSES", "STATE_PASSES"]
 
@@ -38,12 +39,13 @@ CHUNK_BV = 32
 
 @triton.jit(do_not_specialize=["T"])
 def vla_ah_fwd_kernel(
-    k, u, ah, a, a_norm,
-    T, lambda0, eps, u_scale, eta, R,
+    k, u, ah, a, a0, a_norm,
+    T, lambda0, eps, u_scale, eta, R, PHASE,
     H: tl.constexpr,
     K: tl.constexpr,
     BK: tl.constexpr,
     USE_REFRESH: tl.constexpr,
+    USE_INITIAL_STATE: tl.constexpr,
     STORE_FINAL_STATE: tl.constexpr,
 ):
     i_bh = tl.program_id(0).to(tl.int64)
@@ -58,12 +60,15 @@ def vla_ah_fwd_kernel(
     p_ah = ah + bos * K + o_k
     p_an = a_norm + bos
 
-    b_A = tl.where(m_eye, 1.0 / lambda0, 0.0)
+    if USE_INITIAL_STATE:
+        b_A = tl.load(a0 + i_bh * K * K + o_k[:, None] * K + o_k[None, :], mask=m_k[:, None] & m_k[None, :], other=0)
+    else:
+        b_A = tl.where(m_eye, 1.0 / lambda0, 0.0)
     for i_t in range(0, T):
         b_k = tl.load(p_k, mask=m_k, other=0).to(tl.float32)
         b_u = tl.load(p_u, mask=m_k, other=0).to(tl.float32)
         b_kf, b_kh, b_un = vla_key_features(b_k, b_u, m_k, eps, u_scale)
-        b_A, b_ah = vla_a_step(b_A, b_un, b_kh, m_eye, i_t, eps, eta, R, USE_REFRESH)
+        b_A, b_ah = vla_a_step(b_A, b_un, b_kh, m_eye, PHASE + i_t, eps, eta, R, USE_REFRESH)
         tl.store(p_ah, b_ah, mask=m_k)
         tl.store(p_an, tl.sqrt(tl.sum(b_A * b_A)))
         p_k += H * K
@@ -78,7 +83,7 @@ def vla_ah_fwd_kernel(
 
 @triton.jit(do_not_specialize=["T"])
 def chunk_vla_fwd_kernel(
-    k, v, q, ah, o, s,
+    k, v, q, ah, o, s, z, s0, z0,
     T, eps,
     H: tl.constexpr,
     K: tl.constexpr,
@@ -87,6 +92,7 @@ def chunk_vla_fwd_kernel(
     BK: tl.constexpr,
     BV: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
+    USE_INITIAL_STATE: tl.constexpr,
     STORE_FINAL_STATE: tl.constexpr,
 ):
     i_v, i_bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
@@ -105,14 +111,19 @@ def chunk_vla_fwd_kernel(
     ah += bos * K
     v += bos * V
     o += bos * V
-    b_h = tl.zeros([BK, BV], dtype=tl.float32)      # Hs = Sᵀ, this program's V columns
-    b_z = tl.zeros([BK], dtype=tl.float32)          # running sum of elu1(k) before the chunk
+    if USE_INITIAL_STATE:   # Hs = S0ᵀ and the normaliser's running sum carried in
+        b_h = tl.load(s0 + i_bh * V * K + o_v[None, :] * K + o_k[:, None], mask=m_k[:, None] & m_v[None, :], other=0)
+        b_z = tl.load(z0 + i_bh * K + o_k, mask=m_k, other=0)
+    else:
+        b_h = tl.zeros([BK, BV], dtype=tl.float32)      # Hs = Sᵀ, this program's V columns
+        b_z = tl.zeros([BK], dtype=tl.float32)          # running sum of elu1(k) before the chunk
     for i_c in range(0, tl.cdiv(T, BT)):
         o_t = i_c * BT + o_i
         m_t = o_t < T
         m_tk = m_t[:, None] & m_k[None, :]
-        o_tk = o_t[:, None] * (H * K) + o_k[None, :]      # int32 offsets from the scalar bases
-        o_tv = o_t[:, None] * (H * V) + o_v[None, :]
+        o_t64 = o_t.to(tl.int64)                              # T*H*K may pass 2^31
+        o_tk = o_t64[:, None] * (H * K) + o_k[None, :]
+        o_tv = o_t64[:, None] * (H * V) + o_v[None, :]
         m_tv = m_t[:, None] & m_v[None, :]
         b_k = tl.load(k + o_tk, mask=m_tk, other=0).to(tl.float32)
         b_q = tl.load(q + o_tk, mask=m_tk, other=0).to(tl.float32)
@@ -145,9 +156,12 @@ def chunk_vla_fwd_kernel(
     if STORE_FINAL_STATE:
         p_s = s + i_bh * V * K + o_v[None, :] * K + o_k[:, None]
         tl.store(p_s, b_h, mask=m_k[:, None] & m_v[None, :])
+        if i_v == 0:
+            tl.store(z + i_bh * K + o_k, b_z, mask=m_k)
 
 
-def vla_ah_sequential_fwd(k, u, lambda0, eps, refresh_period, eta, u_scale, output_final_state):
+def vla_ah_sequential_fwd(k, u, lambda0, eps, refresh_period, eta, u_scale, output_final_state,
+                          initial_state=None):
     """The token-by-token ``A`` pass; returns ``ah``, final ``a`` (or None) and the ``a_norm`` trace."""
     B, T, H, K = k.shape
     BK = block_size(K)
@@ -155,43 +169,49 @@ def vla_ah_sequential_fwd(k, u, lambda0, eps, refresh_period, eta, u_scale, outp
     ah = torch.empty(B, T, H, K, **f32)
     a = torch.empty(B, H, K, K, **f32) if output_final_state else None
     a_norm = torch.empty(B, T, H, **f32)
+    st = initial_state or {}
     vla_ah_fwd_kernel[(B * H,)](
-        k, u, ah, a, a_norm,
+        k, u, ah, a, st.get("a"), a_norm,
         T, float(lambda0), float(eps), float(u_scale), float(eta), max(int(refresh_period), 1),
-        H=H, K=K, BK=BK, USE_REFRESH=refresh_period > 0, STORE_FINAL_STATE=output_final_state,
-        num_warps=recurrent_num_warps(BK),
+        refresh_phase(st, refresh_period),
+        H=H, K=K, BK=BK, USE_REFRESH=refresh_period > 0, USE_INITIAL_STATE=bool(st),
+        STORE_FINAL_STATE=output_final_state, num_warps=recurrent_num_warps(BK),
     )
     return ah, a, a_norm
 
 
 def chunk_vla_fwd(k, v, q, u, lambda0, eps, refresh_period, eta, u_scale, chunk_size, output_final_state,
-                  dot_precision="ieee", a_pass="chunked"):
-    """Launch the ``A`` pass and the state pass on checked, contiguous inputs; returns ``o, s, a, a_norm``."""
+                  dot_precision="ieee", a_pass="chunked", initial_state=None):
+    """Launch the ``A`` pass and the state pass on checked, contiguous inputs; returns ``o, s, a, z, a_norm``."""
     B, T, H, K = k.shape
     V = v.shape[-1]
     BK = block_size(K)
     BV = min(CHUNK_BV, block_size(V))
     f32 = dict(dtype=torch.float32, device=k.device)
+    st = initial_state or {}
     if a_pass == "sequential":
-        ah, a, a_norm = vla_ah_sequential_fwd(k, u, lambda0, eps, refresh_period, eta, u_scale, output_final_state)
+        ah, a, a_norm = vla_ah_sequential_fwd(k, u, lambda0, eps, refresh_period, eta, u_scale, output_final_state,
+                                              initial_state)
     else:
-        ah, a = vla_a_chunk_fwd(k, u, lambda0, eps, refresh_period, eta, u_scale, output_final_state, dot_precision)
+        ah, a = vla_a_chunk_fwd(k, u, lambda0, eps, refresh_period, eta, u_scale, output_final_state, dot_precision,
+                                initial_state=initial_state)
         a_norm = None
     o = torch.empty_like(v)
     s = torch.empty(B, H, V, K, **f32) if output_final_state else None
+    z = torch.empty(B, H, K, **f32) if output_final_state else None
     chunk_vla_fwd_kernel[(triton.cdiv(V, BV), B * H)](
-        k, v, q, ah, o, s,
+        k, v, q, ah, o, s, z, st.get("s"), st.get("zk"),
         T, float(eps),
         H=H, K=K, V=V, BT=chunk_size, BK=BK, BV=BV, DOT_PRECISION=dot_precision,
-        STORE_FINAL_STATE=output_final_state,
+        USE_INITIAL_STATE=bool(st), STORE_FINAL_STATE=output_final_state,
         num_warps=4,
     )
-    return o, s, a, a_norm
+    return o, s, a, z, a_norm
 
 
 def chunk_vla(k, v, q, u, lambda0=0.1, eps=1e-4, refresh_period=20, eta=1e-3, u_scale=None,
               chunk_size=16, output_final_state=True, dot_precision="ieee", a_pass="chunked",
-              state_pass="specmem") -> dict:
+              state_pass="specmem", initial_state=None) -> dict:
     """VLA (spec §2): the ``A`` pass, then the state chunk by chunk as an asymmetric delta rule.
 
     Args:
@@ -208,10 +228,13 @@ def chunk_vla(k, v, q, u, lambda0=0.1, eps=1e-4, refresh_period=20, eta=1e-3, u_
         state_pass: ``"specmem"`` (this module's UT-form kernel) or ``"fla-dplr"`` (fla's
             ``chunk_dplr_delta_rule`` with ``a = -kh, b = ah, k = ah``: CUDA only, and the only
             path with a backward: ``A`` then runs as the differentiable torch segment form).
+        initial_state: an earlier call's ``final_state`` to continue its stream (as
+            :func:`fused_recurrent_vla`); None starts a new one.
 
     Returns ``o`` ``[B, T, H, V]``, ``s`` ``[B, H, V, K]``, ``a`` ``[B, H, K, K]``,
     ``a_norm`` ``[B, T, H]`` (``a_pass="sequential"`` only, else None), and ``s_norm = None``:
-    the state is only formed at chunk boundaries (use :func:`fused_recurrent_vla` for traces).
+    the state is only formed at chunk boundaries (use :func:`fused_recurrent_vla` for traces);
+    ``final_state`` (the dict ``initial_state`` takes; None without ``output_final_state``).
     """
     if state_pass not in STATE_PASSES:
         raise SpecmemInputError(f"state_pass: must be one of {STATE_PASSES}, got {state_pass!r}")
@@ -226,11 +249,14 @@ def chunk_vla(k, v, q, u, lambda0=0.1, eps=1e-4, refresh_period=20, eta=1e-3, u_
         raise SpecmemInputError(f"dot_precision: must be one of {DOT_PRECISIONS}, got {dot_precision!r}")
     if a_pass not in A_PASSES:
         raise SpecmemInputError(f"a_pass: must be one of {A_PASSES}, got {a_pass!r}")
+    B, T, H, K = k.shape
+    st = check_vla_state(initial_state, B, H, K, v.shape[-1], k.device)
     if state_pass == "fla-dplr":
         from .dplr import chunk_vla_dplr
         return chunk_vla_dplr(k, v, q, u, lambda0, eps, refresh_period, eta, u_scale, output_final_state,
-                              dot_precision, a_pass)
-    o, s, a, a_norm = chunk_vla_fwd(
+                              dot_precision, a_pass, st)
+    o, s, a, z, a_norm = chunk_vla_fwd(
         k, v, q, u, lambda0, eps, refresh_period, eta, u_scale, chunk_size, output_final_state, dot_precision,
-        a_pass)
-    return {"o": o, "s": s, "a": a, "s_norm": None, "a_norm": a_norm}
+        a_pass, st)
+    return {"o": o, "s": s, "a": a, "s_norm": None, "a_norm": a_norm,
+            "final_state": final_state(s, a, z, st["t"] if st else 0, T)}

@@ -31,13 +31,14 @@ A_SEGMENT = 32
 
 @triton.jit(do_not_specialize=["T"])
 def vla_a_chunk_fwd_kernel(
-    k, u, ah, a,
-    T, lambda0, eps, u_scale, eta, R,
+    k, u, ah, a, a0,
+    T, lambda0, eps, u_scale, eta, R, PHASE,
     H: tl.constexpr,
     K: tl.constexpr,
     BT: tl.constexpr,
     BK: tl.constexpr,
     USE_REFRESH: tl.constexpr,
+    USE_INITIAL_STATE: tl.constexpr,
     STORE_FINAL_STATE: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
 ):
@@ -53,15 +54,18 @@ def vla_a_chunk_fwd_kernel(
     k += bos * K
     u += bos * K
     ah += bos * K
-    b_A = tl.where(m_eye, 1.0 / lambda0, 0.0)
+    if USE_INITIAL_STATE:
+        b_A = tl.load(a0 + i_bh * K * K + o_k[:, None] * K + o_k[None, :], mask=m_k[:, None] & m_k[None, :], other=0)
+    else:
+        b_A = tl.where(m_eye, 1.0 / lambda0, 0.0)
     i_s = 0
     while i_s < T:
         i_e = tl.minimum(i_s + BT, T)
         if USE_REFRESH:
-            i_e = tl.minimum(i_e, (i_s // R + 1) * R)
+            i_e = tl.minimum(i_e, ((PHASE + i_s) // R + 1) * R - PHASE)   # PHASE tokens since a refresh
         m_t = o_i < i_e - i_s
         m_tk = m_t[:, None] & m_k[None, :]
-        o_tk = (i_s + o_i)[:, None] * (H * K) + o_k[None, :]
+        o_tk = (i_s + o_i).to(tl.int64)[:, None] * (H * K) + o_k[None, :]   # T*H*K may pass 2^31
         b_k = tl.load(k + o_tk, mask=m_tk, other=0).to(tl.float32)
         b_u = tl.load(u + o_tk, mask=m_tk, other=0).to(tl.float32)
         b_kf = elu1(b_k, m_tk)
@@ -90,7 +94,7 @@ def vla_a_chunk_fwd_kernel(
             tl.trans(b_Z), b_W, input_precision=DOT_PRECISION)
         b_A = b_A - tl.dot(tl.trans(b_W / b_D[:, None]), b_W, input_precision=DOT_PRECISION)
         if USE_REFRESH:
-            if i_e % R == 0:
+            if (PHASE + i_e) % R == 0:
                 b_A = b_A + tl.where(m_eye, eta, 0.0)
                 b_alpha = b_alpha + tl.where((o_i == i_e - i_s - 1)[:, None], eta * b_kh, 0.0)
         b_ah = b_alpha / tl.maximum(tl.sqrt(tl.sum(b_alpha * b_alpha, axis=1)), eps)[:, None]
@@ -108,9 +112,10 @@ def a_chunk_num_warps(BK: int) -> int:
 
 
 def vla_a_chunk_fwd(k, u, lambda0, eps, refresh_period, eta, u_scale, output_final_state,
-                    dot_precision="ieee", segment=A_SEGMENT, num_warps=None):
+                    dot_precision="ieee", segment=A_SEGMENT, num_warps=None, initial_state=None):
     """Launch the segment-parallel ``A`` pass on checked, contiguous ``[B, T, H, K]`` inputs.
 
+    ``initial_state``: a checked resumable state (its ``a`` and the refresh phase of its ``t``).
     Returns ``ah`` ``[B, T, H, K]`` (float32) and the final ``a`` ``[B, H, K, K]`` (or None).
     """
     B, T, H, K = k.shape
@@ -118,10 +123,13 @@ def vla_a_chunk_fwd(k, u, lambda0, eps, refresh_period, eta, u_scale, output_fin
     f32 = dict(dtype=torch.float32, device=k.device)
     ah = torch.empty(B, T, H, K, **f32)
     a = torch.empty(B, H, K, K, **f32) if output_final_state else None
+    st = initial_state or {}
+    phase = int(st.get("t", 0)) % refresh_period if st and refresh_period else 0
     vla_a_chunk_fwd_kernel[(B * H,)](
-        k, u, ah, a,
-        T, float(lambda0), float(eps), float(u_scale), float(eta), max(int(refresh_period), 1),
-        H=H, K=K, BT=segment, BK=BK, USE_REFRESH=refresh_period > 0, STORE_FINAL_STATE=output_final_state,
+        k, u, ah, a, st.get("a"),
+        T, float(lambda0), float(eps), float(u_scale), float(eta), max(int(refresh_period), 1), phase,
+        H=H, K=K, BT=segment, BK=BK, USE_REFRESH=refresh_period > 0, USE_INITIAL_STATE=bool(st),
+        STORE_FINAL_STATE=output_final_state,
         DOT_PRECISION=dot_precision, num_warps=num_warps or a_chunk_num_warps(BK),
     )
     return ah, a

@@ -19,33 +19,44 @@ __all__ = ["chunk_vla_dplr"]
 
 
 def chunk_vla_dplr(k, v, q, u, lambda0, eps, refresh_period, eta, u_scale, output_final_state,
-                   dot_precision, a_pass):
-    """Checked ``[B, T, H, D]`` CUDA inputs in, the kernels' dict out (``a_norm``, ``s_norm`` None)."""
+                   dot_precision, a_pass, initial_state=None):
+    """Checked ``[B, T, H, D]`` CUDA inputs (and a checked resumable state) in, the kernels' dict out
+    (``a_norm``, ``s_norm`` None)."""
     if k.device.type != "cuda":
         raise SpecmemInputError("state_pass: 'fla-dplr' needs CUDA tensors (fla's kernels do not run in "
                                 "Triton's CPU interpreter); use state_pass='specmem'")
     from fla.ops.generalized_delta_rule import chunk_dplr_delta_rule
 
+    st = initial_state or {}
     grad = torch.is_grad_enabled() and any(x.requires_grad for x in (k, v, q, u))
     kf = elu1(k.float())
     if grad:
-        kh, ah, a = vla_a_segments(k.float(), u.float(), lambda0, eps, refresh_period, eta, u_scale)
+        kh, ah, a = vla_a_segments(k.float(), u.float(), lambda0, eps, refresh_period, eta, u_scale,
+                                   a0=st.get("a"), t0=st.get("t", 0))
     else:
         kh = _normalize(kf, eps)
         if a_pass == "sequential":
             from .chunk import vla_ah_sequential_fwd
-            ah, a, _ = vla_ah_sequential_fwd(k, u, lambda0, eps, refresh_period, eta, u_scale, output_final_state)
+            ah, a, _ = vla_ah_sequential_fwd(k, u, lambda0, eps, refresh_period, eta, u_scale, output_final_state,
+                                             initial_state)
         else:
             from .chunk_a import vla_a_chunk_fwd
             ah, a = vla_a_chunk_fwd(k, u, lambda0, eps, refresh_period, eta, u_scale, output_final_state,
-                                    dot_precision)
+                                    dot_precision, initial_state=initial_state)
     qf = elu1(q.float())
-    den = torch.clamp((torch.cumsum(kf, dim=1) * qf).sum(-1), min=eps)
+    zk = torch.cumsum(kf, dim=1)
+    if st:
+        zk = zk + st["zk"][:, None]
+    den = torch.clamp((zk * qf).sum(-1), min=eps)
     dt = v.dtype
     o, hs = chunk_dplr_delta_rule(
         q=qf.to(dt), k=ah.to(dt), v=v, a=(-kh).to(dt), b=ah.to(dt),
         gk=torch.zeros(kh.shape, dtype=torch.float32, device=kh.device),
-        scale=1.0, output_final_state=output_final_state)
+        scale=1.0, initial_state=st["s"].transpose(-1, -2).contiguous() if st else None,
+        output_final_state=output_final_state)
     o = (o.float() / den[..., None]).to(dt)
-    return {"o": o, "s": hs.transpose(-1, -2) if output_final_state else None,
-            "a": a if output_final_state else None, "s_norm": None, "a_norm": None}
+    if not output_final_state:
+        return {"o": o, "s": None, "a": None, "s_norm": None, "a_norm": None, "final_state": None}
+    s = hs.transpose(-1, -2)
+    return {"o": o, "s": s, "a": a, "s_norm": None, "a_norm": None,
+            "final_state": {"s": s, "a": a, "zk": zk[:, -1], "t": st.get("t", 0) + k.shape[1]}}

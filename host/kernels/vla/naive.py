@@ -50,12 +50,13 @@ def vla_a_loop(k, u, lambda0=0.1, eps=1e-4, refresh_period=20, eta=1e-3, u_scale
 
 
 def vla_a_segments(k, u, lambda0=0.1, eps=1e-4, refresh_period=20, eta=1e-3, u_scale=None,
-                   max_len=32, a0=None):
+                   max_len=32, a0=None, t0=0):
     """The ``A`` loop in the exact segment form of spec §2, in the kernels' ``[B, T, H, K]`` layout.
 
     The algebra is :func:`specmem.nn.ops.chunk_vla_a` (Cholesky form, differentiable; segments of
     at most ``max_len`` tokens, each refresh ending one), which this adapts: features as
-    Algorithm 1, ``a0`` the initial ``A`` ``[B, H, K, K]`` (default ``I / lambda0``). Returns
+    Algorithm 1, ``a0`` the initial ``A`` ``[B, H, K, K]`` (default ``I / lambda0``), ``t0`` tokens
+    before this call (the refresh phase). Returns
     ``kh``, ``ah`` ``[B, T, H, K]`` and the final ``A``. The Triton kernel ``chunk_a.py`` computes
     the same segments.
     """
@@ -66,7 +67,7 @@ def vla_a_segments(k, u, lambda0=0.1, eps=1e-4, refresh_period=20, eta=1e-3, u_s
     kh = _normalize(elu1(k), eps)
     un = _normalize(u, eps) * u_scale
     A0 = (torch.eye(K, dtype=k.dtype, device=k.device) / lambda0).expand(B, H, K, K) if a0 is None else a0
-    alpha, A = chunk_vla_a(kh.transpose(1, 2), un.transpose(1, 2), A0, 0, eps, refresh_period, eta,
+    alpha, A = chunk_vla_a(kh.transpose(1, 2), un.transpose(1, 2), A0, t0, eps, refresh_period, eta,
                            chunk_size=max_len)
     return kh, _normalize(alpha.transpose(1, 2), eps), A
 
