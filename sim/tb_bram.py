@@ -5,8 +5,6 @@ of the two read registers, under random writes, reads and output-register enable
 
 from __future__ import annotations
 
-import json
-import os
 import random
 
 import cocotb
@@ -14,18 +12,12 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge
 
 from specmem.sim.axis import CLOCK_PERIOD_NS
+from specmem.sim.tbcase import Record, load_case
 
-CASE = json.loads(open(os.environ["SPECMEM_SIM_CASE"]).read()) if "SPECMEM_SIM_CASE" in os.environ else {}
+CASE = load_case()
 MANIFEST = CASE.get("manifest", {})
-RECORD: dict = {}
-
-
-def _save(name, rec):
-    RECORD[name] = rec
-    path = os.environ.get("SPECMEM_SIM_RECORD")
-    if path:
-        with open(path, "w") as fh:
-            json.dump(RECORD, fh, default=int)
+RECORD = Record()
+_save = RECORD.save
 
 
 class Reference:

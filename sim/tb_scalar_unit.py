@@ -6,8 +6,6 @@ exactly as the annihilation core instantiates it for the preset, against the gol
 
 from __future__ import annotations
 
-import json
-import os
 import random
 import time
 
@@ -17,20 +15,14 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 
 from specmem.sim.axis import CLOCK_PERIOD_NS
+from specmem.sim.tbcase import Record, load_case
 from specmem.sim.stream import StreamDriver, StreamMonitor, pack, unpack
 
-CASE = json.loads(open(os.environ["SPECMEM_SIM_CASE"]).read()) if "SPECMEM_SIM_CASE" in os.environ else {}
+CASE = load_case()
 MANIFEST = CASE.get("manifest", {})
 SEEDS = CASE.get("seeds", [0])
-RECORD: dict = {}
-
-
-def _save(name, rec):
-    RECORD[name] = rec
-    path = os.environ.get("SPECMEM_SIM_RECORD")
-    if path:
-        with open(path, "w") as fh:
-            json.dump(RECORD, fh, default=int)
+RECORD = Record()
+_save = RECORD.save
 
 
 class ScalarUnitEnv:
