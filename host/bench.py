@@ -89,8 +89,9 @@ def bench_golden(out_json: str | None = None, quick: bool = False, progress=prin
               "cpus": os.cpu_count(), "numpy": np.__version__, "rows": rows, "loglog_slopes": fits,
               "method": "steady-state rate from the difference of two stream lengths; tokens/s counts batch"}
     if out_json:
+        from specmem.exchange import write_atomic
+
         os.makedirs(os.path.dirname(os.path.abspath(out_json)), exist_ok=True)
-        with open(out_json, "w") as f:
-            json.dump(record, f, indent=2)
+        write_atomic(out_json, json.dumps(record, indent=2))  # no partial file if interrupted
         progress(f"bench golden: wrote {out_json}")
     return record

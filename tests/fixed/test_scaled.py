@@ -257,3 +257,15 @@ def test_vla_a_as_c_i_plus_d():
     assert not np.diag(b["a_raw"]).any()
     with pytest.raises(SpecmemInputError, match="^a_form:"):
         vla_scaled(**vec, preset=PRESETS["int8"], a_form="cI")
+
+
+@pytest.mark.parametrize("lam", [1e-12, 1e12, 1e30])
+def test_vla_lambda0_outside_the_checked_range_is_refused(lam):
+    """Outside 1e-8..1e8 the scaled model's exponent alignment breaks (measured: relative output
+    error 19 at 1e12, a negative scalar-unit input at 1e30): refused up front, naming lambda0."""
+    from specmem.golden.fixed import run_fixed
+
+    rng = np.random.default_rng(0)
+    x = {n: rng.standard_normal((6, 8)) for n in "kvqu"}
+    with pytest.raises(SpecmemInputError, match="^lambda0: the scaled fixed-point VLA model is checked for"):
+        run_fixed("vla", x, "int8", {"lambda0": lam})
