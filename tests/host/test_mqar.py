@@ -12,13 +12,9 @@ from specmem.mqar import QUICK, MQARConfig, make_batch, sweep_configs, train_run
 torch = pytest.importorskip("torch")  # the gpu extra (CPU wheel in CI)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Small models: one thread is faster than two contending ones (and leaves a core to others)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+from tests.torch_threads import one_torch_thread  # noqa: E402,F401  (the fixture, by name)
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_batch_layout():

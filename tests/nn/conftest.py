@@ -1,12 +1,10 @@
 """Tiny tensors: torch's intra-op thread pool only adds synchronisation, so these tests run on one thread."""
 
 import pytest
-import torch
+
+from tests.torch_threads import one_torch_thread  # noqa: F401  (the fixture, by name)
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
+def _one_thread(one_torch_thread):
     yield
-    torch.set_num_threads(n)
