@@ -12,8 +12,6 @@ from specmem.mqar import QUICK, MQARConfig, make_batch, sweep_configs, train_run
 torch = pytest.importorskip("torch")  # the gpu extra (CPU wheel in CI)
 
 
-from tests.torch_threads import one_torch_thread  # noqa: E402,F401  (the fixture, by name)
-
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 

@@ -2,8 +2,6 @@
 
 import pytest
 
-from tests.torch_threads import one_torch_thread  # noqa: F401  (the fixture, by name)
-
 
 @pytest.fixture(autouse=True)
 def _one_thread(one_torch_thread):
