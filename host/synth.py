@@ -200,6 +200,15 @@ def _pnr_summary(prog: dict) -> str:
     return f"stopped while {where}; after packing: " + ", ".join(parts) if parts else f"stopped while {where}"
 
 
+def nextpnr_ecp5_args(target_mhz: float, seed: int) -> list[str]:
+    """nextpnr-ecp5's arguments for :data:`DEVICE`: ``ecp5_netlist.json`` in, ``ecp5_report.json``
+    and ``nextpnr.log`` out, in the work folder."""
+    return [DEVICE["nextpnr_flag"], "--package", DEVICE["package"], "--speed", str(DEVICE["speed"]),
+            "--json", "ecp5_netlist.json", "--freq", f"{target_mhz:g}", "--seed", str(seed),
+            "--report", "ecp5_report.json", "--lpf-allow-unconstrained", "--timing-allow-fail",
+            "-q", "-l", "nextpnr.log"]
+
+
 def shell_verilog(core_top: str, ports: list[dict]) -> tuple[str, dict]:
     """Verilog of ``synth_shell(clk, rst_pin, si, so)`` around ``core_top`` and a summary.
 
@@ -753,10 +762,7 @@ def synth(algo: str, d: int, k: int, preset: str = "legacy-int8", out_dir="build
         t0 = time.perf_counter()
         say(f"{name}: nextpnr-ecp5 ({DEVICE['part']}, {DEVICE['package']}, speed {DEVICE['speed']}, "
             f"target {target_mhz:g} MHz)")
-        args = [DEVICE["nextpnr_flag"], "--package", DEVICE["package"], "--speed", str(DEVICE["speed"]),
-                "--json", "ecp5_netlist.json", "--freq", f"{target_mhz:g}", "--seed", str(seed),
-                "--report", "ecp5_report.json", "--lpf-allow-unconstrained", "--timing-allow-fail",
-                "-q", "-l", "nextpnr.log"]
+        args = nextpnr_ecp5_args(target_mhz, seed)
         res["pnr_timeout_s"] = pnr_timeout_s
         try:
             _run_tool("nextpnr-ecp5", args, work, log="nextpnr.out", cpu_limit=pnr_timeout_s)

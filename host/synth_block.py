@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from specmem.synth import DEVICE, SHELL_TOP, _main_clock_path, _run_tool, _stat_modules, critical_path_summary, \
-    shell_verilog, tool_versions
+    nextpnr_ecp5_args, shell_verilog, tool_versions
 
 __all__ = ["synth_block", "BLOCKS", "main"]
 
@@ -74,10 +74,7 @@ def synth_block(component, name: str, out_dir="build/synth/blocks", *, target_mh
     _run_tool("yosys", ["-q", "-l", "yosys_ecp5.log", "-s", "ecp5.ys"], work)
     cells = _stat_modules(work / "ecp5_stat.json")
     core, shell_cells = cells.get(name, {}), cells.get(SHELL_TOP, {})
-    _run_tool("nextpnr-ecp5", [DEVICE["nextpnr_flag"], "--package", DEVICE["package"], "--speed", str(DEVICE["speed"]),
-                               "--json", "ecp5_netlist.json", "--freq", f"{target_mhz:g}", "--seed", str(seed),
-                               "--report", "ecp5_report.json", "--lpf-allow-unconstrained", "--timing-allow-fail",
-                               "-q", "-l", "nextpnr.log"], work, log="nextpnr.out")
+    _run_tool("nextpnr-ecp5", nextpnr_ecp5_args(target_mhz, seed), work, log="nextpnr.out")
     report = json.loads((work / "ecp5_report.json").read_text())
     fmax = min(v["achieved"] for v in report["fmax"].values())
     used = {b: v["used"] for b, v in report["utilization"].items() if v["used"]}
