@@ -247,7 +247,7 @@ def train_run(cfg: MQARConfig, device: str = "cpu", progress=None, checkpoint: s
     train_s = time.perf_counter() - t0
     ev = evaluate(model, eval_batches, device)
     if checkpoint:
-        torch.save({"config": asdict(cfg), "state_dict": model.state_dict()}, checkpoint)
+        _save_checkpoint({"config": asdict(cfg), "state_dict": model.state_dict()}, checkpoint)
     return {"config": asdict(cfg), "name": cfg.name(), "device": device, "device_name": _device_name(device),
             "torch": torch.__version__, "threads": torch.get_num_threads(), "train_s": train_s,
             "steps_per_s": cfg.steps / train_s, "eval": ev, "chance": 1.0 / cfg.n_values, "curve": curve,
@@ -297,10 +297,25 @@ def _device_name(device: str) -> str:
 
 
 def _write_json(path: str, rec: dict) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(rec, f, indent=1)
-    os.replace(tmp, path)
+    """A run record, complete or absent (a temporary file beside it, then a rename)."""
+    from specmem.exchange import write_atomic
+
+    write_atomic(path, json.dumps(rec, indent=1))
+
+
+def _save_checkpoint(obj: dict, path: str) -> None:
+    """``torch.save`` through a temporary file beside ``path`` and a rename: a killed run leaves no partial ``.pt``."""
+    import torch
+
+    from specmem.exchange import _tmp_beside
+
+    tmp = _tmp_beside(path, ".tmp")
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def sweep_configs(rules, n_pairs, seq_lens, seeds, steps, base: MQARConfig = MQARConfig()) -> list[MQARConfig]:

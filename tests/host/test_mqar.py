@@ -84,6 +84,32 @@ def test_cli_quick_resume_and_int8(tmp_path, capsys):
     assert f"| {name} |" in text and (doc.parent / "mqar" / "training_curves.png").exists()
 
 
+def test_checkpoint_is_atomic_and_the_sweep_resumes(tmp_path, monkeypatch):
+    """A run killed while its checkpoint is written leaves neither a partial ``.pt`` nor its record (the
+    sweep counts a run done by its record), and the next sweep trains it again."""
+    from dataclasses import replace
+
+    from specmem.mqar import run_sweep
+
+    cfg = replace(QUICK, rule="linear", steps=2, eval_batches=1, log_every=1).check()
+    real_save = torch.save
+
+    def dying_save(obj, f):
+        with open(f, "wb") as fh:
+            fh.write(b"partial")
+        raise KeyboardInterrupt("killed while saving")
+
+    monkeypatch.setattr(torch, "save", dying_save)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep([cfg], str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    monkeypatch.setattr(torch, "save", real_save)
+    rec, = run_sweep([cfg], str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [cfg.name() + ".json", cfg.name() + ".pt"]
+    ck = torch.load(tmp_path / (cfg.name() + ".pt"), weights_only=False)
+    assert ck["config"]["rule"] == "linear" and rec["config"] == ck["config"]
+
+
 def test_cli_errors(tmp_path, capsys):
     assert main(["mqar", "int8", "--out", str(tmp_path)]) == 2
     assert "no trained checkpoints" in capsys.readouterr().err
