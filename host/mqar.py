@@ -441,11 +441,15 @@ def add_mqar_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help="causal depthwise convolution of this kernel before each mixer (default 0: none)")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    p.add_argument("--out", default=DEFAULT_OUT, help=f"results folder (default {DEFAULT_OUT}); report: "
-                                                       "comma-separated folders")
+    p.add_argument("--out", default=None, help=f"results folder (default {DEFAULT_OUT}); report: comma-separated "
+                                                "folders, an absent one read from the record (default: the "
+                                                "record's own folders)")
     p.add_argument("--sample", type=int, default=64, help="int8: held-out sequences per model (default 64)")
     p.add_argument("--doc", default="docs/mqar.md", help="report: the markdown file to write")
     p.add_argument("--notes", default=None, help="report: a markdown file of prose to put under the title")
+    p.add_argument("--record", default="", help="report: the compact record of the runs (default "
+                                                 "<doc dir>/mqar/runs.json): rewritten from the folders, read "
+                                                 "for the folders that are absent")
     return p
 
 
@@ -468,8 +472,13 @@ def cmd_mqar(args) -> int:
                 raise SpecmemInputError(f"notes: no such file {args.notes}")
             with open(args.notes) as f:
                 notes = f.read()
-        write_report(args.out, args.doc, progress=_progress, notes=notes)
+        write_report(args.out, args.doc, progress=_progress, notes=notes, record=args.record)
         return 0
+    if args.out is None:  # the CLI's output check saw no --out: check the default here
+        from specmem.exchange import check_out_dir
+
+        args.out = DEFAULT_OUT
+        check_out_dir("out", args.out)
     if args.action == "int8":
         os.makedirs(args.out, exist_ok=True)
         # a checkpoint counts once its run record exists (the record is written after it, atomically)

@@ -80,8 +80,9 @@ def test_cli_quick_resume_and_int8(tmp_path, capsys):
     doc.parent.mkdir()
     assert main(["mqar", "report", "--out", str(out), "--doc", str(doc), "--notes", str(notes)]) == 0
     text = doc.read_text()
-    assert "Hand-written verdicts go here." in text and "| DeltaNet | paper | 1000 | 42 | – | 0.965 | 0.009 |" in text
+    assert "Hand-written verdicts go here." in text and "| DeltaNet | paper | 1000 | (paper) | 42 | – | 0.965 | 0.009 |" in text
     assert f"| {name} |" in text and (doc.parent / "mqar" / "training_curves.png").exists()
+    assert json.loads((doc.parent / "mqar" / "runs.json").read_text())["runs"][0]["name"] == name
 
 
 def test_checkpoint_is_atomic_and_the_sweep_resumes(tmp_path, monkeypatch):
