@@ -33,6 +33,8 @@ COUNT_WIDTH = 32
 class SaturatingNarrow(wiring.Component):
     """``k`` signed ``in_width``-bit lanes -> signed ``out_width``-bit lanes, saturating; see module doc."""
 
+    latency = 3
+
     def __init__(self, k: int, in_width: int, out_width: int):
         for name, v, lo in (("k", k, 1), ("in_width", in_width, 2), ("out_width", out_width, 2)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
@@ -45,7 +47,6 @@ class SaturatingNarrow(wiring.Component):
             n = -(-n // 4)
             levels += 1
         self.tree_levels = levels
-        self.latency = 3
         self.count_latency = 4 + levels
         super().__init__({
             "en": In(1),

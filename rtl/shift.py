@@ -1,0 +1,158 @@
+"""Pipelined rounding shift by a run-time amount: ``k`` lanes, one shift per beat, bit-exact with
+``specmem.golden.fixed.fxtype.round_shift`` (``rne``, ``half_up`` or ``floor``).
+
+The pipelined cores narrow products whose binary point is a per-token block exponent (the
+annihilation row update's ``round(r_i p)``, VLA's scaled reads). :func:`~specmem.rtl.fixed.round_shift_var`
+does that as one combinational barrel shifter plus a rounding carry chain (about 10 logic levels
+at 36 bits); this block splits it by the timing discipline of ``hardware.md``:
+
+1. register the lanes and decode the shift once: right amount ``rs = clamp(s, 0, W + 1)`` as
+   ``8·rc + rf``, left amount ``ls = clamp(-s, 0, max_left)`` as ``8·lc + lf``, and thermometer
+   masks of ``rc`` and ``rf``;
+2. coarse shift by ``8·rc`` keeping one guard bit below the result (``(2v) >> 8·rc``), the OR of
+   each 8-bit group of the bits that shift drops, and the coarse left shift;
+3. fine shift by ``rf``: the quotient, the rounding bit, the sticky OR (the groups selected by the
+   ``rc`` mask and the guard-side bits selected by the ``rf`` mask), and the fine left shift;
+4. the rounding increment (one carry chain) or the left-shifted value: the output register.
+
+``o_data`` follows ``i_data`` by :attr:`RoundShiftVar.latency` (4) advancing cycles; every
+register advances while ``en`` is high. Right shifts beyond ``W + 1`` give the result of
+``W + 1`` (only the sign is left); left shifts are clamped to ``max_left`` (the caller saturates
+next and passes a ``max_left`` past its saturation threshold, as for ``round_shift_var``).
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["RoundShiftVar"]
+
+_ROUNDING = ("rne", "half_up", "floor")
+
+
+class RoundShiftVar(wiring.Component):
+    """``k`` signed ``in_width``-bit lanes times ``2**-shift``, rounded; see the module docstring.
+
+    Members: ``en``, ``i_valid``, ``i_data`` (``k`` x ``signed(in_width)``), ``i_shift``
+    (``signed(shift_width)``), ``o_valid``, ``o_data`` (``k`` x ``signed(out_width)``, with
+    ``out_width = in_width + max(max_left, 1) + 1``).
+    """
+
+    latency = 4
+
+    def __init__(self, k: int, in_width: int, *, max_left: int, shift_width: int = 8, rounding: str = "rne"):
+        for name, v, lo in (("k", k, 1), ("in_width", in_width, 2), ("max_left", max_left, 0),
+                            ("shift_width", shift_width, 2)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise ValueError(f"{name}: must be an integer >= {lo}, got {v!r}")
+        if rounding not in _ROUNDING:
+            raise ValueError(f"rounding: must be one of {_ROUNDING}, got {rounding!r}")
+        if max_left > (1 << (shift_width - 1)):
+            raise ValueError(f"max_left: a {shift_width}-bit shift reaches at most {1 << (shift_width - 1)} "
+                             f"to the left, got {max_left}")
+        self.k, self.in_width, self.max_left = k, in_width, max_left
+        self.shift_width, self.rounding = shift_width, rounding
+        self.out_width = in_width + max(max_left, 1) + 1
+        super().__init__({
+            "en": In(1),
+            "i_valid": In(1),
+            "i_data": In(data.ArrayLayout(signed(in_width), k)),
+            "i_shift": In(signed(shift_width)),
+            "o_valid": Out(1),
+            "o_data": Out(data.ArrayLayout(signed(self.out_width), k)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        k, W, en = self.k, self.in_width, self.en
+        smax = W + 1
+        rc_max = smax >> 3
+        lc_max = self.max_left >> 3
+
+        def reg(value, shape, name):
+            r = Signal(shape, name=name)
+            with m.If(en):
+                m.d.sync += r.eq(value)
+            return r
+
+        # 1. lanes and the shift, decoded once
+        s = self.i_shift
+        rs = Mux(s < 0, 0, Mux(s > smax, smax, s))
+        ls = Mux(s >= 0, 0, Mux(-s > self.max_left, self.max_left, -s))
+        rs_w = max(1, smax.bit_length())
+        rs1 = Signal(unsigned(rs_w), name="s0_rs")
+        ls1 = Signal(unsigned(max(1, self.max_left.bit_length())), name="s0_ls")
+        m.d.comb += [rs1.eq(rs), ls1.eq(ls)]
+        rc = reg(rs1[3:], unsigned(max(1, rc_max.bit_length())), "s1_rc")
+        rf = reg(rs1[:3], unsigned(3), "s1_rf")
+        neg = reg(s < 0, 1, "s1_neg")
+        lc = reg(ls1[3:], unsigned(max(1, lc_max.bit_length())), "s1_lc")
+        lf = reg(ls1[:3], unsigned(3), "s1_lf")
+        # therm_c[c - 1] = (c <= rc): group c (bits 8c-9 .. 8c-2 of v) is dropped by the coarse shift
+        therm_c = reg(Cat(*[rs1[3:] >= c for c in range(1, rc_max + 1)]) if rc_max else Const(0, 1),
+                      unsigned(max(1, rc_max)), "s1_tc")
+        # therm_f[b] = (b < rf): guard-side bit b of the coarse value is below the rounding bit
+        therm_f = reg(Cat(*[rs1[:3] > b for b in range(7)]), unsigned(7), "s1_tf")
+        v1 = reg(self.i_valid, 1, "s1_v")
+        xs = [reg(self.i_data[i], signed(W), f"s1_x{i}") for i in range(k)]
+
+        # 2. coarse shifts and the dropped groups' ORs
+        cw = W + 1  # (2v): one guard bit below v
+        coarse, groups, lcoarse = [], [], []
+        for i, x in enumerate(xs):
+            g = Cat(Const(0, 1), x).as_signed()
+            ext = Cat(x, x[-1].replicate(8 * rc_max + 8))  # v with sign bits, for the group ORs
+            sel = Const(0, signed(cw))
+            for c in range(rc_max, -1, -1):
+                sel = Mux(rc == c, g >> (8 * c), sel)
+            coarse.append(reg(sel, signed(cw), f"s2_c{i}"))
+            ors = [ext[max(0, 8 * c - 9):8 * c - 1].any() for c in range(1, rc_max + 1)]
+            groups.append(reg(Cat(*ors) if ors else Const(0, 1), unsigned(max(1, rc_max)), f"s2_g{i}"))
+            if self.max_left:
+                lw = W + 8 * lc_max
+                lsel = Const(0, signed(lw))
+                for c in range(lc_max, -1, -1):
+                    lsel = Mux(lc == c, x << (8 * c), lsel)
+                lcoarse.append(reg(lsel, signed(lw), f"s2_l{i}"))
+        v2 = reg(v1, 1, "s2_v")
+        rf2, neg2, lf2 = reg(rf, unsigned(3), "s2_rf"), reg(neg, 1, "s2_neg"), reg(lf, unsigned(3), "s2_lf")
+        tc2, tf2 = reg(therm_c, therm_c.shape(), "s2_tc"), reg(therm_f, unsigned(7), "s2_tf")
+
+        # 3. fine shift, rounding bit and sticky bit
+        qw = W + 1
+        qs, rbs, sts, lfine = [], [], [], []
+        for i, c0 in enumerate(coarse):
+            c = Cat(c0, c0[-1].replicate(8)).as_signed()  # sign bits above, so every f selects
+            q = Const(0, signed(qw))
+            rb = Const(0, 1)
+            for f in range(7, -1, -1):
+                q = Mux(rf2 == f, c >> (f + 1), q)
+                rb = Mux(rf2 == f, c[f], rb)
+            qs.append(reg(q, signed(qw), f"s3_q{i}"))
+            rbs.append(reg(rb, 1, f"s3_rb{i}"))
+            sticky = (groups[i] & tc2).any() | (c[:7] & tf2).any()
+            sts.append(reg(sticky, 1, f"s3_st{i}"))
+            if self.max_left:
+                lw = W + self.max_left
+                lsel = Const(0, signed(lw))
+                for f in range(7, -1, -1):
+                    lsel = Mux(lf2 == f, lcoarse[i] << f, lsel)
+                lfine.append(reg(lsel, signed(lw), f"s3_l{i}"))
+        v3, neg3 = reg(v2, 1, "s3_v"), reg(neg2, 1, "s3_neg")
+
+        # 4. rounding increment, or the left-shifted value
+        for i in range(k):
+            if self.rounding == "floor":
+                right = qs[i]
+            elif self.rounding == "half_up":
+                right = qs[i] + rbs[i]
+            else:
+                right = qs[i] + (rbs[i] & (sts[i] | qs[i][0]))
+            out = Mux(neg3, lfine[i], right) if self.max_left else right
+            with m.If(en):
+                m.d.sync += self.o_data[i].eq(out)
+        with m.If(en):
+            m.d.sync += self.o_valid.eq(v3)
+        return m
