@@ -53,7 +53,7 @@ from .datapath import Datapath
 from .formats import formats_for
 from .fxtype import mul_round_shift
 
-__all__ = ["annihilation_fixed", "default_orth_policy", "default_gram", "GRAM_SCHEDULES"]
+__all__ = ["annihilation_fixed", "row_update", "default_orth_policy", "default_gram", "GRAM_SCHEDULES"]
 
 #: where ``g = Uᵀ r`` and ``n²`` come from (module docstring)
 GRAM_SCHEDULES = ("recompute", "coaccumulate")
@@ -69,6 +69,24 @@ def default_gram(preset) -> str:
     """``recompute`` for the ``legacy-*`` presets (today's RTL), else ``coaccumulate`` (the pipelined core's)."""
     name = getattr(preset, "name", preset)
     return "recompute" if isinstance(name, str) and name.startswith("legacy-") else "coaccumulate"
+
+
+def row_update(dp: Datapath, U, Um, r, p, fp, q, j, x) -> np.ndarray:
+    """The fused row pass's write (step 4), batched over the leading axis: ``U_i + round(r_i p) +
+    round(Um_ij q)`` (``r_i p`` at ``r.frac + fp``), one saturation, then column ``j`` <- ``x``.
+
+    ``U`` ``[B, d, k]`` at ``u``'s format, ``Um`` its ``u_mul`` view, ``r`` ``[B, d]``, ``p``/``q``
+    ``[B, k]`` (``p_j = q_j = 0``), ``fp`` ``[B]``, ``j`` ``[B]``, ``x`` ``[B, d]`` raw inputs.
+    The pipelined row unit (``rtl/row_unit.py``) is tested against this function."""
+    F = dp.fmt
+    fr, fm, fq = F["r"].frac, F["u_mul"].frac, F["q"].frac
+    b = np.arange(U.shape[0])
+    cj = Um[b, :, j]
+    Un = dp.write("u", U,
+                  (r[:, :, None] * p[:, None, :], (fr + np.asarray(fp))[:, None, None]),
+                  (cj[:, :, None] * q[:, None, :], fm + fq))
+    Un[b, :, j] = x << (F["u"].frac - F["x"].frac)
+    return Un
 
 
 def annihilation_fixed(x, k, preset="int8", *, in_range: float | None = None, orth_policy: str | None = None,
@@ -175,12 +193,7 @@ def annihilation_fixed(x, k, preset="int8", *, in_range: float | None = None, or
                 p[b, j] = 0
                 q[b, j] = 0
                 # fused row pass: U_i += round(r_i p) + round(U_ij q); U_ij = x_i
-                cj = Um[b, :, j]
-                Un = dp.write("u", Us,
-                              (r[:, :, None] * p[:, None, :], (fr + fp)[:, None, None]),
-                              (cj[:, :, None] * q[:, None, :], fm + fq))
-                Un[b, :, j] = xs << x_to_u
-                U[idx] = Un
+                U[idx] = row_update(dp, Us, Um, r, p, fp, q, j, xs)
                 y_raw[idx, t] = dp.scale("y", r, fr, dp.rsqrt(n2, fn2))
         if np.any(warm):
             w = np.flatnonzero(warm)

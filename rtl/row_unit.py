@@ -1,0 +1,223 @@
+"""The annihilation core v2's row pipeline: one row of ``U`` per cycle through the rank-two row
+update of token ``t`` and, on the rows as written, the co-accumulation of the next token's
+``a = Uᵀx`` and the exact Gram ``G = UᵀU`` (``algorithms.md`` §1, "a third way";
+``golden/fixed/annihilation.py``, ``gram="coaccumulate"``).
+
+Per row ``i`` (``k`` lanes, every register advancing while ``en`` is high)::
+
+    U_i ─▶ narrow to u_mul ─▶ Um_i·a (k DSPs) ─▶ adder tree ─▶ narrow to r ─▶ r_i
+    r_i·p (k DSPs) ─▶ round by the token's shift ─┐
+    Um_ij·q (k DSPs) ─▶ round (constant shift) ───┼─▶ U_i + both ─▶ saturate to u ─▶ column j <- x_i
+    U_i (delayed) ─────────────────────────────────┘                                   │
+    U'_i ─▶ narrow to u_mul ─▶ Um'_i·x'_i (k DSPs), Um'_il·Um'_im (k(k+1)/2 DSPs) ─▶ accumulators
+
+exactly the golden model's operations (:func:`specmem.golden.fixed.annihilation.row_update`):
+``r_i = narrow_r(Um_i·a)``, ``U'_i = sat_u(U_i + round(r_i p) + round(Um_ij q))`` with column ``j``
+overwritten by ``x_i`` (``upd``), or only the column write (warm-up, eviction), or nothing; then
+``a' += Um'_iᵀ x'_i`` and ``G' += Um'_iᵀ Um'_i`` (upper triangle, exact).
+
+Per-token controls (``a``, ``p``, ``p_shift``, ``q``, ``upd``, ``wsel``) are inputs the caller holds
+constant while a pass is in the pipeline (the sequencer decodes them once per token into
+registers). ``first`` on a row clears the accumulators before adding it. Every stage is one
+register after at most one carry chain or a few LUT levels (``hardware.md``, "Timing
+discipline"); the multipliers are :class:`~specmem.rtl.dsp.LaneMultiplier`\\ s.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from specmem.golden.fixed.formats import formats_for
+
+from .dsp import LaneMultiplier, check_dsp
+from .fixed import round_shift
+from .saturate import SaturatingNarrow
+from .shift import RoundShiftVar
+
+__all__ = ["RowUnit"]
+
+
+def _fits(x, width):
+    """``x`` fits ``width`` signed bits: the bits from its sign bit up are all equal (no carry)."""
+    top = x[width - 1:]
+    return (top == 0) | (top == (1 << len(top)) - 1)
+
+
+class RowUnit(wiring.Component):
+    """Row pipeline of the annihilation core v2 for ``d`` rows, ``k`` lanes, one golden preset.
+
+    Members (widths from the preset's formats): per-token ``a[k]``, ``p[k]``, ``p_shift``
+    (``fr + fp - fu``: the right shift of ``r_i p`` into ``u``), ``q[k]``, ``upd``, ``wsel``
+    (one-hot column to overwrite with ``x``, or 0); per row ``i_valid``, ``i_u[k]``, ``i_x``,
+    ``i_xn`` (the next token's element), ``i_first``; out ``o_valid``, ``o_u[k]`` (the row as
+    written, :attr:`latency` after ``i_u``), ``o_r`` (``r_i``, for ``y``), ``sat_u`` (saturated
+    writes, counted), ``acc_a[k]`` and ``acc_g[k(k+1)/2]`` (the running sums, final
+    :attr:`acc_latency` advancing cycles after the last row's ``i_u``).
+    """
+
+    def __init__(self, d: int, k: int, preset: str = "int18", *, dsp: str = "registered"):
+        for name, v in (("d", d), ("k", k)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name}: must be an integer >= 1, got {v!r}")
+        if k > d:
+            raise ValueError(f"k: must be <= d ({d}), got {k}")
+        self.d, self.k, self.preset = d, k, preset
+        self.fmt = F = formats_for("annihilation", preset, d, {"k": k, "in_range": None})
+        self.mul_latency = check_dsp(dsp, 18, 18)
+        self.dsp = dsp
+        fu, fm, fr, fq, fx = F["u"].frac, F["u_mul"].frac, F["r"].frac, F["q"].frac, F["x"].frac
+        self.wu, self.wm, self.wr = F["u"].width, F["u_mul"].width, F["r"].width
+        self.wa, self.wp, self.wq, self.wx = F["a"].width, F["p"].width, F["q"].width, F["x"].width
+        for n, w in (("u_mul", self.wm), ("a", self.wa), ("r", self.wr), ("p", self.wp), ("q", self.wq),
+                     ("x", self.wx)):
+            check_dsp(dsp, w, 18)
+        self.sh_um = fu - fm                  # U -> u_mul
+        self.sh_r = fm + F["a"].frac - fr     # Um·a -> r
+        self.sh_q = fm + fq - fu              # Um_ij q -> u
+        self.x_to_u = fu - fx
+        if min(self.sh_um, self.x_to_u) < 0:
+            raise ValueError(f"preset: {preset!r} has u_mul or x finer than u; the row unit needs u to hold both")
+        self.wt = self.wu + 2                 # r p clamped here: any value beyond saturates U' the same way
+        t2 = (1 << (self.wm + self.wq - 2)) >> max(self.sh_q, 0) << max(-self.sh_q, 0)
+        assert t2 < (1 << self.wu), "Um_ij q must stay below U's range"
+        self.max_left = self.wt
+        self.tree_levels = max(1, (k - 1).bit_length())
+        L = self.mul_latency
+        # the stage (advancing cycles after i_u) at which each value is registered
+        self.st_r = 3 + L + self.tree_levels + 2            # r_i: in, narrow (2), multiply, tree, narrow (2)
+        self.st_sum = self.st_r + L + RoundShiftVar.latency + 3  # U_i + round(r p) + round(Um_ij q)
+        self.latency = self.st_sum + SaturatingNarrow.latency + 1  # saturate, then the column write
+        self.acc_latency = self.latency + 2 + L + 1         # narrow, multiply, accumulate
+        self.n_gram = k * (k + 1) // 2
+        wacc = 2 * 18 + max(1, d.bit_length()) + 1
+        self.acc_width = wacc
+        super().__init__({
+            "en": In(1),
+            "a": In(data.ArrayLayout(signed(self.wa), k)),
+            "p": In(data.ArrayLayout(signed(self.wp), k)),
+            "p_shift": In(signed(8)),
+            "q": In(data.ArrayLayout(signed(self.wq), k)),
+            "upd": In(1),
+            "wsel": In(k),
+            "i_valid": In(1),
+            "i_first": In(1),
+            "i_u": In(data.ArrayLayout(signed(self.wu), k)),
+            "i_x": In(signed(self.wx)),
+            "i_xn": In(signed(self.wx)),
+            "o_valid": Out(1),
+            "o_u": Out(data.ArrayLayout(signed(self.wu), k)),
+            "o_r": Out(signed(self.wr)),
+            "sat_u": Out(32),
+            "acc_a": Out(data.ArrayLayout(signed(wacc), k)),
+            "acc_g": Out(data.ArrayLayout(signed(wacc), self.n_gram)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        k, en, L = self.k, self.en, self.mul_latency
+        rnd = self.fmt["u"].rounding
+
+        def reg(value, shape, name):
+            r = Signal(shape, name=name)
+            with m.If(en):
+                m.d.sync += r.eq(value)
+            return r
+
+        def delay(value, shape, n, name):
+            for s in range(n):
+                value = reg(value, shape, f"{name}_d{s}")
+            return value
+
+        def narrow(xs, shift, width, name):
+            """round (one carry chain), then a registered sign-extension saturation: 2 stages"""
+            rs = [reg(round_shift(m, x, shift, rnd, f"{name}_r{i}"), signed(len(x) + 1), f"{name}_rr{i}")
+                  for i, x in enumerate(xs)]
+            hi, lo = Const((1 << (width - 1)) - 1, signed(width)), Const(-(1 << (width - 1)), signed(width))
+            return [reg(Mux(_fits(x, width), x[:width].as_signed(), Mux(x[-1], lo, hi)), signed(width),
+                        f"{name}_s{i}") for i, x in enumerate(rs)]
+
+        def mul(a, b, name):
+            mm = LaneMultiplier(len(a), len(b), self.dsp)
+            m.submodules[name] = mm
+            m.d.comb += [mm.a.eq(a), mm.b.eq(b), mm.en.eq(en)]
+            return mm.p
+
+        # 1. inputs
+        v = reg(self.i_valid, 1, "s1_v")
+        first = reg(self.i_first & self.i_valid, 1, "s1_first")
+        U = [reg(self.i_u[l], signed(self.wu), f"s1_u{l}") for l in range(k)]
+        x = reg(self.i_x, signed(self.wx), "s1_x")
+        xn = reg(self.i_xn, signed(self.wx), "s1_xn")
+        # 2. Um, r_i = narrow(Um·a); cj = Um_ij selected by the one-hot wsel
+        Um = narrow(U, self.sh_um, self.wm, "um")
+        prods = [mul(Um[l], self.a[l], f"mul_a{l}") for l in range(k)]
+        lvl = 0
+        while len(prods) > 1:
+            lvl += 1
+            nxt = [reg(prods[j] + prods[j + 1], signed(max(len(prods[j]), len(prods[j + 1])) + 1), f"t{lvl}_{j // 2}")
+                   for j in range(0, len(prods) - 1, 2)]
+            if len(prods) % 2:
+                nxt.append(reg(prods[-1], prods[-1].shape(), f"t{lvl}_odd"))
+            prods = nxt
+        dot = prods[0] if k > 1 else reg(prods[0], prods[0].shape(), "t1_0")
+        r = narrow([dot], self.sh_r, self.wr, "rn")[0]
+        cj = reg(_or_all([Um[l].as_unsigned() & self.wsel[l].replicate(self.wm) for l in range(k)]),
+                 unsigned(self.wm), "cj")
+        cj = delay(cj.as_signed(), signed(self.wm), self.st_r - 4, "cj")
+        # 3. r_i p (token shift), Um_ij q (constant shift)
+        rp = [mul(r, self.p[l], f"mul_p{l}") for l in range(k)]
+        cq = [mul(cj, self.q[l], f"mul_q{l}") for l in range(k)]
+        rsv = RoundShiftVar(k, len(rp[0]), max_left=self.max_left, rounding=rnd)
+        m.submodules.rsv = rsv
+        m.d.comb += [rsv.en.eq(en), rsv.i_valid.eq(1), rsv.i_shift.eq(self.p_shift)]
+        m.d.comb += [rsv.i_data[l].eq(rp[l]) for l in range(k)]
+        t2 = [delay(round_shift(m, c, self.sh_q, rnd, f"cq_r{l}"), signed(self.wu), RoundShiftVar.latency,
+                    f"t2_{l}") for l, c in enumerate(cq)]
+        big = Const((1 << (self.wt - 1)) - 1, signed(self.wt))
+        t1 = [reg(Mux(_fits(rsv.o_data[l], self.wt), rsv.o_data[l][:self.wt].as_signed(),
+                      Mux(rsv.o_data[l][-1], -big, big)), signed(self.wt), f"t1_{l}") for l in range(k)]
+        t2 = [reg(t, signed(self.wu), f"t2c_{l}") for l, t in enumerate(t2)]
+        # U_i, x_i and the row's valid bit aligned with the sum, the saturation and the write
+        S = self.st_sum
+        Ud = [delay(U[l], signed(self.wu), S - 2, f"ud{l}") for l in range(k)]
+        s1 = [reg(t1[l] + t2[l], signed(self.wt + 1), f"sum1_{l}") for l in range(k)]
+        s2 = [reg(s1[l] + Ud[l], signed(self.wt + 2), f"sum2_{l}") for l in range(k)]
+        Ud3 = [delay(u, signed(self.wu), SaturatingNarrow.latency + 1, f"ud3_{l}") for l, u in enumerate(Ud)]
+        xd = delay(x, signed(self.wx), self.latency - 2, "xd")
+        sat = SaturatingNarrow(k, self.wt + 2, self.wu)
+        m.submodules.sat = sat
+        vd = delay(v, 1, S - 1, "vd")
+        m.d.comb += [sat.en.eq(en), sat.i_valid.eq(vd & self.upd)]
+        m.d.comb += [sat.i_data[l].eq(s2[l]) for l in range(k)]
+        m.d.comb += self.sat_u.eq(sat.count)
+        # 4. the row as written
+        xu = (xd << self.x_to_u)
+        new = [reg(Mux(self.wsel[l], xu, Mux(self.upd, sat.o_data[l], Ud3[l])), signed(self.wu), f"w{l}")
+               for l in range(k)]
+        vo = delay(vd, 1, self.latency - S, "vo")
+        rd = delay(r, signed(self.wr), self.latency - self.st_r, "rd")
+        m.d.comb += [self.o_valid.eq(vo), self.o_r.eq(rd)]
+        m.d.comb += [self.o_u[l].eq(new[l]) for l in range(k)]
+        # 5. co-accumulation of a' = Um'ᵀ x' and G' = Um'ᵀ Um' over the rows as written
+        firstd = delay(first, 1, self.latency + 2 + L - 1, "fd")
+        vacc = delay(vo, 1, 2 + L, "va")
+        xnd = delay(xn, signed(self.wx), self.latency + 2 - 1, "xnd")
+        Um2 = narrow(new, self.sh_um, self.wm, "um2")
+        pa = [mul(Um2[l], xnd, f"mul_x{l}") for l in range(k)]
+        pg = [mul(Um2[l], Um2[n], f"mul_g{l}_{n}") for l in range(k) for n in range(l, k)]
+        for dst, ps in ((self.acc_a, pa), (self.acc_g, pg)):
+            for i, pr in enumerate(ps):
+                acc = Signal(signed(self.acc_width), name=f"acc_{'a' if dst is self.acc_a else 'g'}{i}")
+                with m.If(en & vacc):
+                    m.d.sync += acc.eq(Mux(firstd, pr, acc + pr))
+                m.d.comb += dst[i].eq(acc)
+        return m
+
+
+def _or_all(terms):
+    out = terms[0]
+    for t in terms[1:]:
+        out = out | t
+    return out
