@@ -1,16 +1,28 @@
-"""Progress lines for long work: ``label: 40/120 (33%), 2.1 steps/s, ETA 0:38`` every few seconds.
+"""Progress lines for long work, on stderr, for every long-running specmem command.
 
-Shown only where someone is watching: stderr is a terminal and ``CI`` is unset. ``SPECMEM_PROGRESS=1``
-forces the lines on (``=0`` off), e.g. to see them through a pipe; CI logs stay quiet.
+* :class:`Progress` counts a known number of units: ``label: 40/120 runs (33%), 2.1 runs/s, ETA 0:38``
+  every few seconds, and the total time at the end.
+* :class:`Heartbeat` covers one step of unknown length (a Verilator build, a Verilog conversion,
+  Yosys or nextpnr): ``label: 1:20 elapsed, about 0:40 left (...)`` while it stays silent, with an
+  estimate where an earlier run's duration is known and what ``status()`` reports (e.g. how far
+  nextpnr's log got).
+* :func:`stage` is one named step of a command: its name when it starts, a heartbeat while it
+  runs and ``name: done in 0:12`` at the end (the stage lines go to the command's own log).
+
+The periodic lines are shown only where someone is watching: stderr is a terminal and ``CI`` is
+unset. ``SPECMEM_PROGRESS=1`` forces them on (``=0`` off), e.g. to see them through a pipe; CI logs
+stay quiet. ``SPECMEM_PROGRESS_EVERY=SECONDS`` sets the interval of every progress line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
 import time
 
-__all__ = ["Progress", "progress_enabled"]
+__all__ = ["Heartbeat", "Progress", "progress_enabled", "progress_every", "stage"]
 
 
 def progress_enabled(stream=None) -> bool:
@@ -25,6 +37,16 @@ def progress_enabled(stream=None) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):
         return False
+
+
+def progress_every(default: float) -> float:
+    """The interval of progress lines: ``SPECMEM_PROGRESS_EVERY`` (seconds) where set, else ``default``."""
+    text = os.environ.get("SPECMEM_PROGRESS_EVERY", "").strip()
+    try:
+        value = float(text) if text else default
+    except ValueError:
+        return default
+    return value if value >= 0 else default
 
 
 def _clock(seconds: float) -> str:
@@ -43,7 +65,7 @@ class Progress:
 
     def __init__(self, total: int, label: str, unit: str = "steps", every: float = 2.0, stream=None,
                  enabled: bool | None = None, clock=time.monotonic):
-        self.total, self.label, self.unit, self.every = max(int(total), 0), label, unit, every
+        self.total, self.label, self.unit, self.every = max(int(total), 0), label, unit, progress_every(every)
         self.stream = stream or sys.stderr
         self.enabled = progress_enabled(self.stream) if enabled is None else enabled
         self.clock = clock
@@ -61,6 +83,7 @@ class Progress:
         return f"{self.label}: {self.done}/{self.total} {self.unit}{pct}, {rate:.3g} {self.unit}/s{eta}"
 
     def update(self, n: int = 1) -> None:
+        """Count ``n`` more units done (a line when ``every`` seconds have passed since the last)."""
         self.done += n
         now = self.clock()
         if self.enabled and now - self._last >= self.every and self.done < self.total:
@@ -77,3 +100,94 @@ class Progress:
     def __exit__(self, *exc) -> None:
         if self.enabled and self.lines:  # close a run that printed anything with its total time
             self._emit(f"{self.label}: {self.done}/{self.total} {self.unit} in {_clock(self.clock() - self.t0)}")
+
+
+class Heartbeat:
+    """While one step of unknown length runs: a line on ``stream`` whenever ``every`` seconds pass
+    without one, ``label: 1:20 elapsed, about 0:40 left (note); status``.
+
+    ``expect_s``: how long the step took before (an earlier run), for the estimate of the rest;
+    ``note``: what that estimate rests on; ``status``: a callable whose text ends the line (e.g.
+    how far a tool's log got; errors in it are ignored). :meth:`relay` wraps a command's own
+    log callable so that its lines count as signs of life (the heartbeat stays silent while the
+    step logs by itself) and its last line is quoted. A background thread prints; nothing at all
+    when :func:`progress_enabled` is false.
+    """
+
+    def __init__(self, label: str, every: float = 10.0, *, expect_s: float | None = None, note: str | None = None,
+                 status=None, stream=None, enabled: bool | None = None, clock=time.monotonic):
+        self.label, self.every, self.expect_s, self.note, self.status = label, progress_every(every), expect_s, note, status
+        self.stream = stream or sys.stderr
+        self.enabled = progress_enabled(self.stream) if enabled is None else enabled
+        self.clock = clock
+        self.t0 = self._last = clock()
+        self.last_message: str | None = None
+        self._said = self.t0  # when the step last logged by itself (relay)
+        self.lines = 0
+        self._stop: threading.Event | None = None
+        self._thread: threading.Thread | None = None
+
+    def line(self) -> str:
+        """The current heartbeat line (elapsed time, the estimate of the rest, the status)."""
+        el = self.clock() - self.t0
+        text = f"{self.label}: {_clock(el)} elapsed"
+        if self.expect_s:
+            left = self.expect_s - el
+            text += f", about {_clock(left)} left" if left > 0 else f", longer than the {_clock(self.expect_s)} expected"
+        if self.note:
+            text += f" ({self.note})"
+        extra = None
+        if self.status is not None:
+            try:
+                extra = self.status()
+            except Exception:  # a status is a nicety: never let it break the work it reports on
+                extra = None
+        if extra:
+            text += f"; {extra}"
+        elif self.last_message:
+            text += f"; {_clock(self.clock() - self._said)} since: {self.last_message}"
+        return text
+
+    def relay(self, fn):
+        """``fn`` (a log callable taking one message) wrapped to record each message as a sign of life."""
+        def relayed(msg, *args, **kwargs):
+            self._last = self._said = self.clock()
+            self.last_message = str(msg).strip()
+            return fn(msg, *args, **kwargs)
+
+        return relayed
+
+    def _run(self) -> None:
+        tick = max(min(self.every / 4, 1.0), 0.01)
+        while not self._stop.wait(tick):
+            if self.clock() - self._last >= self.every:
+                self._last = self.clock()
+                print(f"[{time.strftime('%H:%M:%S')}] {self.line()}", file=self.stream, flush=True)
+                self.lines += 1
+
+    def __enter__(self) -> "Heartbeat":
+        if self.enabled:
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._run, name=f"heartbeat {self.label}", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._stop is not None:
+            self._stop.set()
+            self._thread.join()
+            self._stop = None
+
+
+@contextlib.contextmanager
+def stage(label: str, say=None, every: float = 10.0, *, expect_s: float | None = None, note: str | None = None,
+          status=None):
+    """One named step of a command: ``say(label)`` when it starts, a :class:`Heartbeat` while it
+    runs, ``say(f"{label}: done in 0:12")`` when it ends (``say``: the command's log callable,
+    default none). Yields the heartbeat."""
+    say = say or (lambda msg: None)
+    say(label)
+    t0 = time.monotonic()
+    with Heartbeat(label, every, expect_s=expect_s, note=note, status=status) as hb:
+        yield hb
+    say(f"{label}: done in {_clock(time.monotonic() - t0)}")

@@ -128,42 +128,15 @@ def _save_rate(directory, rate: float) -> None:
         pass  # only an estimate for the next run's progress lines
 
 
-class _Heartbeat:
+def _heartbeat(label: str, tokens: int, rate: float | None, enabled: bool = True):
     """While the simulator subprocess runs: a line every 10 s with the elapsed time and, from the
-    last run's rate in this build, the expected total and ETA (terminals only, see specmem.progress)."""
+    last run's rate in this build, the expected rest (terminals only, see specmem.progress)."""
+    from specmem.progress import Heartbeat
 
-    def __init__(self, label: str, tokens: int, rate: float | None, enabled: bool = True, every: float = 10.0):
-        from specmem.progress import progress_enabled
-
-        self.label, self.tokens, self.rate, self.every = label, tokens, rate, every
-        self.enabled = enabled and progress_enabled()
-        self._stop = None
-
-    def _run(self) -> None:
-        t0 = time.monotonic()
-        while not self._stop.wait(self.every):
-            el = time.monotonic() - t0
-            if self.rate:
-                expect = self.tokens / self.rate
-                eta = f", about {max(expect - el, 0):.0f} s left (last run here: {self.rate:,.0f} tokens/s)"
-            else:
-                eta = " (no earlier run in this build to estimate the rest from)"
-            print(f"[{time.strftime('%H:%M:%S')}] {self.label}: {self.tokens} tokens, {el:.0f} s elapsed{eta}",
-                  flush=True)
-
-    def __enter__(self):
-        if self.enabled:
-            import threading
-
-            self._stop = threading.Event()
-            self._thread = threading.Thread(target=self._run, daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        if self._stop is not None:
-            self._stop.set()
-            self._thread.join()
+    note = (f"last run here: {rate:,.0f} tokens/s" if rate else
+            "no earlier run in this build to estimate the rest from")
+    return Heartbeat(f"{label}: {tokens} tokens", 10.0, expect_s=tokens / rate if rate else None, note=note,
+                     enabled=None if enabled else False)
 
 
 def simulate(algo: str, d: int, k: int, tokens: int, seed: int, preset: str = "legacy-int8", coverage: bool = False,
@@ -195,10 +168,14 @@ def simulate(algo: str, d: int, k: int, tokens: int, seed: int, preset: str = "l
     t0 = time.perf_counter()
     stream = {"kind": kind, "T": tokens, "seed": seed, "idle": idle, "stall": stall}
     flavour = "cov" if coverage else ("waves" if waves else "plain")
-    b = build(design, flavour, quiet=quiet)
+    from specmem.progress import Heartbeat
+
+    with Heartbeat(f"specmem sim: Verilator build of {design.name} ({flavour})", 10.0,
+                   enabled=False if quiet else None):  # a new build takes a minute or so
+        b = build(design, flavour, quiet=quiet)
     say(f"specmem sim: {design.name}: {tokens} tokens, seed {seed}, idle {idle}, backpressure {stall} "
         f"({'reused' if b.reused else 'new'} build {b.directory})")
-    with _Heartbeat(f"specmem sim: {design.name}", tokens, _last_rate(b.directory), enabled=not quiet):
+    with _heartbeat(f"specmem sim: {design.name}", tokens, _last_rate(b.directory), enabled=not quiet):
         if algo == "vla":
             run = run_vla(design, ["stream"], stream=stream, waves=waves, name=f"sim-s{seed}-T{tokens}", b=b)
         else:
@@ -249,9 +226,14 @@ def bench_sim(d: int = 16, k: int = 4, preset: str = "legacy-int8", tokens: int 
     """Simulation speed of the Verilated top under cocotb: one stream at full rate (no idle gaps,
     sink always ready) and one with 30 % gaps and backpressure. Prints and returns cycles/s and
     tokens/s of the simulation (golden-model time excluded; it is reported separately)."""
+    from specmem.progress import Heartbeat
+
     out = {"d": d, "k": k, "preset": preset, "tokens": tokens, "runs": []}
-    for idle, stall in ((0.0, 0.0), (0.3, 0.3)):
-        r = simulate("annihilation", d, k, tokens, seed, preset, idle=idle, stall=stall, kind="gaussian", quiet=True)
+    for i, (idle, stall) in enumerate(((0.0, 0.0), (0.3, 0.3)), 1):
+        with Heartbeat(f"specmem sim bench: run {i}/2 (idle {idle}, backpressure {stall}), {tokens} tokens", 10.0,
+                       enabled=False if quiet else None):
+            r = simulate("annihilation", d, k, tokens, seed, preset, idle=idle, stall=stall, kind="gaussian",
+                         quiet=True)
         row = {"idle": idle, "stall": stall, "passed": r.passed, "cycles": r.cycles, "wall_s": round(r.wall_s, 3),
                "model_s": round(r.model_s, 3), "cycles_per_s": round(r.cycles_per_s), "tokens_per_s": round(r.tokens_per_s, 1),
                "cycles_per_token": round(r.cycles / tokens, 2)}
@@ -281,7 +263,11 @@ def coverage_command(d: int = 16, k: int = 4, preset: str = "legacy-int8", *, se
 def mutation_command(*, ci: bool = True, seeds=(0, 1), tokens: int = 24, quiet: bool = False):
     """Build the mutant schema and show that the testbench catches each mutant; returns
     ``(baseline_run, [MutantResult])``."""
-    base, res = run_mutants(ci=ci, seeds=seeds, T=tokens)
+    from specmem.progress import Heartbeat
+
+    with Heartbeat("specmem sim: mutation check (one build of the mutant schema, then the testbench on each "
+                   "mutant)", 10.0, enabled=False if quiet else None):
+        base, res = run_mutants(ci=ci, seeds=seeds, T=tokens)
     if not quiet:
         print(f"specmem sim: unmodified design {'PASS' if base.passed else 'FAIL'}")
         for r in res:
