@@ -4,6 +4,8 @@ resources: the same tools, device and I/O shell as ``specmem synth``'s cores.
     python -m specmem.synth_block bram --style ecp5 --depth 128 --width 18
     python -m specmem.synth_block block_norm --n 8 --in-width 24 --M 18
     python -m specmem.synth_block saturate --k 8 --in-width 36 --out-width 18
+    python -m specmem.synth_block round_shift --k 8 --in-width 36 --max-left 24
+    python -m specmem.synth_block row_unit --d 64 --k 8 --preset int18 --dsp ecp5
 
 Each block is synthesised inside ``synth_shell`` (every port from or into a flip-flop), so the
 fmax is the block's own register-to-register limit plus one hop to the shell.
@@ -47,7 +49,18 @@ def _lane_control(k=8):
     return LaneControl(layout, k), f"lane_control_k{k}"
 
 
-BLOCKS = {"bram": _bram, "block_norm": _block_norm, "saturate": _saturate, "lane_control": _lane_control}
+def _round_shift(k=8, in_width=36, max_left=24):
+    from specmem.rtl.shift import RoundShiftVar
+    return RoundShiftVar(k, in_width, max_left=max_left), f"round_shift_k{k}_w{in_width}_l{max_left}"
+
+
+def _row_unit(d=64, k=8, preset="int18", dsp="registered"):
+    from specmem.rtl.row_unit import RowUnit
+    return RowUnit(d, k, preset, dsp=dsp), f"row_unit_d{d}_k{k}_{preset}_{dsp}"
+
+
+BLOCKS = {"bram": _bram, "block_norm": _block_norm, "saturate": _saturate, "lane_control": _lane_control,
+          "round_shift": _round_shift, "row_unit": _row_unit}
 
 
 def synth_block(component, name: str, out_dir="build/synth/blocks", *, target_mhz: float = 250.0,
@@ -101,6 +114,12 @@ def main(argv=None) -> int:
     p.add_argument("--in-width", type=int, default=24, help="block_norm input bits (default 24)")
     p.add_argument("--M", type=int, default=18, help="block_norm mantissa bits (default 18)")
     p.add_argument("--k", type=int, default=8, help="saturate lanes (default 8)")
+    p.add_argument("--d", type=int, default=64, help="row_unit rows (default 64; lanes: --k)")
+    p.add_argument("--preset", default="int18", help="row_unit golden preset (default int18)")
+    p.add_argument("--dsp", default="registered", help="row_unit multipliers: registered, ecp5 or fabric "
+                   "(default registered)")
+    p.add_argument("--max-left", type=int, default=24, help="round_shift: largest left shift (default 24; "
+                   "lanes: --k, input bits: --in-width)")
     p.add_argument("--out-width", type=int, default=18, help="saturate output bits (default 18; input: --in-width)")
     p.add_argument("--target-mhz", type=float, default=250.0, help="nextpnr target (default 250)")
     p.add_argument("--out", default="build/synth/blocks", help="work folder (default build/synth/blocks)")
@@ -112,6 +131,10 @@ def main(argv=None) -> int:
             comp, name = _lane_control(a.k)
         elif a.block == "saturate":
             comp, name = _saturate(a.k, a.in_width, a.out_width)
+        elif a.block == "row_unit":
+            comp, name = _row_unit(a.d, a.k, a.preset, a.dsp)
+        elif a.block == "round_shift":
+            comp, name = _round_shift(a.k, a.in_width, a.max_left)
         else:
             comp, name = _block_norm(a.n, a.in_width, a.M)
     except ValueError as exc:

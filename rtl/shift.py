@@ -13,9 +13,11 @@ at 36 bits); this block splits it by the timing discipline of ``hardware.md``:
    each 8-bit group of the bits that shift drops, and the coarse left shift;
 3. fine shift by ``rf``: the quotient, the rounding bit, the sticky OR (the groups selected by the
    ``rc`` mask and the guard-side bits selected by the ``rf`` mask), and the fine left shift;
-4. the rounding increment (one carry chain) or the left-shifted value: the output register.
+4. the rounding increment on the low half of the quotient (a carry chain of half the width),
+   and the high half with and without a carry;
+5. the carry-out picks the high half (a mux), or the left-shifted value: the output register.
 
-``o_data`` follows ``i_data`` by :attr:`RoundShiftVar.latency` (4) advancing cycles; every
+``o_data`` follows ``i_data`` by :attr:`RoundShiftVar.latency` (5) advancing cycles; every
 register advances while ``en`` is high. Right shifts beyond ``W + 1`` give the result of
 ``W + 1`` (only the sign is left); left shifts are clamped to ``max_left`` (the caller saturates
 next and passes a ``max_left`` past its saturation threshold, as for ``round_shift_var``).
@@ -40,7 +42,7 @@ class RoundShiftVar(wiring.Component):
     ``out_width = in_width + max(max_left, 1) + 1``).
     """
 
-    latency = 4
+    latency = 5
 
     def __init__(self, k: int, in_width: int, *, max_left: int, shift_width: int = 8, rounding: str = "rne"):
         for name, v, lo in (("k", k, 1), ("in_width", in_width, 2), ("max_left", max_left, 0),
@@ -142,17 +144,29 @@ class RoundShiftVar(wiring.Component):
                 lfine.append(reg(lsel, signed(lw), f"s3_l{i}"))
         v3, neg3 = reg(v2, 1, "s3_v"), reg(neg2, 1, "s3_neg")
 
-        # 4. rounding increment, or the left-shifted value
+        # 4. the rounding increment on the low half (a short carry chain), both candidates of the high half
+        h = (qw + 1) // 2
+        outs = []
         for i in range(k):
             if self.rounding == "floor":
-                right = qs[i]
+                inc = Const(0, 1)
             elif self.rounding == "half_up":
-                right = qs[i] + rbs[i]
+                inc = rbs[i]
             else:
-                right = qs[i] + (rbs[i] & (sts[i] | qs[i][0]))
-            out = Mux(neg3, lfine[i], right) if self.max_left else right
+                inc = rbs[i] & (sts[i] | qs[i][0])
+            lo = reg(qs[i][:h] + inc, unsigned(h + 1), f"s4_lo{i}")
+            hi = reg(qs[i][h:].as_signed(), signed(qw - h), f"s4_hi{i}")
+            hi1 = reg(qs[i][h:].as_signed() + 1, signed(qw - h + 1), f"s4_hp{i}")
+            lf4 = reg(lfine[i], lfine[i].shape(), f"s4_l{i}") if self.max_left else None
+            outs.append((lo, hi, hi1, lf4))
+        v4, neg4 = reg(v3, 1, "s4_v"), reg(neg3, 1, "s4_neg")
+
+        # 5. the carry selects the high half; or the left-shifted value
+        for i, (lo, hi, hi1, lf4) in enumerate(outs):
+            right = Cat(lo[:h], Mux(lo[h], hi1, hi)).as_signed()
+            out = Mux(neg4, lf4, right) if self.max_left else right
             with m.If(en):
                 m.d.sync += self.o_data[i].eq(out)
         with m.If(en):
-            m.d.sync += self.o_valid.eq(v3)
+            m.d.sync += self.o_valid.eq(v4)
         return m
