@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
@@ -91,20 +92,43 @@ def _cmd_accuracy(args) -> int:
     args.out = args.out or "docs/accuracy"
     if args.formats and args.sweep:
         raise SpecmemInputError("sweep: --sweep is part of --formats; give one of them")
+    size = "full" if args.full else "small"
     if args.sweep:
         from specmem.golden.fixed.targets import write_sweep_report
 
-        write_sweep_report(args.out, "full" if args.full else "small", progress=_progress)
+        with _report_heartbeat("accuracy --sweep", None, size) as hb:
+            write_sweep_report(args.out, size, progress=hb.relay(_progress))
         return 0
     if args.formats:
         from specmem.golden.fixed.targets import write_formats_report
 
-        write_formats_report(args.out, "full" if args.full else "small", progress=_progress)
+        with _report_heartbeat("accuracy --formats", os.path.join(args.out, "formats.json"), size) as hb:
+            write_formats_report(args.out, size, progress=hb.relay(_progress))
         return 0
     from specmem.golden.fixed.accuracy import write_accuracy_report
 
     write_accuracy_report(out_dir=args.out, small=not args.full, progress=_progress)
     return 0
+
+
+def _report_heartbeat(label: str, previous_json: str | None, size: str):
+    """A heartbeat over a number-format report: its stages log as they finish, some take minutes
+    (the full VLA A stream); a line after 30 s of silence, with the estimate of the rest from the
+    previous report of the same size in ``previous_json`` (its ``seconds``) where there is one."""
+    from specmem.progress import Heartbeat
+
+    expect = None
+    if previous_json:
+        try:
+            with open(previous_json) as fh:
+                prev = json.load(fh)
+            if prev.get("size") == size:
+                expect = float(prev["seconds"])
+        except (OSError, ValueError, KeyError, TypeError):
+            expect = None
+    took = (f"{expect / 60:.0f} min" if expect >= 120 else f"{expect:.0f} s") if expect else None
+    note = f"the previous {size} report took {took}" if expect else None
+    return Heartbeat(label, 30.0, expect_s=expect, note=note)
 
 
 def _cmd_accuracy_in(args) -> int:
@@ -136,6 +160,7 @@ def _cmd_rtl(args) -> int:
     from specmem.rtl.generate import generate, lint, model_sources
 
     params = {"dsp": args.dsp} if args.dsp else {}
+    t0 = time.perf_counter()
     try:
         if params and args.algo != "engine":
             raise ValueError(f"dsp: only the engine takes it (the cores use 'fabric'), not {args.algo}")
@@ -151,15 +176,17 @@ def _cmd_rtl(args) -> int:
     else:
         floor = ""
     print(f"specmem rtl: {manifest['paths']['verilog']} and {manifest['paths']['manifest']} "
-          f"(steady-state cycles per token: {cpt}{floor})")
+          f"(steady-state cycles per token: {cpt}{floor}) in {time.perf_counter() - t0:.1f} s", flush=True)
     if args.no_lint:
         return 0
+    t0 = time.perf_counter()
     res = lint(manifest["paths"]["verilog"], models=model_sources(manifest))
     if res.returncode or res.warnings:
         print("\n".join(res.warnings) or res.output, file=sys.stderr)
         print(f"specmem: error: verilator lint failed ({len(res.warnings)} warnings)", file=sys.stderr)
         return 1
-    print("specmem rtl: verilator --lint-only -Wall: clean (waivers: rtl/lint_waivers.vlt)")
+    print(f"specmem rtl: verilator --lint-only -Wall: clean in {time.perf_counter() - t0:.1f} s "
+          "(waivers: rtl/lint_waivers.vlt)")
     return 0
 
 

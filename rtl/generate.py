@@ -157,11 +157,16 @@ def build(algo: str, d: int, k: int, preset: str = "legacy-int8", **params) -> B
 
 def generate(algo: str, d: int, k: int, preset: str, out_dir, **params) -> dict:
     """Write ``<top>.v`` and ``<top>.json`` into ``out_dir``; return the manifest (with paths).
-    ``params`` go to the rule (see :func:`build`)."""
-    built = build(algo, d, k, preset, **params)
+    ``params`` go to the rule (see :func:`build`). Large configurations take a while (VLA at
+    d=256: about half a minute): a terminal sees heartbeat lines (:mod:`specmem.progress`)."""
+    from specmem.progress import Heartbeat
+
+    with Heartbeat(f"rtl: elaborating {algo} d={d} k={k} {preset}", 10.0):
+        built = build(algo, d, k, preset, **params)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    text = verilog.convert(built.component, name=built.top, emit_src=False)
+    with Heartbeat(f"rtl: {built.top} d={d} k={k} to Verilog (amaranth)", 10.0):
+        text = verilog.convert(built.component, name=built.top, emit_src=False)
     vpath = out / f"{built.top}.v"
     vpath.write_text(text)
     manifest = {"algo": algo, "preset": preset, "top": built.top, "verilog": vpath.name,
@@ -197,7 +202,10 @@ def lint(verilog_path, top: str | None = None, *, waivers=WAIVERS, extra_args=()
     if waivers is not None:
         cmd.append(str(waivers))
     cmd += [*extra_args, *(str(p) for p in models), str(verilog_path)]
-    proc = subprocess.run(cmd, env=verilator_env(), capture_output=True, text=True, check=False)
+    from specmem.progress import Heartbeat
+
+    with Heartbeat(f"rtl: verilator --lint-only {verilog_path.name}", 10.0):
+        proc = subprocess.run(cmd, env=verilator_env(), capture_output=True, text=True, check=False)
     text = proc.stdout + proc.stderr
     warnings = [ln for ln in text.splitlines() if ln.startswith(("%Warning", "%Error"))]
     return LintResult(proc.returncode, warnings, text)

