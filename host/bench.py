@@ -14,6 +14,8 @@ import time
 
 import numpy as np
 
+from specmem.progress import Progress
+
 __all__ = ["steady_rate", "bench_golden", "loglog_slope"]
 
 
@@ -55,22 +57,22 @@ def bench_golden(out_json: str | None = None, quick: bool = False, progress=prin
     min_time = 0.1 if quick else 0.25
     rng = np.random.default_rng(0)
     rows = []
-    for batch in batches:
-        for d in ds:
-            for k in ks:
-                if k > d:
-                    continue
-                max_m = 2048 if batch == 1 else 256
-                x = rng.standard_normal((batch, k + 2 * max_m + 8, d))
-                gram = steady_rate(lambda a, kk: annihilation_gram(a, kk), x, k, min_time=min_time, max_m=max_m)
-                dense = steady_rate(lambda a, kk: annihilation_dense(a, kk), x, k, min_time=min_time,
-                                    max_m=min(max_m, 64))
-                row = {"d": d, "k": k, "batch": batch,
-                       "gram_tokens_per_s": gram * batch, "dense_tokens_per_s": dense * batch,
-                       "speedup": gram / dense}
-                rows.append(row)
-                progress(f"bench golden: batch={batch:3d} d={d:5d} k={k:3d}  gram {row['gram_tokens_per_s']:12.1f} tok/s"
-                         f"  dense {row['dense_tokens_per_s']:12.1f} tok/s  x{row['speedup']:.1f}")
+    grid = [(batch, d, k) for batch in batches for d in ds for k in ks if k <= d]
+    with Progress(len(grid), "bench golden", unit="sizes") as bar:
+        for i, (batch, d, k) in enumerate(grid, 1):
+            max_m = 2048 if batch == 1 else 256
+            x = rng.standard_normal((batch, k + 2 * max_m + 8, d))
+            gram = steady_rate(lambda a, kk: annihilation_gram(a, kk), x, k, min_time=min_time, max_m=max_m)
+            dense = steady_rate(lambda a, kk: annihilation_dense(a, kk), x, k, min_time=min_time,
+                                max_m=min(max_m, 64))
+            row = {"d": d, "k": k, "batch": batch,
+                   "gram_tokens_per_s": gram * batch, "dense_tokens_per_s": dense * batch,
+                   "speedup": gram / dense}
+            rows.append(row)
+            progress(f"bench golden: [{i}/{len(grid)}] batch={batch:3d} d={d:5d} k={k:3d}  "
+                     f"gram {row['gram_tokens_per_s']:12.1f} tok/s  dense {row['dense_tokens_per_s']:12.1f} tok/s  "
+                     f"x{row['speedup']:.1f}")
+            bar.update()
     fits = {}
     for batch in batches:
         for k in ks:

@@ -42,6 +42,8 @@ import sys
 import time
 from pathlib import Path
 
+from specmem.progress import stage
+
 __all__ = [
     "DEVICE", "TARGET_MHZ", "SEED", "SWEEP", "SynthError", "tool_versions", "tool_key", "shell_verilog",
     "synth", "sweep", "pnr_progress", "PNR_TIMEOUT_S", "engine_sweep", "vla_sweep", "area_breakdown", "breakdown_sweep", "BREAKDOWN", "VLA_SWEEP", "load_engine_results", "ENGINE_SWEEP", "config_name", "measure_cycles", "cpu_rates", "critical_path_summary", "longest_logic_path", "ltp_text", "endpoint_delays", "register_ranking",
@@ -696,6 +698,33 @@ def _validate(algo, d, k, preset, target_mhz, seed, params=None):
     return build(algo, d, k, preset, **(params or {}))  # rtl/generate.py's own checks: algo, d, k, preset (messages name the argument)
 
 
+def _previous_times(work: Path) -> dict:
+    """``runtime_s`` of the last result in ``work`` (stage name -> seconds), or {}."""
+    try:
+        return dict(json.loads((work / "result.json").read_text()).get("runtime_s") or {})
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}
+
+
+def _expect(before: dict, key: str) -> dict:
+    """The estimate of a stage from the last run in the same folder (keyword arguments of :func:`stage`)."""
+    s = before.get(key)
+    if not isinstance(s, (int, float)) or s < 5:  # quick stages need no estimate
+        return {}
+    return {"expect_s": float(s), "note": f"the last run in this folder took {s:.0f} s"}
+
+
+def _pnr_status(log_path) -> str:
+    """How far a running nextpnr got, from its log (for the progress lines)."""
+    prog = pnr_progress(log_path)
+    where = prog.get("stage")
+    if not where:
+        return ""
+    if where == "routing" and "arcs_unrouted" in prog:
+        where += f", {prog['arcs_unrouted']:,} of {prog['arcs']:,} arcs unrouted"
+    return f"nextpnr {where}"
+
+
 def synth(algo: str, d: int, k: int, preset: str = "legacy-int8", out_dir="build/synth", *,
           target_mhz: float = TARGET_MHZ, seed: int = SEED, pnr: bool = True, xilinx: bool = True,
           cycles: str = "auto", cpu: bool = False, ltp: bool = True, progress=None,
@@ -719,6 +748,7 @@ def synth(algo: str, d: int, k: int, preset: str = "legacy-int8", out_dir="build
     name = config_name(algo, d, k, preset, params)
     work = Path(out_dir)
     work.mkdir(parents=True, exist_ok=True)
+    before = _previous_times(work)  # the last run in this folder: estimates for the progress lines
     t_all = time.perf_counter()
     times = {}
 
@@ -731,14 +761,14 @@ def synth(algo: str, d: int, k: int, preset: str = "legacy-int8", out_dir="build
 
     # Yosys, ECP5: the core keeps its hierarchy inside the shell
     t0 = time.perf_counter()
-    say(f"{name}: yosys synth_ecp5")
     (work / "ecp5.ys").write_text(
         f"read_verilog {vpath.name} shell.v\n"
         f"hierarchy -top {SHELL_TOP}\n"
         f"setattr -mod -set keep_hierarchy 1 {top}\n"
         f"synth_ecp5 -top {SHELL_TOP} -json ecp5_netlist.json\n"
         f"tee -q -o ecp5_stat.json stat -json\n")
-    _run_tool("yosys", ["-q", "-l", "yosys_ecp5.log", "-s", "ecp5.ys"], work)
+    with stage(f"{name}: yosys synth_ecp5", say, **_expect(before, "yosys_ecp5_s")):
+        _run_tool("yosys", ["-q", "-l", "yosys_ecp5.log", "-s", "ecp5.ys"], work)
     mods = _stat_modules(work / "ecp5_stat.json")
     core_cells = mods.get(top, {})
     shell_cells = mods.get(SHELL_TOP, {})
@@ -760,12 +790,13 @@ def synth(algo: str, d: int, k: int, preset: str = "legacy-int8", out_dir="build
     report = None
     if pnr:
         t0 = time.perf_counter()
-        say(f"{name}: nextpnr-ecp5 ({DEVICE['part']}, {DEVICE['package']}, speed {DEVICE['speed']}, "
-            f"target {target_mhz:g} MHz)")
         args = nextpnr_ecp5_args(target_mhz, seed)
         res["pnr_timeout_s"] = pnr_timeout_s
         try:
-            _run_tool("nextpnr-ecp5", args, work, log="nextpnr.out", cpu_limit=pnr_timeout_s)
+            with stage(f"{name}: nextpnr-ecp5 ({DEVICE['part']}, {DEVICE['package']}, speed {DEVICE['speed']}, "
+                       f"target {target_mhz:g} MHz)", say, status=lambda: _pnr_status(work / "nextpnr.log"),
+                       **_expect(before, "nextpnr_s")):
+                _run_tool("nextpnr-ecp5", args, work, log="nextpnr.out", cpu_limit=pnr_timeout_s)
             report = json.loads((work / "ecp5_report.json").read_text())
         except SynthError as exc:
             if ": timed out after " in str(exc):
@@ -812,12 +843,12 @@ def synth(algo: str, d: int, k: int, preset: str = "legacy-int8", out_dir="build
     # Yosys, 7-series estimate of the bare top
     if xilinx:
         t0 = time.perf_counter()
-        say(f"{name}: yosys synth_xilinx (xc7 estimate)")
         (work / "xilinx.ys").write_text(
             f"read_verilog {vpath.name}\n"
             f"{XILINX_FLOW} -top {top}\n"
             f"tee -q -o xilinx_stat.json stat -json\n")
-        _run_tool("yosys", ["-q", "-l", "yosys_xilinx.log", "-s", "xilinx.ys"], work)
+        with stage(f"{name}: yosys synth_xilinx (xc7 estimate)", say, **_expect(before, "yosys_xilinx_s")):
+            _run_tool("yosys", ["-q", "-l", "yosys_xilinx.log", "-s", "xilinx.ys"], work)
         xm = _stat_modules(work / "xilinx_stat.json")
         res["xilinx"] = {"flow": XILINX_FLOW, **_xilinx_counts(xm.get(top, {}))}
         times["yosys_xilinx_s"] = time.perf_counter() - t0
@@ -825,8 +856,8 @@ def synth(algo: str, d: int, k: int, preset: str = "legacy-int8", out_dir="build
     # the deepest word-level logic (a structural diagnostic beside nextpnr's critical path)
     if ltp:
         t0 = time.perf_counter()
-        say(f"{name}: yosys ltp (longest word-level logic path)")
-        res["longest_logic_path"] = longest_logic_path(work, vpath, top)
+        with stage(f"{name}: yosys ltp (longest word-level logic path)", say, **_expect(before, "ltp_s")):
+            res["longest_logic_path"] = longest_logic_path(work, vpath, top)
         times["ltp_s"] = time.perf_counter() - t0
 
     res["register_ranking"] = register_ranking(work / "ecp5_netlist.json", top, target_mhz)
@@ -836,8 +867,8 @@ def synth(algo: str, d: int, k: int, preset: str = "legacy-int8", out_dir="build
     cyc = cpt.get("full_steady_state") if isinstance(cpt, dict) else cpt
     if algo == "annihilation" and cycles in ("auto", "measure"):
         t0 = time.perf_counter()
-        say(f"{name}: measuring cycles per token (Amaranth simulation)")
-        meas = measure_cycles(d, k, preset)
+        with stage(f"{name}: measuring cycles per token (Amaranth simulation)", say, **_expect(before, "simulate_s")):
+            meas = measure_cycles(d, k, preset)
         times["simulate_s"] = time.perf_counter() - t0
         if meas["full_steady_state"] != cyc or not meas["constant"]:
             raise SynthError(f"{name}: simulated cycles per token {meas['full_tokens']} differ from the "
@@ -859,8 +890,8 @@ def synth(algo: str, d: int, k: int, preset: str = "legacy-int8", out_dir="build
     res["tokens_per_s"] = res["fmax_mhz"] * 1e6 / cyc if res.get("fmax_mhz") else None
     if cpu and algo in ("annihilation", "vla"):
         t0 = time.perf_counter()
-        say(f"{name}: golden models on this CPU")
-        res["cpu"] = cpu_rates(d, k, preset) if algo == "annihilation" else cpu_rates_vla(d, preset)
+        with stage(f"{name}: golden models on this CPU", say, **_expect(before, "cpu_s")):
+            res["cpu"] = cpu_rates(d, k, preset) if algo == "annihilation" else cpu_rates_vla(d, preset)
         times["cpu_s"] = time.perf_counter() - t0
     res["tool_versions"] = tool_versions()
     times["total_s"] = time.perf_counter() - t_all
@@ -977,7 +1008,7 @@ def _run_grid(sub: str, grid, out_dir, docs_dir, *, target_mhz, seed, resume, pr
     ``<docs_dir>/hardware/<sub>/<name>.json`` (reused while Verilog, tools, target and seed match)."""
     cache = Path(docs_dir) / "hardware" / sub
     cache.mkdir(parents=True, exist_ok=True)
-    results = []
+    results, spent = [], []
     for i, (algo, d, k, preset, params) in enumerate(grid, 1):
         name = config_name(algo, d, k, preset, params)
         tag = f"[{sub} {i}/{len(grid)}] {name}"
@@ -989,10 +1020,15 @@ def _run_grid(sub: str, grid, out_dir, docs_dir, *, target_mhz, seed, resume, pr
                 results.append(hit)
                 continue
         ecp5 = params.get("dsp") == "ecp5"  # the 7-series estimate and Yosys's ltp cannot read the primitive
+        t0 = time.perf_counter()
         r = synth(algo, d, k, preset, Path(out_dir) / name, target_mhz=target_mhz, seed=seed,
                   xilinx=not ecp5, ltp=algo != "engine" and not ecp5, params=params, cpu=algo == "vla",
                   progress=lambda msg, tag=tag: progress(f"{tag}: {msg.split(': ', 1)[-1]}"))
-        progress(f"{tag}: {_fmt_mhz(r.get('fmax_mhz'))}, {r['luts']} LUT, {r['ffs']} FF, {r['dsp']} DSP"
+        spent.append(time.perf_counter() - t0)
+        left = len(grid) - i
+        eta = f", about {left * sum(spent) / len(spent) / 60:.0f} min left" if left else ""
+        progress(f"{tag}: {_fmt_mhz(r.get('fmax_mhz'))}, {r['luts']} LUT, {r['ffs']} FF, {r['dsp']} DSP "
+                 f"in {spent[-1]:.0f} s{eta}"
                  + (f" (place and route failed: {r['pnr_error']})" if r.get("pnr_error") else ""))
         cpath.write_text(json.dumps(r, indent=2) + "\n")
         results.append(r)
@@ -1033,18 +1069,19 @@ def breakdown_sweep(out_dir="build/synth", docs_dir="docs", *, configs=None, res
     cache = Path(docs_dir) / "hardware" / "breakdown"
     cache.mkdir(parents=True, exist_ok=True)
     out = []
-    for algo, d, k, preset in configs or BREAKDOWN:
+    grid = list(configs or BREAKDOWN)
+    for i, (algo, d, k, preset) in enumerate(grid, 1):
         name = config_name(algo, d, k, preset)
         cpath = cache / f"{name}.json"
         if resume and cpath.exists():
             r = json.loads(cpath.read_text())
             if (r.get("verilog_sha256") == _verilog_sha(algo, d, k, preset) and r.get("tool_versions") == tool_versions()
                     and r.get("flow_version") == FLOW_VERSION):
-                progress(f"[breakdown] {name}: cached")
+                progress(f"[breakdown {i}/{len(grid)}] {name}: cached")
                 out.append(r)
                 continue
-        progress(f"[breakdown] {name}: yosys synth_ecp5 -noflatten")
-        r = area_breakdown(algo, d, k, preset, Path(out_dir) / f"{name}_breakdown")
+        with stage(f"[breakdown {i}/{len(grid)}] {name}: yosys synth_ecp5 -noflatten", progress):
+            r = area_breakdown(algo, d, k, preset, Path(out_dir) / f"{name}_breakdown")
         cpath.write_text(json.dumps(r, indent=2) + "\n")
         out.append(r)
     return out

@@ -64,17 +64,21 @@ BLOCKS = {"bram": _bram, "block_norm": _block_norm, "saturate": _saturate, "lane
 
 
 def synth_block(component, name: str, out_dir="build/synth/blocks", *, target_mhz: float = 250.0,
-                seed: int = 1) -> dict:
+                seed: int = 1, progress=None) -> dict:
     """Synthesise ``component`` as module ``name`` in the shell, place and route; returns the record
-    (also written to ``<out_dir>/<name>/result.json``)."""
+    (also written to ``<out_dir>/<name>/result.json``). ``progress``: a log callable for the
+    stage lines (default none; a terminal still sees heartbeat lines, :mod:`specmem.progress`)."""
     from amaranth.back import verilog
 
+    from specmem.progress import stage
     from specmem.rtl.generate import verilog_ports
+    from specmem.synth import _pnr_status
 
     work = Path(out_dir) / name
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    text = verilog.convert(component, name=name, emit_src=True)
+    with stage(f"{name}: Verilog (amaranth)", progress):
+        text = verilog.convert(component, name=name, emit_src=True)
     (work / f"{name}.v").write_text(text)
     shell, shell_info = shell_verilog(name, verilog_ports(text, name))
     (work / "shell.v").write_text(shell)
@@ -84,10 +88,13 @@ def synth_block(component, name: str, out_dir="build/synth/blocks", *, target_mh
         # proc + splitnets first: Yosys 0.70's ABC reintegration otherwise asserts on some Amaranth
         # netlists (`count_id(wire->name) == 0`, YosysHQ/yosys#4349; the block normaliser hits it)
         f"proc\nsplitnets\nsynth_ecp5 -top {SHELL_TOP} -json ecp5_netlist.json\ntee -q -o ecp5_stat.json stat -json\n")
-    _run_tool("yosys", ["-q", "-l", "yosys_ecp5.log", "-s", "ecp5.ys"], work)
+    with stage(f"{name}: yosys synth_ecp5", progress):
+        _run_tool("yosys", ["-q", "-l", "yosys_ecp5.log", "-s", "ecp5.ys"], work)
     cells = _stat_modules(work / "ecp5_stat.json")
     core, shell_cells = cells.get(name, {}), cells.get(SHELL_TOP, {})
-    _run_tool("nextpnr-ecp5", nextpnr_ecp5_args(target_mhz, seed), work, log="nextpnr.out")
+    with stage(f"{name}: nextpnr-ecp5 (target {target_mhz:g} MHz)", progress,
+               status=lambda: _pnr_status(work / "nextpnr.log")):
+        _run_tool("nextpnr-ecp5", nextpnr_ecp5_args(target_mhz, seed), work, log="nextpnr.out")
     report = json.loads((work / "ecp5_report.json").read_text())
     fmax = min(v["achieved"] for v in report["fmax"].values())
     used = {b: v["used"] for b, v in report["utilization"].items() if v["used"]}
@@ -139,7 +146,8 @@ def main(argv=None) -> int:
             comp, name = _block_norm(a.n, a.in_width, a.M)
     except ValueError as exc:
         p.error(str(exc))
-    res = synth_block(comp, name, a.out, target_mhz=a.target_mhz)
+    res = synth_block(comp, name, a.out, target_mhz=a.target_mhz,
+                      progress=lambda msg: print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True))
     cp = res["critical_path"] or {}
     print(f"{name}: fmax {res['fmax_mhz']} MHz, {res['luts']} LUT, {res['ffs']} FF, {res['dsp']} DSP, "
           f"{res['ebr']} EBR ({res['seconds']} s); critical path: {cp.get('start')} -> {cp.get('end')} "
