@@ -6,11 +6,12 @@ annihilation row update's ``round(r_i p)``, VLA's scaled reads). :func:`~specmem
 does that as one combinational barrel shifter plus a rounding carry chain (about 10 logic levels
 at 36 bits); this block splits it by the timing discipline of ``hardware.md``:
 
-1. register the lanes and decode the shift once: right amount ``rs = clamp(s, 0, W + 1)`` as
-   ``8·rc + rf``, left amount ``ls = clamp(-s, 0, max_left)`` as ``8·lc + lf``, and thermometer
-   masks of ``rc`` and ``rf``;
+1. register the lanes and decode the shift once (one compare chain per side, no negation): right
+   amount ``rs = clamp(s, 0, W + 1)`` as ``8·rc + rf``; left amount ``clamp(-s, 1, max_left)``
+   as ``1 + ls`` with ``ls = ~s`` (``= -s - 1``) as ``8·lc + lf``;
 2. coarse shift by ``8·rc`` keeping one guard bit below the result (``(2v) >> 8·rc``), the OR of
-   each 8-bit group of the bits that shift drops, and the coarse left shift;
+   each 8-bit group of the bits that shift drops, thermometer masks of ``rc`` and ``rf``, and
+   the coarse left shift by ``8·lc + 1``;
 3. fine shift by ``rf``: the quotient, the rounding bit, the sticky OR (the groups selected by the
    ``rc`` mask and the guard-side bits selected by the ``rf`` mask), and the fine left shift;
 4. the rounding increment on the low half of the quotient (a carry chain of half the width),
@@ -71,7 +72,6 @@ class RoundShiftVar(wiring.Component):
         k, W, en = self.k, self.in_width, self.en
         smax = W + 1
         rc_max = smax >> 3
-        lc_max = self.max_left >> 3
 
         def reg(value, shape, name):
             r = Signal(shape, name=name)
@@ -79,24 +79,23 @@ class RoundShiftVar(wiring.Component):
                 m.d.sync += r.eq(value)
             return r
 
-        # 1. lanes and the shift, decoded once
+        # 1. lanes and the shift, decoded once: one compare chain per side, no negation (the left
+        #    amount is kept as ~s = -s - 1, plus a constant one-bit shift)
         s = self.i_shift
-        rs = Mux(s < 0, 0, Mux(s > smax, smax, s))
-        ls = Mux(s >= 0, 0, Mux(-s > self.max_left, self.max_left, -s))
+        neg_s = s[-1]
+        rs = Mux(neg_s, 0, Mux(s > smax, smax, s))
+        ml = max(self.max_left, 1)
+        ls = Mux(s < -ml, ml - 1, (~s)[:max(1, (ml - 1).bit_length())])
         rs_w = max(1, smax.bit_length())
         rs1 = Signal(unsigned(rs_w), name="s0_rs")
-        ls1 = Signal(unsigned(max(1, self.max_left.bit_length())), name="s0_ls")
+        ls1 = Signal(unsigned(max(1, (ml - 1).bit_length())), name="s0_ls")
         m.d.comb += [rs1.eq(rs), ls1.eq(ls)]
+        lc_max = (ml - 1) >> 3
         rc = reg(rs1[3:], unsigned(max(1, rc_max.bit_length())), "s1_rc")
         rf = reg(rs1[:3], unsigned(3), "s1_rf")
-        neg = reg(s < 0, 1, "s1_neg")
+        neg = reg(neg_s, 1, "s1_neg")
         lc = reg(ls1[3:], unsigned(max(1, lc_max.bit_length())), "s1_lc")
         lf = reg(ls1[:3], unsigned(3), "s1_lf")
-        # therm_c[c - 1] = (c <= rc): group c (bits 8c-9 .. 8c-2 of v) is dropped by the coarse shift
-        therm_c = reg(Cat(*[rs1[3:] >= c for c in range(1, rc_max + 1)]) if rc_max else Const(0, 1),
-                      unsigned(max(1, rc_max)), "s1_tc")
-        # therm_f[b] = (b < rf): guard-side bit b of the coarse value is below the rounding bit
-        therm_f = reg(Cat(*[rs1[:3] > b for b in range(7)]), unsigned(7), "s1_tf")
         v1 = reg(self.i_valid, 1, "s1_v")
         xs = [reg(self.i_data[i], signed(W), f"s1_x{i}") for i in range(k)]
 
@@ -113,14 +112,18 @@ class RoundShiftVar(wiring.Component):
             ors = [ext[max(0, 8 * c - 9):8 * c - 1].any() for c in range(1, rc_max + 1)]
             groups.append(reg(Cat(*ors) if ors else Const(0, 1), unsigned(max(1, rc_max)), f"s2_g{i}"))
             if self.max_left:
-                lw = W + 8 * lc_max
+                lw = W + 1 + 8 * lc_max
                 lsel = Const(0, signed(lw))
                 for c in range(lc_max, -1, -1):
-                    lsel = Mux(lc == c, x << (8 * c), lsel)
+                    lsel = Mux(lc == c, x << (8 * c + 1), lsel)
                 lcoarse.append(reg(lsel, signed(lw), f"s2_l{i}"))
         v2 = reg(v1, 1, "s2_v")
         rf2, neg2, lf2 = reg(rf, unsigned(3), "s2_rf"), reg(neg, 1, "s2_neg"), reg(lf, unsigned(3), "s2_lf")
-        tc2, tf2 = reg(therm_c, therm_c.shape(), "s2_tc"), reg(therm_f, unsigned(7), "s2_tf")
+        # tc2[c - 1] = (c <= rc): group c (bits 8c-9 .. 8c-2 of v) is dropped by the coarse shift
+        tc2 = reg(Cat(*[rc >= c for c in range(1, rc_max + 1)]) if rc_max else Const(0, 1),
+                  unsigned(max(1, rc_max)), "s2_tc")
+        # tf2[b] = (b < rf): guard-side bit b of the coarse value is below the rounding bit
+        tf2 = reg(Cat(*[rf > b for b in range(7)]), unsigned(7), "s2_tf")
 
         # 3. fine shift, rounding bit and sticky bit
         qw = W + 1
