@@ -48,6 +48,37 @@ def _plt():
     return plt
 
 
+def _style(f: str) -> dict:
+    """float64 drawn thick and underneath, the other formats thin on top: where they agree with it
+    (the usual case) each line stays visible instead of hiding under the reference."""
+    return {"color": COLORS[f], "lw": 2.4 if f == "float64" else 0.9, "zorder": 1 if f == "float64" else 2}
+
+
+def _figure_legend(fig, axes, top: float = 0.88) -> None:
+    """One legend above the panels for every labelled line of ``axes`` (first of each label), in
+    place of per-panel legends over the data; the panels keep the space below ``top``."""
+    seen = {}
+    for a in axes:
+        for h, lab in zip(*a.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    fig.legend(list(seen.values()), list(seen), loc="upper center", bbox_to_anchor=(0.5, top + 0.005),
+               ncol=min(len(seen), 6), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, top - 0.05 * ((len(seen) - 1) // 6)))
+
+
+def _plain_log_labels(ax, axis: str = "y") -> None:
+    """Plain numbers (2, 3, 5, 10) instead of 2x10^0 on a log axis that spans less than two decades."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    lo, hi = ax.get_ylim() if axis == "y" else ax.get_xlim()
+    if lo <= 0 or hi / lo >= 100:
+        return
+    which = ax.yaxis if axis == "y" else ax.xaxis
+    which.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
+    which.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    which.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+
+
 def _fmt(x, digits=3):
     if x is None or (isinstance(x, float) and not np.isfinite(x)):
         return "n/a"
@@ -118,25 +149,31 @@ def _annihilation_section(d, k, T, seed, out_dir, progress):
         res[f] = {"angle": angle, "omega_err": om_err, "resid": resid, "ret": ret, "rank": rank}
 
     plt = _plt()
-    fig, ax = plt.subplots(2, 2, figsize=(11, 7.5))
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = plt.subplots(2, 2, figsize=(11, 8))
     for f in FORMATS:
         c = COLORS[f]
         ax[0, 0].semilogy(np.arange(k, T) + 1, np.maximum(res[f]["resid"], 1e-18), ".", ms=1.5, color=c, label=f)
         if f != "float64":
             ax[0, 1].semilogy(ts + 1, np.maximum(res[f]["angle"], 1e-12), color=c, label=f)
-        ax[1, 0].plot(ts + 1, res[f]["ret"], color=c, label=f)
-        ax[1, 1].plot(ts + 1, res[f]["rank"], color=c, label=f, lw=2 if f == "float64" else 1)
+        ax[1, 0].plot(ts + 1, res[f]["ret"], label=f, **_style(f))
+        ax[1, 1].plot(ts + 1, res[f]["rank"], label=f, **_style(f))
     ax[0, 1].semilogy(ts + 1, np.maximum(res["perturbed"]["angle"], 1e-12), ":", color="gray",
                       label="float64, input x(1+1e-7 N(0,1))")
     ax[0, 0].set_title("erasure residual ||Ω_t y − x(xᵀy)|| / ||x||²")
     ax[0, 1].set_title("largest principal angle to float64's col(Ω_t) [rad]")
     ax[1, 0].set_title(f"retention of the last k={k} inputs (mean)")
     ax[1, 1].set_title("numerical rank of Ω_t")
+    ax[1, 1].set_ylim(0, k + 1)  # the rank lives in 0..k: a flat line at k is full rank, not noise
+    ax[1, 1].yaxis.set_major_locator(MaxNLocator(integer=True))
+    if all(np.all(res[f]["rank"] == k) for f in FORMATS):
+        ax[1, 1].text(0.5, 0.35, f"every format: rank {k} at every sampled token", ha="center",
+                      transform=ax[1, 1].transAxes, fontsize=9)
     for a in ax.flat:
         a.set_xlabel("token t")
-        a.legend(fontsize=7)
     fig.suptitle(f"Annihilation memory, d={d}, k={k}, Gaussian stream (seed {seed})")
-    fig.tight_layout()
+    _figure_legend(fig, [ax[1, 0], ax[0, 1]], top=0.93)
     fig.savefig(os.path.join(out_dir, "annihilation.png"), dpi=100)
     plt.close(fig)
 
@@ -223,37 +260,36 @@ def _vla_section(d, T, long_T, seed, out_dir, progress):
 
     plt = _plt()
     t = np.arange(1, T + 1)
-    fig, ax = plt.subplots(1, 3, figsize=(15, 4))
+    fig, ax = plt.subplots(1, 3, figsize=(15, 4.6))
     for f in FORMATS:
         if f != "float64":
             ax[0].semilogy(t, np.maximum(err[f], 1e-17), color=COLORS[f], lw=0.8, label=f)
-        ax[1].plot(t, outs[f]["s_norm"], color=COLORS[f], lw=0.8, label=f)
-        ax[2].plot(t, outs[f]["a_norm"], color=COLORS[f], lw=0.8, label=f)
+        ax[1].plot(t, outs[f]["s_norm"], label=f, **_style(f))
+        ax[2].plot(t, outs[f]["a_norm"], label=f, **_style(f))
     ax[0].set_title("per-token relative error of o vs float64")
     ax[1].set_title("||S_t||_F")
     ax[2].set_title("||A_t||_F")
     for a in ax:
         a.set_xlabel("token t")
-        a.legend(fontsize=7)
     fig.suptitle(f"VLA, d={d}, Gaussian stream (seed {seed}), defaults lambda0=0.1 eta=1e-3 refresh 20")
-    fig.tight_layout()
+    _figure_legend(fig, [ax[1]], top=0.86)
     fig.savefig(os.path.join(out_dir, "vla.png"), dpi=100)
     plt.close(fig)
 
-    fig, ax = plt.subplots(1, 2, figsize=(12, 4))
+    fig, ax = plt.subplots(1, 2, figsize=(12, 4.6))
     for f in FORMATS:
         s = spec[f]
-        ax[0].semilogy(s["t"], np.where(s["lmin"] > 0, s["lmin"], np.nan), color=COLORS[f], lw=0.8, label=f)
+        ax[0].semilogy(s["t"], np.where(s["lmin"] > 0, s["lmin"], np.nan), label=f, **_style(f))
         if s["first_not_pd"] is not None:
             ax[0].axvline(s["first_not_pd"], color=COLORS[f], ls=":", lw=1, label=f"{f}: not PD from here")
-        ax[1].semilogy(s["t"], np.where(np.isfinite(s["cond"]), s["cond"], np.nan), color=COLORS[f], lw=0.8, label=f)
+        ax[1].semilogy(s["t"], np.where(np.isfinite(s["cond"]), s["cond"], np.nan), label=f, **_style(f))
     ax[0].set_title("min eigenvalue of A_t (where positive)")
     ax[1].set_title("condition number of A_t (where PD)")
     for a in ax:
         a.set_xlabel("token t")
-        a.legend(fontsize=7)
+        _plain_log_labels(a)
     fig.suptitle(f"VLA's A over {long_T} tokens, d={d}, sampled every {every} tokens")
-    fig.tight_layout()
+    _figure_legend(fig, [ax[0]], top=0.86)
     fig.savefig(os.path.join(out_dir, "vla_a_spectrum.png"), dpi=100)
     plt.close(fig)
 
@@ -332,17 +368,16 @@ def _recall_section(d, ns, seeds, out_dir, progress):
             progress(f"accuracy: recall {rule:8s} d={d} n={ns[0]}..{ns[-1]} x {len(seeds)} seeds: "
                      f"{time.perf_counter() - t0:.1f} s")
     plt = _plt()
-    fig, ax = plt.subplots(1, len(RECALL_RULES), figsize=(15, 4))
+    fig, ax = plt.subplots(1, len(RECALL_RULES), figsize=(15, 4.6), sharey=True)
     for a, rule in zip(ax, RECALL_RULES):
         for f in FORMATS:
-            a.plot(ns, acc[(rule, f)], "o-", ms=3, color=COLORS[f], label=f, lw=2 if f == "float64" else 1)
+            a.plot(ns, acc[(rule, f)], "o-", ms=5 if f == "float64" else 3, label=f, **_style(f))
         a.axvline(d, color="gray", lw=0.5)
         a.set_title(f"{rule}: exact-match recall")
         a.set_xlabel("pairs n (d marked)")
         a.set_ylim(-0.02, 1.02)
-        a.legend(fontsize=7)
     fig.suptitle(f"Training-free recall, d={d}, V=128 codebook, gap 0, {len(seeds)} seed(s)")
-    fig.tight_layout()
+    _figure_legend(fig, [ax[0]], top=0.86)
     fig.savefig(os.path.join(out_dir, "recall.png"), dpi=100)
     plt.close(fig)
     return acc
@@ -383,8 +418,12 @@ def _range_runs(d, k, T, seed, progress):
 def _range_plot(algo, runs, out_dir):
     plt = _plt()
     fm = runs[(algo, "legacy-int8")]["fmt"]
-    names = [n for n in fm.tensors if fm.kinds[n] != "exact"]
-    fig, ax = plt.subplots(figsize=(9, 0.38 * len(names) + 1.5))
+
+    def drawn(n):  # a representable bar (fixed) or an observed range (any kind): otherwise an empty row
+        return fm.kinds[n] == "fixed" or any(runs[(algo, p)]["ranges"].get(n) is not None for p in FIXED)
+
+    names = [n for n in fm.tensors if fm.kinds[n] != "exact" and drawn(n)]
+    fig, ax = plt.subplots(figsize=(9, 0.38 * len(names) + 2.3))
     for i, n in enumerate(names):
         y = len(names) - 1 - i
         for j, p in enumerate(FIXED):
@@ -406,10 +445,11 @@ def _range_plot(algo, runs, out_dir):
     ax.set_yticklabels(names[::-1])
     ax.set_xlabel("log2 |value|")
     ax.set_title(f"{algo}: per-tensor range (hls4ml style); block = block-floating, range per vector")
-    ax.legend(fontsize=7, loc="lower left")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08 - 0.6 / (len(names) + 4)), ncol=3,
+              frameon=False)  # below the axes: the bars reach both sides
     fig.tight_layout()
     path = f"ranges_{algo}.png"
-    fig.savefig(os.path.join(out_dir, path), dpi=100)
+    fig.savefig(os.path.join(out_dir, path), dpi=100, bbox_inches="tight")
     plt.close(fig)
     return path
 
@@ -446,7 +486,7 @@ def write_accuracy_report(out_dir: str = "docs/accuracy", T: int = 4096, long_T:
     rec = _recall_section(d, ns, seeds, out_dir, progress)
     rr = _range_runs(d, k, T, seed, progress)
     range_plots = {a: _range_plot(a, rr, out_dir) for a in ("annihilation", "vla", "linear", "deltanet")}
-    text = _readme(d, k, T, long_T, seed, seeds, ns, ann, vl, rec, rr, range_plots, small)
+    text = _readme(d, k, T, long_T, seed, seeds, ns, ann, vl, rec, rr, range_plots, small, out_dir)
     path = os.path.join(out_dir, "README.md")
     with open(path, "w") as fh:
         fh.write(text)
@@ -459,7 +499,16 @@ def write_accuracy_report(out_dir: str = "docs/accuracy", T: int = 4096, long_T:
     return path
 
 
-def _readme(d, k, T, long_T, seed, seeds, ns, ann, vl, rec, rr, range_plots, small) -> str:
+#: the repository root (golden/fixed/ is two levels below it)
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _repo_link(rel: str, out_dir: str) -> str:
+    """The relative link to the repository file ``rel`` from a report in ``out_dir`` (docs/accuracy or out/...)."""
+    return os.path.relpath(os.path.join(REPO, rel), os.path.abspath(out_dir)).replace(os.sep, "/")
+
+
+def _readme(d, k, T, long_T, seed, seeds, ns, ann, vl, rec, rr, range_plots, small, out_dir) -> str:
     L = []
     add = L.append
     add("# Fixed-point accuracy of the RTL's formats: legacy-int8 / legacy-int16 / legacy-wide against float32 and float64\n")
@@ -467,7 +516,7 @@ def _readme(d, k, T, long_T, seed, seeds, ns, ann, vl, rec, rr, range_plots, sma
         f"(`specmem.golden.fixed.accuracy.write_accuracy_report`, small={small}). Streams: seeded standard "
         f"Gaussian vectors (`specmem.vectors.make_vectors`, seed {seed}), d={d}, T={T}; annihilation k={k}; "
         f"VLA's A over {long_T} tokens (seed {seed + 1}). Formats and rounding points: "
-        "[`docs/fixed-point.md`](../fixed-point.md). float32 runs the golden loops in single precision "
+        f"[`docs/fixed-point.md`]({_repo_link('docs/fixed-point.md', out_dir)}). float32 runs the golden loops in single precision "
         "(`golden/fixed/float32.py`).\n")
     add("| preset | multiplier operands | state | output | scalar unit (P, seed bits, Newton steps) | input range |")
     add("|---|---|---|---|---|---|")
