@@ -186,7 +186,9 @@ def simulate(algo: str, d: int, k: int, tokens: int, seed: int, preset: str = "l
         _save_rate(b.directory, tokens / float(rec["wall_s"]))
     cov = cov_text = None
     if coverage:
-        rep, _, out = coverage_suite(design, extra_runs=[run])
+        with Heartbeat(f"specmem sim: coverage (the directed cases on the coverage build of {design.name})", 10.0,
+                       enabled=False if quiet else None):
+            rep, _, out = coverage_suite(design, extra_runs=[run])
         cov = rep.to_json()
         from .coverage import format_report
 
@@ -252,7 +254,11 @@ def coverage_command(d: int = 16, k: int = 4, preset: str = "legacy-int8", *, se
     and what is not covered; returns the :class:`~specmem.sim.coverage.CoverageReport`."""
     from .coverage import format_report
 
-    rep, runs, out = coverage_suite(Design("top", d, k, preset), seeds=seeds, T=tokens)
+    from specmem.progress import Heartbeat
+
+    with Heartbeat("specmem sim: coverage (directed cases and random streams on the coverage build)", 10.0,
+                   enabled=False if quiet else None):
+        rep, runs, out = coverage_suite(Design("top", d, k, preset), seeds=seeds, T=tokens)
     if not quiet:
         print(format_report(rep))
         print(f"specmem sim: coverage report in {out}/coverage.txt and coverage.json"
