@@ -22,6 +22,7 @@ import numpy as np
 
 from specmem.algorithms import ALGORITHMS
 from specmem.backends import run
+from specmem.progress import stage
 from specmem.vectors import make_vectors
 from specmem.exchange import save_outputs, write_atomic
 
@@ -96,14 +97,19 @@ def main_job(out_dir: str = "out/main", progress=print) -> int:
     from specmem.claims import write_claims
 
     # under out/: the checkout stays clean (``specmem claims`` regenerates docs/claims.md on purpose)
-    summary["claims"] = write_claims(out_dir=os.path.join(out_dir, "claims"), full=False, progress=progress)
+    with stage("main: claims ledger (small)", progress, 30.0) as hb:
+        summary["claims"] = write_claims(out_dir=os.path.join(out_dir, "claims"), full=False,
+                                         progress=hb.relay(progress))
     from specmem.golden.fixed.accuracy import write_accuracy_report
 
-    summary["accuracy"] = write_accuracy_report(out_dir=os.path.join(out_dir, "accuracy"), small=True,
-                                                progress=progress)
+    with stage("main: accuracy report of the RTL's formats (small)", progress, 30.0) as hb:
+        summary["accuracy"] = write_accuracy_report(out_dir=os.path.join(out_dir, "accuracy"), small=True,
+                                                    progress=hb.relay(progress))
     from specmem.golden.fixed.targets import write_formats_report
 
-    summary["formats"] = write_formats_report(os.path.join(out_dir, "accuracy"), "small", progress=progress)
+    with stage("main: number-format report (small)", progress, 30.0) as hb:
+        summary["formats"] = write_formats_report(os.path.join(out_dir, "accuracy"), "small",
+                                                  progress=hb.relay(progress))
     summary["seconds"] = time.perf_counter() - t0
     write_atomic(os.path.join(out_dir, "summary.json"), json.dumps(summary, indent=2))
     progress(f"main: done in {summary['seconds']:.1f} s; outputs in {out_dir}, ledger in {summary['claims']}")
