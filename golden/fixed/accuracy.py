@@ -517,7 +517,8 @@ def _readme(d, k, T, long_T, seed, seeds, ns, ann, vl, rec, rr, range_plots, sma
         f"Gaussian vectors (`specmem.vectors.make_vectors`, seed {seed}), d={d}, T={T}; annihilation k={k}; "
         f"VLA's A over {long_T} tokens (seed {seed + 1}). Formats and rounding points: "
         f"[`docs/fixed-point.md`]({_repo_link('docs/fixed-point.md', out_dir)}). float32 runs the golden loops in single precision "
-        "(`golden/fixed/float32.py`).\n")
+        "(`golden/fixed/float32.py`). The scaled formats (`int8`, `int18`) and their targets are in `formats.md` "
+        "(`specmem accuracy --formats`, written into the same folder).\n")
     add("| preset | multiplier operands | state | output | scalar unit (P, seed bits, Newton steps) | input range |")
     add("|---|---|---|---|---|---|")
     for p in FIXED:
