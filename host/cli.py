@@ -62,6 +62,8 @@ def _cmd_claims(args) -> int:
 
 
 def _cmd_bench(args) -> int:
+    if args.engine != "cocotb" and args.what != "sim":
+        raise SpecmemInputError(f"engine: --engine applies to 'specmem bench sim' only, not {args.what}")
     if args.what == "golden":
         from specmem.bench import bench_golden
 
@@ -70,6 +72,12 @@ def _cmd_bench(args) -> int:
         from specmem.bench_gpu import bench_gpu
 
         bench_gpu("small" if args.quick else "full", out_json=args.json)
+    elif args.what == "sim" and args.engine == "native":
+        from specmem.sim.native import bench_native
+
+        rec = bench_native(tokens=2000 if args.quick else 20_000, cocotb_tokens=50 if args.quick else 300)
+        if args.json:
+            write_atomic(args.json, json.dumps(rec, indent=2))
     elif args.what == "sim":
         from specmem.sim.commands import bench_sim
 
@@ -197,6 +205,13 @@ SIM_DEFAULTS = {"algo": "annihilation", "d": 16, "k": 4, "tokens": 256, "seed": 
 def _cmd_sim(args) -> int:
     from specmem.sim.commands import mutation_command, simulate
 
+    if args.engine == "native":  # the native Verilator harness (specmem.sim.native)
+        from specmem.sim.native import cli_native
+
+        return cli_native(args, SIM_DEFAULTS)
+    from specmem.sim.native import cocotb_refuses
+
+    cocotb_refuses(args)
     if args.mutants:
         given = [f"--{n}" for n in (*SIM_DEFAULTS, "param") if getattr(args, n) is not None]
         given += [f"--{n}" for n in ("coverage", "waves") if getattr(args, n)]
@@ -343,6 +358,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--quick", action="store_true",
                    help="small sizes only: golden d <= 256, gpu the interpreter shapes, fixed T=64, sim 500 tokens "
                         "(default: the full set)")
+    b.add_argument("--engine", choices=("cocotb", "native"), default="cocotb",
+                   help="sim only: cocotb (default, d=16 k=4) or native (d=64 k=8, 20000 tokens, with the cocotb "
+                        "engine on 300 tokens of the same configuration side by side)")
     b.set_defaults(fn=_cmd_bench)
 
     a = sub.add_parser("accuracy", help="INT8-vs-float accuracy report -> docs/accuracy/")
@@ -397,6 +415,19 @@ def build_parser() -> argparse.ArgumentParser:
                     help="rule parameter of --algo vla, repeatable, e.g. refresh_period=3 (default: the rule's)")
     sm.add_argument("--mutants", action="store_true",
                     help="run the mutation check instead (its own fixed configuration; takes no other option)")
+    sm.add_argument("--engine", choices=("cocotb", "native"), default="cocotb",
+                    help="cocotb (default: the reference testbench, protocol checks included) or native (a C++ "
+                         "Verilator harness for long runs; annihilation and vla; outputs and counters checked)")
+    sm.add_argument("--reset-every", type=int, default=None, metavar="N",
+                    help="native: a synchronous reset every N tokens, drained or cut mid-stream (default: none)")
+    sm.add_argument("--in", dest="inp", default=None, metavar="TOKENS",
+                    help="native: raw input tokens (.npy [T, elements per token] or text, one token per line; "
+                         "default: a seeded stream)")
+    sm.add_argument("--threads", type=int, default=None,
+                    help="native: Verilator model threads (default 1)")
+    sm.add_argument("--soak", action="store_true",
+                    help="native: the soak, 10^6 tokens at d=64, k=8 with a reset every 1000 tokens (each overridable; "
+                         "default off)")
     sm.set_defaults(fn=_cmd_sim)
 
     from specmem.synth import add_synth_arguments, cmd_synth
