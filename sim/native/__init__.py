@@ -899,7 +899,7 @@ SOAK_DEFAULTS = {"tokens": 1_000_000, "d": 64, "k": 8, "reset_every": 1000}
 
 def cocotb_refuses(args) -> None:
     """One clear error when a native-only option is given to the cocotb engine."""
-    given = [f"--{'in' if n == 'inp' else n.replace('_', '-')}" for n in NATIVE_OPTIONS if getattr(args, n, None)]
+    given = [f"--{'in' if n == 'inp' else n.replace('_', '-')}" for n in NATIVE_OPTIONS if getattr(args, n, None) not in (None, False)]
     if given:
         raise SpecmemInputError(f"engine: {', '.join(given)} {'apply' if len(given) > 1 else 'applies'} to the native "
                                 "engine only (--engine native); the cocotb engine runs one stream after one reset")
