@@ -641,8 +641,8 @@ def _findings(d, k, T, long_T, ann, vl, rec, rr, ns) -> str:
     erase = ", ".join(f"{f} {_fmt(ann[f]['median_erasure'])}" for f in FORMATS)
     verr = ", ".join(f"{f} {_fmt(vl[f]['median_err'])}" for f in FORMATS if f != "float64")
     out.append(
-        f"3. **The annihilation memory amplifies rounding.** Max relative error of Ω_t: int8 {_fmt(a8)}, "
-        f"int16 {_fmt(a16)}, wide {_fmt(aw)}, float32 {_fmt(ann['float32']['max_omega_err'])}; float64 with "
+        f"3. **The annihilation memory amplifies rounding.** Max relative error of Ω_t: legacy-int8 {_fmt(a8)}, "
+        f"legacy-int16 {_fmt(a16)}, legacy-wide {_fmt(aw)}, float32 {_fmt(ann['float32']['max_omega_err'])}; float64 with "
         f"inputs perturbed by 1e-7 (relative) ends {_fmt(ann['perturbed']['final_omega_err'])} away after "
         f"{T} tokens. The rank stays exactly k in every format "
         f"({ranks}), "
