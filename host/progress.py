@@ -25,6 +25,11 @@ import time
 __all__ = ["Heartbeat", "Progress", "progress_enabled", "progress_every", "stage"]
 
 
+#: when any progress line was last printed (time.monotonic): a heartbeat stays quiet while counted
+#: lines (or an inner heartbeat) already show that the work moves
+_last_line = [float("-inf")]
+
+
 def progress_enabled(stream=None) -> bool:
     """True when progress lines should be printed to ``stream`` (default stderr)."""
     forced = os.environ.get("SPECMEM_PROGRESS")
@@ -93,6 +98,7 @@ class Progress:
     def _emit(self, text: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {text}", file=self.stream, flush=True)
         self.lines += 1
+        _last_line[0] = time.monotonic()
 
     def __enter__(self) -> "Progress":
         return self
@@ -104,7 +110,7 @@ class Progress:
 
 class Heartbeat:
     """While one step of unknown length runs: a line on ``stream`` whenever ``every`` seconds pass
-    without one, ``label: 1:20 elapsed, about 0:40 left (note); status``.
+    without one (nor any other progress line), ``label: 1:20 elapsed, about 0:40 left (note); status``.
 
     ``expect_s``: how long the step took before (an earlier run), for the estimate of the rest;
     ``note``: what that estimate rests on; ``status``: a callable whose text ends the line (e.g.
@@ -160,10 +166,12 @@ class Heartbeat:
     def _run(self) -> None:
         tick = max(min(self.every / 4, 1.0), 0.01)
         while not self._stop.wait(tick):
-            if self.clock() - self._last >= self.every:
+            quiet_for = min(self.clock() - self._last, time.monotonic() - _last_line[0])
+            if quiet_for >= self.every:
                 self._last = self.clock()
                 print(f"[{time.strftime('%H:%M:%S')}] {self.line()}", file=self.stream, flush=True)
                 self.lines += 1
+                _last_line[0] = time.monotonic()
 
     def __enter__(self) -> "Heartbeat":
         if self.enabled:

@@ -206,3 +206,15 @@ def test_formats_report_heartbeat_estimates_from_the_previous_report(tmp_path, m
     lines = err.splitlines()
     assert lines and all(re.search(r"accuracy --formats: 0:00 elapsed, about 1:(29|30) left \(the previous small "
                                    r"report took 90 s\); 0:00 since: formats: recall done$", ln) for ln in lines), lines
+
+
+def test_heartbeat_quiet_while_counted_lines_show_progress():
+    """An outer heartbeat (a stage of the main job) says nothing while a counted loop inside it prints."""
+    out = _Tty()
+    with Heartbeat("stage", 0.2, stream=out):
+        with Progress(8, "loop", every=0.05, stream=out, enabled=True) as p:
+            for _ in range(8):
+                time.sleep(0.05)
+                p.update()
+    lines = out.getvalue().splitlines()
+    assert lines and all("loop: " in ln for ln in lines), lines
