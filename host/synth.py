@@ -1142,24 +1142,31 @@ def _plots(results, out: Path) -> list[str]:
         for p in presets:
             for k in ks:
                 x, y = series(p, k, key)
-                ax.plot(x, y, "o-" if p == "legacy-int8" else "s--", label=f"k={k} {p}")
+                if any(v is not None for v in y):
+                    ax.plot(x, y, "o-" if p == "legacy-int8" else "s--", label=f"k={k} {p}")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("d")
         ax.set_ylabel(ylabel)
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
-    axes[0].axhline(TARGET_MHZ, color="k", lw=0.8, ls=":")
-    axes[0].legend(fontsize=7, ncol=2)
-    fig.tight_layout()
+    fm = [r.get("fmax_mhz") for r in results if r.get("fmax_mhz")]
+    if fm and max(fm) >= 0.5 * TARGET_MHZ:  # else the line would squash the data to the bottom
+        axes[0].axhline(TARGET_MHZ, color="k", lw=0.8, ls=":")
+    else:
+        axes[0].set_title(f"post-route fmax (ECP5-85F, speed 6; target {TARGET_MHZ:g} MHz off scale)", fontsize=10)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, ncol=min(len(labels), 4) or 1, loc="lower center")
+    fig.tight_layout(rect=(0, 0.06 * max(1, -(-len(labels) // 4)), 1, 1))
     fig.savefig(out / "fmax_luts.png", dpi=110)
     plt.close(fig)
     files.append("fmax_luts.png")
 
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    fig, ax = plt.subplots(figsize=(8, 4))
     for p in presets:
         for k in ks:
             x, y = series(p, k, lambda r: r.get("tokens_per_s"))
-            ax.plot(x, y, "o-" if p == "legacy-int8" else "s--", label=f"RTL k={k} {p}")
+            if any(v is not None for v in y):
+                ax.plot(x, y, "o-" if p == "legacy-int8" else "s--", label=f"RTL k={k} {p}")
     k_mid = 8 if 8 in ks else ks[len(ks) // 2]
     x, y = series(presets[0], k_mid, lambda r: (r.get("cpu") or {}).get("float_gram_tokens_per_s"))
     ax.plot(x, y, "k^:", label=f"CPU float golden k={k_mid}")
@@ -1171,7 +1178,7 @@ def _plots(results, out: Path) -> list[str]:
     ax.set_ylabel("tokens / s")
     ax.set_title("throughput: post-route fmax / cycles per token", fontsize=10)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, ncol=1, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(out / "tokens_per_s.png", dpi=110)
     plt.close(fig)
@@ -1189,7 +1196,7 @@ def _engine_plot(rs, out: Path) -> str:
     out.mkdir(parents=True, exist_ok=True)
     groups = sorted({(r["preset"], r["k"]) for r in rs}, key=lambda g: (_PRESET_ORDER.get(g[0], 9), g[1]))
     styles = [s_ for s_ in ENGINE_SWEEP["dsps"] if any((r.get("params") or {}).get("dsp") == s_ for r in rs)]
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, ax = plt.subplots(figsize=(8.5, 3.6))
     width = 0.8 / max(len(styles), 1)
     for j, style in enumerate(styles):
         ys = []
@@ -1201,7 +1208,7 @@ def _engine_plot(rs, out: Path) -> str:
     ax.set_xticks(range(len(groups)), [f"{p}\nk={k}" for p, k in groups])
     ax.set_ylabel("post-route fmax, MHz")
     ax.set_title("dot-product engine alone by multiplier registers (ECP5-85F, speed 6)", fontsize=10)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
     fig.savefig(out / "engine_fmax.png", dpi=110)
@@ -1599,6 +1606,8 @@ def cmd_synth(args) -> int:
     try:
         if args.pnr_timeout < 0:
             raise ValueError(f"pnr-timeout: must be >= 0 minutes, got {args.pnr_timeout:g}")
+        if not 0 < args.freq <= 1000:
+            raise ValueError(f"freq: must be a target in (0, 1000] MHz, got {args.freq:g}")
         cap = args.pnr_timeout * 60 if args.pnr_timeout else None
         if args.report_only:
             res = load_results(args.docs)
