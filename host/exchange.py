@@ -24,6 +24,11 @@ def load_inputs(path: str, algo: Algorithm) -> dict[str, np.ndarray]:
         raise SpecmemInputError(f"in: file not found: {path}")
     if os.path.isdir(path):
         raise SpecmemInputError(f"in: {path} is a directory, not an .npz file")
+    with open(path, "rb") as fh:
+        head = fh.read(6)
+    if head and not (head.startswith(b"PK") or head.startswith(b"\x93NUMPY")):
+        raise SpecmemInputError(f"in: {path} is not an .npz archive (it is neither a zip archive nor a .npy "
+                                f"array; write one with numpy.savez(path, {', '.join(f'{n}=...' for n in algo.inputs)}))")
     try:
         f = np.load(path, allow_pickle=False)
         if not isinstance(f, np.lib.npyio.NpzFile):

@@ -39,6 +39,10 @@ def _run(t, f):
 
 # (id, argv builder, text the error line must contain: the argument's name first)
 CASES = [
+    ("run-in-text-file", lambda t, f: ["run", "--algo", "vla", "--in", str(t / "afile"), "--out", str(t / "o.npz")],
+     "in: "),
+    ("synth-freq-negative", lambda t, f: ["synth", "--algo", "annihilation", "--d", "8", "--k", "2", "--freq", "-1",
+                                          "--out", str(t / "syn")], "freq: must be"),
     ("run-out-missing-dir", lambda t, f: _run(t, f)[:-1] + [str(t / "nope" / "o.npz")], "out: directory does not exist"),
     ("run-out-unwritable", lambda t, f: _run(t, f)[:-1] + [UNWRITABLE + "/o.npz"], "out: "),
     ("run-out-is-dir", lambda t, f: _run(t, f)[:-1] + [str(t / "adir")], "out: "),
