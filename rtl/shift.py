@@ -6,7 +6,8 @@ annihilation row update's ``round(r_i p)``, VLA's scaled reads). :func:`~specmem
 does that as one combinational barrel shifter plus a rounding carry chain (about 10 logic levels
 at 36 bits); this block splits it by the timing discipline of ``hardware.md``:
 
-1. register the lanes and decode the shift once (one compare chain per side, no negation): right
+0. register the lanes and the shift;
+1. register the lanes again and decode the shift once (one compare chain per side, no negation): right
    amount ``rs = clamp(s, 0, W + 1)`` as ``8·rc + rf``; left amount ``clamp(-s, 1, max_left)``
    as ``1 + ls`` with ``ls = ~s`` (``= -s - 1``) as ``8·lc + lf``;
 2. coarse shift by ``8·rc`` keeping one guard bit below the result (``(2v) >> 8·rc``), the OR of
@@ -18,7 +19,7 @@ at 36 bits); this block splits it by the timing discipline of ``hardware.md``:
    and the high half with and without a carry;
 5. the carry-out picks the high half (a mux), or the left-shifted value: the output register.
 
-``o_data`` follows ``i_data`` by :attr:`RoundShiftVar.latency` (5) advancing cycles; every
+``o_data`` follows ``i_data`` by :attr:`RoundShiftVar.latency` (6) advancing cycles; every
 register advances while ``en`` is high. Right shifts beyond ``W + 1`` give the result of
 ``W + 1`` (only the sign is left); left shifts are clamped to ``max_left`` (the caller saturates
 next and passes a ``max_left`` past its saturation threshold, as for ``round_shift_var``).
@@ -43,7 +44,7 @@ class RoundShiftVar(wiring.Component):
     ``out_width = in_width + max(max_left, 1) + 1``).
     """
 
-    latency = 5
+    latency = 6
 
     def __init__(self, k: int, in_width: int, *, max_left: int, shift_width: int = 8, rounding: str = "rne"):
         for name, v, lo in (("k", k, 1), ("in_width", in_width, 2), ("max_left", max_left, 0),
@@ -81,7 +82,7 @@ class RoundShiftVar(wiring.Component):
 
         # 1. lanes and the shift, decoded once: one compare chain per side, no negation (the left
         #    amount is kept as ~s = -s - 1, plus a constant one-bit shift)
-        s = self.i_shift
+        s = reg(self.i_shift, self.i_shift.shape(), "s0_s")  # the decode starts from a register
         neg_s = s[-1]
         rs = Mux(neg_s, 0, Mux(s > smax, smax, s))
         ml = max(self.max_left, 1)
@@ -96,8 +97,8 @@ class RoundShiftVar(wiring.Component):
         neg = reg(neg_s, 1, "s1_neg")
         lc = reg(ls1[3:], unsigned(max(1, lc_max.bit_length())), "s1_lc")
         lf = reg(ls1[:3], unsigned(3), "s1_lf")
-        v1 = reg(self.i_valid, 1, "s1_v")
-        xs = [reg(self.i_data[i], signed(W), f"s1_x{i}") for i in range(k)]
+        v1 = reg(reg(self.i_valid, 1, "s0_v"), 1, "s1_v")
+        xs = [reg(reg(self.i_data[i], signed(W), f"s0_x{i}"), signed(W), f"s1_x{i}") for i in range(k)]
 
         # 2. coarse shifts and the dropped groups' ORs
         cw = W + 1  # (2v): one guard bit below v
@@ -105,18 +106,12 @@ class RoundShiftVar(wiring.Component):
         for i, x in enumerate(xs):
             g = Cat(Const(0, 1), x).as_signed()
             ext = Cat(x, x[-1].replicate(8 * rc_max + 8))  # v with sign bits, for the group ORs
-            sel = Const(0, signed(cw))
-            for c in range(rc_max, -1, -1):
-                sel = Mux(rc == c, g >> (8 * c), sel)
-            coarse.append(reg(sel, signed(cw), f"s2_c{i}"))
+            coarse.append(reg(g >> Cat(Const(0, 3), rc), signed(cw), f"s2_c{i}"))
             ors = [ext[max(0, 8 * c - 9):8 * c - 1].any() for c in range(1, rc_max + 1)]
             groups.append(reg(Cat(*ors) if ors else Const(0, 1), unsigned(max(1, rc_max)), f"s2_g{i}"))
             if self.max_left:
                 lw = W + 1 + 8 * lc_max
-                lsel = Const(0, signed(lw))
-                for c in range(lc_max, -1, -1):
-                    lsel = Mux(lc == c, x << (8 * c + 1), lsel)
-                lcoarse.append(reg(lsel, signed(lw), f"s2_l{i}"))
+                lcoarse.append(reg((x << 1) << Cat(Const(0, 3), lc), signed(lw), f"s2_l{i}"))
         v2 = reg(v1, 1, "s2_v")
         rf2, neg2, lf2 = reg(rf, unsigned(3), "s2_rf"), reg(neg, 1, "s2_neg"), reg(lf, unsigned(3), "s2_lf")
         # tc2[c - 1] = (c <= rc): group c (bits 8c-9 .. 8c-2 of v) is dropped by the coarse shift
@@ -130,21 +125,15 @@ class RoundShiftVar(wiring.Component):
         qs, rbs, sts, lfine = [], [], [], []
         for i, c0 in enumerate(coarse):
             c = Cat(c0, c0[-1].replicate(8)).as_signed()  # sign bits above, so every f selects
-            q = Const(0, signed(qw))
-            rb = Const(0, 1)
-            for f in range(7, -1, -1):
-                q = Mux(rf2 == f, c >> (f + 1), q)
-                rb = Mux(rf2 == f, c[f], rb)
+            q = (c >> 1) >> rf2               # log shifters: three 2:1 levels, not a chain of 8 muxes
+            rb = c.bit_select(rf2, 1)
             qs.append(reg(q, signed(qw), f"s3_q{i}"))
             rbs.append(reg(rb, 1, f"s3_rb{i}"))
             sticky = (groups[i] & tc2).any() | (c[:7] & tf2).any()
             sts.append(reg(sticky, 1, f"s3_st{i}"))
             if self.max_left:
                 lw = W + self.max_left
-                lsel = Const(0, signed(lw))
-                for f in range(7, -1, -1):
-                    lsel = Mux(lf2 == f, lcoarse[i] << f, lsel)
-                lfine.append(reg(lsel, signed(lw), f"s3_l{i}"))
+                lfine.append(reg(lcoarse[i] << lf2, signed(lw), f"s3_l{i}"))
         v3, neg3 = reg(v2, 1, "s3_v"), reg(neg2, 1, "s3_neg")
 
         # 4. the rounding increment on the low half (a short carry chain), both candidates of the high half
