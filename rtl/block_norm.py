@@ -45,9 +45,11 @@ cycles from input to output. Round-half-even only (the presets' rounding).
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
+
+from .pipeline import stage_register
 
 __all__ = ["BlockNormaliser"]
 
@@ -101,11 +103,7 @@ class BlockNormaliser(wiring.Component):
         tpos = list(range(M - 1, W))      # msb positions at which rounding can carry
         sgs = [g for g in range(gmax + 1) if 4 * g >= M]  # coarse shifts that drop x bits
 
-        def reg(value, shape, name):
-            r = Signal(shape, name=name)
-            with m.If(en):
-                m.d.sync += r.eq(value)
-            return r
+        reg = stage_register(m, en)
 
         def carry(xs, v, f, tag):
             """Delay the vector, its valid bit and its exponent by one stage."""

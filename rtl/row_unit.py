@@ -25,7 +25,7 @@ discipline"); the multipliers are :class:`~specmem.rtl.dsp.LaneMultiplier`\\ s.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -33,6 +33,7 @@ from specmem.golden.fixed.formats import formats_for
 
 from .dsp import LaneMultiplier, check_dsp
 from .fixed import round_shift
+from .pipeline import stage_register
 from .saturate import SaturatingNarrow
 from .shift import RoundShiftVar
 
@@ -119,11 +120,7 @@ class RowUnit(wiring.Component):
         k, en, L = self.k, self.en, self.mul_latency
         rnd = self.fmt["u"].rounding
 
-        def reg(value, shape, name):
-            r = Signal(shape, name=name)
-            with m.If(en):
-                m.d.sync += r.eq(value)
-            return r
+        reg = stage_register(m, en)
 
         def delay(value, shape, n, name):
             for s in range(n):

@@ -25,6 +25,8 @@ from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
+from .pipeline import stage_register
+
 __all__ = ["SaturatingNarrow"]
 
 COUNT_WIDTH = 32
@@ -62,11 +64,7 @@ class SaturatingNarrow(wiring.Component):
         k, W, N = self.k, self.in_width, self.out_width
         en = self.en
 
-        def reg(value, shape, name):
-            r = Signal(shape, name=name)
-            with m.If(en):
-                m.d.sync += r.eq(value)
-            return r
+        reg = stage_register(m, en)
 
         # 1. inputs, then the sign-extension test on the registered value
         xs = [reg(self.i_data[i], signed(W), f"s1_x{i}") for i in range(k)]

@@ -31,6 +31,8 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
+from .pipeline import stage_register
+
 __all__ = ["RoundShiftVar"]
 
 _ROUNDING = ("rne", "half_up", "floor")
@@ -74,11 +76,7 @@ class RoundShiftVar(wiring.Component):
         smax = W + 1
         rc_max = smax >> 3
 
-        def reg(value, shape, name):
-            r = Signal(shape, name=name)
-            with m.If(en):
-                m.d.sync += r.eq(value)
-            return r
+        reg = stage_register(m, en)
 
         # 1. lanes and the shift, decoded once: one compare chain per side, no negation (the left
         #    amount is kept as ~s = -s - 1, plus a constant one-bit shift)

@@ -123,7 +123,7 @@ def annihilation_fixed(x, k, preset="int8", *, in_range: float | None = None, or
     B, T, _ = X.shape
 
     fx, fu, fm, fr = fmt["x"].frac, fmt["u"].frac, fmt["u_mul"].frac, fmt["r"].frac
-    fh, fq, fan = fmt["ahat"].frac, fmt["q"].frac, fmt["a"].frac
+    fh, fan = fmt["ahat"].frac, fmt["a"].frac
     U = np.zeros((B, d, k), dtype=np.int64)
     count = np.zeros(B, dtype=np.int64)
     ptr = np.zeros(B, dtype=np.int64)  # evict: round-robin pointer

@@ -1,0 +1,19 @@
+"""Pipeline-register helpers shared by the pipelined blocks: every register of a block advances
+together while its enable is high (a pipeline-wide stall), so a block builds them through one
+function instead of each writing its own."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Signal
+
+__all__ = ["stage_register"]
+
+
+def stage_register(m, en):
+    """``reg(value, shape, name)``: a ``sync`` register of ``shape`` loading ``value`` while ``en`` is high."""
+    def reg(value, shape, name):
+        r = Signal(shape, name=name)
+        with m.If(en):
+            m.d.sync += r.eq(value)
+        return r
+    return reg
