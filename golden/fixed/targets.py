@@ -276,9 +276,9 @@ def _widths_plot(sw, out_dir):
     axs[0].set_xlabel("operand bits M (state 2M)")
     axs[1].set_xlabel("state mantissa bits Ws (M = 8, scaled)")
     axs[0].set_ylabel("median per-token output error")
-    axs[0].legend(fontsize=6, ncol=2)
-    axs[1].legend(fontsize=6)
-    fig.tight_layout()
+    handles, labels = axs[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=6, ncol=min(len(labels), 4) or 1, loc="lower center")
+    fig.tight_layout(rect=(0, 0.07 * max(1, -(-len(labels) // 4)), 1, 1))
     fig.savefig(os.path.join(out_dir, "formats_widths.png"), dpi=90)
     plt.close(fig)
 
@@ -440,7 +440,7 @@ def write_formats_report(out_dir: str, size: str = "small", progress=print) -> d
     fig.savefig(os.path.join(out_dir, "formats_recall.png"), dpi=90)
     plt.close(fig)
     # annihilation angle plot
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, ax = plt.subplots(figsize=(9, 3.6))
     for name, r in ann.items():
         if name == "float64":
             continue
@@ -454,7 +454,7 @@ def write_formats_report(out_dir: str, size: str = "small", progress=print) -> d
     ax.set_ylabel("largest principal angle to float64 [deg]")
     ax.set_title(f"Annihilation memory d={d}, k={cfg['ann_k']}: stored subspace vs float64 (targets 0.5° median, 5° max)",
                  fontsize=8)
-    ax.legend(fontsize=6, ncol=2)
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: the traces fill the axes
     fig.tight_layout()
     fig.savefig(os.path.join(out_dir, "formats_annihilation.png"), dpi=90)
     plt.close(fig)
