@@ -25,7 +25,7 @@ discipline"); the multipliers are :class:`~specmem.rtl.dsp.LaneMultiplier`\\ s.
 
 from __future__ import annotations
 
-from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -90,7 +90,7 @@ class RowUnit(wiring.Component):
         self.st_r = 3 + L + self.tree_levels + 2            # r_i: in, narrow (2), multiply, tree, narrow (2)
         self.st_sum = self.st_r + L + RoundShiftVar.latency + 3  # U_i + round(r p) + round(Um_ij q)
         self.latency = self.st_sum + SaturatingNarrow.latency + 1  # saturate, then the column write
-        self.acc_latency = self.latency + 2 + L + 1         # narrow, multiply, accumulate
+        self.acc_latency = self.latency + 2 + L + 3         # narrow, multiply, register, low half, high half
         self.n_gram = k * (k + 1) // 2
         wacc = 2 * 18 + max(1, d.bit_length()) + 1
         self.acc_width = wacc
@@ -197,19 +197,35 @@ class RowUnit(wiring.Component):
         rd = delay(r, signed(self.wr), self.latency - self.st_r, "rd")
         m.d.comb += [self.o_valid.eq(vo), self.o_r.eq(rd)]
         m.d.comb += [self.o_u[l].eq(new[l]) for l in range(k)]
-        # 5. co-accumulation of a' = Um'ᵀ x' and G' = Um'ᵀ Um' over the rows as written
-        firstd = delay(first, 1, self.latency + 2 + L - 1, "fd")
-        vacc = delay(vo, 1, 2 + L, "va")
+        # 5. co-accumulation of a' = Um'ᵀ x' and G' = Um'ᵀ Um' over the rows as written. Each product
+        #    is registered in the fabric beside its accumulator (the DSP-to-accumulator route gets a
+        #    cycle of its own), and each accumulator is two carry chains: the low half adds the
+        #    product's low bits and registers its carry, the high half adds the product's high bits
+        #    and that carry one cycle later.
+        firstd = delay(first, 1, self.latency + 2 + L, "fd")
+        vacc = delay(vo, 1, 2 + L + 1, "va")
         xnd = delay(xn, signed(self.wx), self.latency + 2 - 1, "xnd")
         Um2 = narrow(new, self.sh_um, self.wm, "um2")
         pa = [mul(Um2[l], xnd, f"mul_x{l}") for l in range(k)]
         pg = [mul(Um2[l], Um2[n], f"mul_g{l}_{n}") for l in range(k) for n in range(l, k)]
-        for dst, ps in ((self.acc_a, pa), (self.acc_g, pg)):
+        h = self.acc_width // 2
+        hw = self.acc_width - h
+        v_hi = reg(vacc, 1, "acc_vhi")
+        f_hi = reg(firstd, 1, "acc_fhi")
+        for dst, ps, tag in ((self.acc_a, pa, "a"), (self.acc_g, pg, "g")):
             for i, pr in enumerate(ps):
-                acc = Signal(signed(self.acc_width), name=f"acc_{'a' if dst is self.acc_a else 'g'}{i}")
+                prr = reg(pr, signed(self.acc_width), f"acc_p{tag}{i}")  # sign-extended to the sum's width
+                lo = Signal(unsigned(h), name=f"acc_{tag}{i}_lo")
+                cy = Signal(1, name=f"acc_{tag}{i}_cy")
+                phi = Signal(signed(hw), name=f"acc_{tag}{i}_ph")
+                hi = Signal(signed(hw), name=f"acc_{tag}{i}_hi")
+                lo_sum = Signal(unsigned(h + 1), name=f"acc_{tag}{i}_ls")
+                m.d.comb += lo_sum.eq(Mux(firstd, prr[:h], lo + prr[:h]))
                 with m.If(en & vacc):
-                    m.d.sync += acc.eq(Mux(firstd, pr, acc + pr))
-                m.d.comb += dst[i].eq(acc)
+                    m.d.sync += [lo.eq(lo_sum[:h]), cy.eq(lo_sum[h]), phi.eq(prr[h:].as_signed())]
+                with m.If(en & v_hi):
+                    m.d.sync += hi.eq(Mux(f_hi, phi + cy, hi + phi + cy))
+                m.d.comb += dst[i].eq(Cat(lo, hi).as_signed())
         return m
 
 

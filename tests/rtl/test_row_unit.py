@@ -130,7 +130,7 @@ def test_latencies_and_multipliers():
 
     for d, k in ((16, 4), (64, 8)):
         ru = RowUnit(d, k, "int18")
-        assert ru.latency == ru.st_sum + 4 and ru.acc_latency == ru.latency + 2 + ru.mul_latency + 1
+        assert ru.latency == ru.st_sum + 4 and ru.acc_latency == ru.latency + 2 + ru.mul_latency + 3
         text = rtlil.convert(ru, name="ru")
         muls = set(re.findall(r"cell \\ru\.(mul_[apqxg][0-9_]+)\s", text))
         assert len(muls) == 4 * k + k * (k + 1) // 2
