@@ -27,7 +27,7 @@ def load_inputs(path: str, algo: Algorithm) -> dict[str, np.ndarray]:
     with open(path, "rb") as fh:
         head = fh.read(6)
     if head and not (head.startswith(b"PK") or head.startswith(b"\x93NUMPY")):
-        raise SpecmemInputError(f"in: {path} is not an .npz archive (it is neither a zip archive nor a .npy "
+        raise SpecmemInputError(f"in: {path} is not a readable .npz file (neither a zip archive nor a .npy "
                                 f"array; write one with numpy.savez(path, {', '.join(f'{n}=...' for n in algo.inputs)}))")
     try:
         f = np.load(path, allow_pickle=False)
