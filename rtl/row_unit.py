@@ -82,7 +82,9 @@ class RowUnit(wiring.Component):
             raise ValueError(f"preset: {preset!r} has u_mul or x finer than u; the row unit needs u to hold both")
         self.wt = self.wu + 2                 # r p clamped here: any value beyond saturates U' the same way
         t2 = (1 << (self.wm + self.wq - 2)) >> max(self.sh_q, 0) << max(-self.sh_q, 0)
-        assert t2 < (1 << self.wu), "Um_ij q must stay below U's range"
+        if t2 >= (1 << self.wu):
+            raise ValueError(f"preset: {preset!r} rounds Um_ij q to up to 2^{t2.bit_length() - 1}, beyond u's "
+                             f"{self.wu}-bit range; the row unit's clamp of r_i p assumes it stays below")
         self.max_left = self.wt
         self.tree_levels = max(1, (k - 1).bit_length())
         L = self.mul_latency

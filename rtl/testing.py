@@ -15,7 +15,7 @@ from amaranth.hdl import Cat, ClockDomain, Module
 from amaranth.sim import Simulator
 
 __all__ = ["stream_put", "stream_get", "stream_source", "stream_sink", "run_simulation", "axis_view",
-           "with_sync_reset"]
+           "with_sync_reset", "run_stalled_pipeline"]
 
 
 async def stream_put(ctx, s, payload, *, rng: random.Random | None = None, idle: float = 0.0):
@@ -106,3 +106,51 @@ def with_sync_reset(dut):
     m.domains.sync = cd = ClockDomain("sync")
     m.submodules.dut = dut
     return m, cd.rst
+
+
+def run_stalled_pipeline(dut, beats, *, stall: float = 0.0, seed: int = 0, drive=None, after=None) -> list:
+    """Feed ``beats`` (``(valid, payload)``) through a block whose registers all advance while ``en``
+    is high (``en``, ``i_valid``, ``i_data[k]``, ``o_valid``, ``o_data[k]``), with ``en`` low on a
+    random ``stall`` fraction of cycles; return the ``o_data`` of every valid output, in order.
+
+    ``drive(ctx, payload)`` sets the inputs (default: ``payload`` is the ``k`` lane values);
+    ``after(ctx)`` (async) runs once the outputs are in, with ``en`` high and no valid input."""
+    rng = random.Random(seed)
+    want = sum(v for v, _ in beats)
+    outs = []
+
+    def lanes(ctx, payload):
+        for lane, val in enumerate(payload):
+            ctx.set(dut.i_data[lane], val)
+
+    drive = drive or lanes
+
+    async def bench(ctx):
+        i = cycles = 0
+        while len(outs) < want:
+            en = rng.random() >= stall
+            ctx.set(dut.en, en)
+            if i < len(beats):
+                v, payload = beats[i]
+                ctx.set(dut.i_valid, v)
+                drive(ctx, payload)
+            else:
+                ctx.set(dut.i_valid, 0)
+            await ctx.tick()
+            cycles += 1
+            if en:
+                i += 1
+                if ctx.get(dut.o_valid):
+                    outs.append([ctx.get(dut.o_data[lane]) for lane in range(dut.k)])
+            if cycles > 20 * len(beats) + 100:
+                raise AssertionError("pipeline did not drain")
+        ctx.set(dut.en, 1)
+        ctx.set(dut.i_valid, 0)
+        if after is not None:
+            await after(ctx)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return outs

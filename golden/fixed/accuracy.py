@@ -19,6 +19,7 @@ import warnings
 import numpy as np
 
 from specmem.golden.common import SpecmemInputError, check_scalar
+from specmem.exchange import write_atomic
 from specmem.progress import Progress
 
 from . import run_fixed
@@ -458,18 +459,6 @@ def _range_plot(algo, runs, out_dir):
 # report
 
 
-def _write_replace(path: str, write) -> None:
-    """``write(fh)`` into a temporary file beside ``path``, then rename: the file is complete or absent."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, "w") as fh:
-            write(fh)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def write_accuracy_report(out_dir: str = "docs/accuracy", T: int = 4096, long_T: int = 100_000, small: bool = False,
                           progress=print, d: int = 64, k: int = 8) -> str:
     """Write ``out_dir/README.md`` and its plots; return the README path.
@@ -500,11 +489,11 @@ def write_accuracy_report(out_dir: str = "docs/accuracy", T: int = 4096, long_T:
     range_plots = {a: _range_plot(a, rr, out_dir) for a in ("annihilation", "vla", "linear", "deltanet")}
     text = _readme(d, k, T, long_T, seed, seeds, ns, ann, vl, rec, rr, range_plots, small, out_dir)
     path = os.path.join(out_dir, "README.md")
-    _write_replace(path, lambda fh: fh.write(text))
-    _write_replace(os.path.join(out_dir, "summary.json"), lambda fh: json.dump({"annihilation": ann, "vla": vl,
+    write_atomic(path, text)
+    write_atomic(os.path.join(out_dir, "summary.json"), json.dumps({"annihilation": ann, "vla": vl,
                    "recall": {f"{r}/{f}": a.tolist() for (r, f), a in rec.items()}, "ns": ns,
                    "config": {"d": d, "k": k, "T": T, "long_T": long_T, "seeds": seeds, "small": small}},
-                  fh, indent=1, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)))
+                  indent=1, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)))
     progress(f"accuracy: report in {path} ({time.perf_counter() - t_start:.0f} s)")
     return path
 

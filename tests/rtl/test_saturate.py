@@ -6,51 +6,23 @@ import random
 import numpy as np
 import pytest
 from amaranth.back import verilog
-from amaranth.sim import Simulator
 
 from specmem.golden.fixed.fxtype import FxType
 from specmem.rtl.saturate import SaturatingNarrow
+from specmem.rtl.testing import run_stalled_pipeline
 
 
 def _simulate(dut, beats, *, stall=0.0, seed=0):
     """Feed ``beats`` (lists of k ints, with a valid bit each); return outputs in order and the
-    count sampled at every cycle after the last beat has had time to reach it."""
-    rng = random.Random(seed)
-    outs, counts = [], []
+    count once the last beat has had time to reach it."""
+    counts = []
 
-    async def bench(ctx):
-        pipe = []   # (valid, data) per advanced cycle, to pair outputs with inputs
-        i = 0
-        cycles = 0
-        while i < len(beats) or len(outs) < sum(v for v, _ in beats):
-            en = rng.random() >= stall
-            ctx.set(dut.en, en)
-            if i < len(beats):
-                v, x = beats[i]
-                ctx.set(dut.i_valid, v)
-                for l, val in enumerate(x):
-                    ctx.set(dut.i_data[l], val)
-            else:
-                ctx.set(dut.i_valid, 0)
-            await ctx.tick()
-            cycles += 1
-            if en:
-                i += 1
-                pipe.append(None)
-                if len(pipe) >= dut.latency and ctx.get(dut.o_valid):
-                    outs.append([ctx.get(dut.o_data[l]) for l in range(dut.k)])
-            if cycles > 20 * len(beats) + 100:
-                raise AssertionError("pipeline did not drain")
-        ctx.set(dut.en, 1)
-        ctx.set(dut.i_valid, 0)
+    async def count(ctx):
         for _ in range(dut.count_latency + 1):
             await ctx.tick()
         counts.append(ctx.get(dut.count))
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    outs = run_stalled_pipeline(dut, beats, stall=stall, seed=seed, after=count)
     return outs, counts[-1]
 
 

@@ -6,44 +6,21 @@ import random
 
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
 from specmem.golden.fixed.fxtype import round_shift
 from specmem.rtl.shift import RoundShiftVar
+from specmem.rtl.testing import run_stalled_pipeline
 
 
 def _simulate(dut, beats, *, stall=0.0, seed=0):
     """Feed ``beats`` ``(valid, shift, [k values])``; return the valid outputs in order."""
-    rng = random.Random(seed)
-    outs = []
-    want = sum(v for v, _, _ in beats)
+    def drive(ctx, payload):
+        s, xs = payload
+        ctx.set(dut.i_shift, s)
+        for lane, val in enumerate(xs):
+            ctx.set(dut.i_data[lane], val)
 
-    async def bench(ctx):
-        i = cycles = 0
-        while len(outs) < want:
-            en = rng.random() >= stall
-            ctx.set(dut.en, en)
-            if i < len(beats):
-                v, s, x = beats[i]
-                ctx.set(dut.i_valid, v)
-                ctx.set(dut.i_shift, s)
-                for l, val in enumerate(x):
-                    ctx.set(dut.i_data[l], val)
-            else:
-                ctx.set(dut.i_valid, 0)
-            await ctx.tick()
-            cycles += 1
-            if en:
-                i += 1
-                if ctx.get(dut.o_valid):
-                    outs.append([ctx.get(dut.o_data[l]) for l in range(dut.k)])
-            assert cycles < 20 * len(beats) + 100, "pipeline did not drain"
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
-    return outs
+    return run_stalled_pipeline(dut, [(v, (s, xs)) for v, s, xs in beats], stall=stall, seed=seed, drive=drive)
 
 
 def _golden(beats, rounding):
