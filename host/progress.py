@@ -28,6 +28,8 @@ __all__ = ["Heartbeat", "Progress", "progress_enabled", "progress_every", "stage
 #: when any progress line was last printed (time.monotonic): a heartbeat stays quiet while counted
 #: lines (or an inner heartbeat) already show that the work moves
 _last_line = [float("-inf")]
+#: the clock of ``_last_line`` (a module attribute so that tests can drive it)
+_now = time.monotonic
 
 
 def progress_enabled(stream=None) -> bool:
@@ -98,7 +100,7 @@ class Progress:
     def _emit(self, text: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {text}", file=self.stream, flush=True)
         self.lines += 1
-        _last_line[0] = time.monotonic()
+        _last_line[0] = _now()
 
     def __enter__(self) -> "Progress":
         return self
@@ -163,15 +165,22 @@ class Heartbeat:
 
         return relayed
 
+    def tick(self) -> bool:
+        """One check of the background thread: print a line if the step (and every other progress
+        line) has been quiet for ``every`` seconds; True when it printed."""
+        quiet_for = min(self.clock() - self._last, _now() - _last_line[0])
+        if not self.enabled or quiet_for < self.every:
+            return False
+        self._last = self.clock()
+        print(f"[{time.strftime('%H:%M:%S')}] {self.line()}", file=self.stream, flush=True)
+        self.lines += 1
+        _last_line[0] = _now()
+        return True
+
     def _run(self) -> None:
-        tick = max(min(self.every / 4, 1.0), 0.01)
-        while not self._stop.wait(tick):
-            quiet_for = min(self.clock() - self._last, time.monotonic() - _last_line[0])
-            if quiet_for >= self.every:
-                self._last = self.clock()
-                print(f"[{time.strftime('%H:%M:%S')}] {self.line()}", file=self.stream, flush=True)
-                self.lines += 1
-                _last_line[0] = time.monotonic()
+        wait = max(min(self.every / 4, 1.0), 0.01)
+        while not self._stop.wait(wait):
+            self.tick()
 
     def __enter__(self) -> "Heartbeat":
         if self.enabled:

@@ -61,27 +61,50 @@ def test_enabled_only_on_a_terminal_outside_ci(monkeypatch, env, tty, want):
     assert progress_enabled(_Tty() if tty else io.StringIO()) is want
 
 
-def test_heartbeat_lines_carry_elapsed_estimate_and_status():
-    out = _Tty()
-    hb = Heartbeat("build", 0.05, expect_s=100.0, note="last build: 1:40", status=lambda: "routing", stream=out)
-    with hb:
-        time.sleep(0.3)
+def test_heartbeat_lines_carry_elapsed_estimate_and_status(monkeypatch):
+    clock, out = _Clock(), io.StringIO()
+    monkeypatch.setattr("specmem.progress._last_line", [float("-inf")])
+    monkeypatch.setattr("specmem.progress._now", clock)
+    hb = Heartbeat("build", 5.0, expect_s=100.0, note="last build: 1:40", status=lambda: "routing",
+                   stream=out, enabled=True, clock=clock)
+    printed = []
+    for _ in range(12):  # 12 s in steps of 1 s: a line at 5 s and at 10 s
+        clock.t += 1.0
+        printed.append(hb.tick())
+    assert printed == [False] * 4 + [True] + [False] * 4 + [True] + [False] * 2
     lines = out.getvalue().splitlines()
-    assert lines and hb.lines == len(lines)
-    assert all(re.search(r"build: 0:0\d elapsed, about 1:[34]\d left \(last build: 1:40\); routing$", ln) for ln in lines)
+    assert hb.lines == len(lines) == 2
+    assert re.search(r"build: 0:05 elapsed, about 1:35 left \(last build: 1:40\); routing$", lines[0]), lines
+    assert re.search(r"build: 0:10 elapsed, about 1:30 left", lines[1]), lines
+    clock.t = 120.0
+    assert hb.line().startswith("build: 2:00 elapsed, longer than the 1:40 expected")
 
 
-def test_heartbeat_stays_silent_while_the_step_logs_and_quotes_its_last_line():
-    out, said = _Tty(), []
-    with Heartbeat("report", 0.2, stream=out) as hb:
-        say = hb.relay(said.append)
-        for i in range(6):  # a line every 0.05 s: signs of life, no heartbeat
-            say(f"step {i} done")
-            time.sleep(0.05)
-        assert out.getvalue() == ""
-        time.sleep(0.4)  # now silent for longer than the interval
+def test_heartbeat_stays_silent_while_the_step_logs_and_quotes_its_last_line(monkeypatch):
+    clock, out, said = _Clock(), io.StringIO(), []
+    monkeypatch.setattr("specmem.progress._last_line", [float("-inf")])
+    monkeypatch.setattr("specmem.progress._now", clock)
+    hb = Heartbeat("report", 0.2, stream=out, enabled=True, clock=clock)
+    say = hb.relay(said.append)
+    for i in range(6):  # a line every 0.05 s: signs of life, no heartbeat
+        say(f"step {i} done")
+        clock.t += 0.05
+        assert not hb.tick()
+    assert out.getvalue() == ""
+    clock.t += 0.4  # now silent for longer than the interval
+    assert hb.tick()
     assert said == [f"step {i} done" for i in range(6)]
-    assert "since: step 5 done" in out.getvalue().splitlines()[0]
+    assert "report: 0:01 elapsed; 0:00 since: step 5 done" in out.getvalue().splitlines()[0]
+
+
+def test_heartbeat_thread_prints_when_forced_on(monkeypatch):
+    monkeypatch.setattr("specmem.progress._last_line", [float("-inf")])
+    out = io.StringIO()
+    with Heartbeat("build", 0.01, stream=out, enabled=True) as hb:
+        deadline = time.monotonic() + 30.0  # a bound for a loaded machine, not a timing verdict
+        while hb.lines == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert hb.lines >= 1 and out.getvalue().splitlines()[0].endswith("elapsed")
 
 
 def test_heartbeat_quiet_off_a_terminal(monkeypatch):
@@ -211,7 +234,7 @@ def test_formats_report_heartbeat_estimates_from_the_previous_report(tmp_path, m
 def test_heartbeat_quiet_while_counted_lines_show_progress():
     """An outer heartbeat (a stage of the main job) says nothing while a counted loop inside it prints."""
     out = _Tty()
-    with Heartbeat("stage", 0.2, stream=out):
+    with Heartbeat("stage", 0.2, stream=out, enabled=True):
         with Progress(8, "loop", every=0.05, stream=out, enabled=True) as p:
             for _ in range(8):
                 time.sleep(0.05)
