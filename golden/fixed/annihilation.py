@@ -53,7 +53,8 @@ from .datapath import Datapath
 from .formats import formats_for
 from .fxtype import mul_round_shift
 
-__all__ = ["annihilation_fixed", "row_update", "default_orth_policy", "default_gram", "GRAM_SCHEDULES"]
+__all__ = ["annihilation_fixed", "row_update", "token_chain", "gram_front", "kvector_work", "default_orth_policy",
+           "default_gram", "GRAM_SCHEDULES"]
 
 #: where ``g = Uᵀ r`` and ``n²`` come from (module docstring)
 GRAM_SCHEDULES = ("recompute", "coaccumulate")
@@ -87,6 +88,71 @@ def row_update(dp: Datapath, U, Um, r, p, fp, q, j, x) -> np.ndarray:
                   (cj[:, :, None] * q[:, None, :], fm + fq))
     Un[b, :, j] = x << (F["u"].frac - F["x"].frac)
     return Un
+
+
+def gram_front(dp: Datapath, a_acc, G_acc):
+    """The co-accumulated schedule's start of a token (``gram="coaccumulate"``), batched:
+    ``a_n = block(a')`` (exponent dropped), ``G_n = block(G')``, ``g = block(G_n a_n)``,
+    ``n² = a_nᵀ g``. Returns ``(a_n, g_n, fg, n2, fn2)``."""
+    F = dp.fmt
+    fm, fx, fan = F["u_mul"].frac, F["x"].frac, F["a"].frac
+    B, k = a_acc.shape
+    a_n, _ = dp.block("a", a_acc, fm + fx)  # its exponent is dropped: a's scale never matters
+    G_n, fG = dp.block("gram", G_acc.reshape(B, k * k), 2 * fm)
+    g_acc = np.einsum("bkl,bl->bk", G_n.reshape(B, k, k), a_n)
+    g_n, fg = dp.block("g", g_acc, fG + fan)
+    n2 = np.einsum("bk,bk->b", a_n, g_n)
+    return a_n, g_n, fg, n2, fg + fan
+
+
+def kvector_work(dp: Datapath, a_n, g_n, fg, n2, fn2) -> dict:
+    """Step 3 of the module docstring (both schedules), batched over rows with ``n² > 0``:
+    ``ahat``, ``j``, ``s``, ``beta``, ``q``, ``t``, ``p = block(t / n²)`` with ``p_j = q_j = 0``,
+    and ``rsqrt(n²)`` for ``y``. Returns ``j, s, q, p, fp, ysc`` (``ysc`` a golden ``Scalar``)."""
+    F = dp.fmt
+    fh, fan = F["ahat"].frac, F["a"].frac
+    b = np.arange(a_n.shape[0])
+    ahat = dp.scale("ahat", a_n, fan, dp.rsqrt(np.einsum("bk,bk->b", a_n, a_n), 2 * fan))
+    j = np.argmax(np.abs(a_n), axis=-1)
+    s = np.where(a_n[b, j] >= 0, 1, -1).astype(np.int64)
+    beta = dp.recip((1 << fh) + np.abs(ahat[b, j]), fh)
+    q = -s[:, None] * dp.scale("q", ahat, fh, beta)
+    gj = g_n[b, j]
+    # beta * ahat_l * g_j rounded into g's block scale
+    term = mul_round_shift(ahat * gj[:, None], beta.m[:, None], (fh + beta.f)[:, None], dp.rounding)
+    tvec = dp.clip("t", -g_n + s[:, None] * np.asarray(term, dtype=np.int64), fg)
+    rn = dp.recip(n2, fn2)
+    p, fp = dp.block("p", tvec * rn.m[:, None], fg + rn.f)
+    p[b, j] = 0
+    q[b, j] = 0
+    return {"j": j, "s": s, "q": q, "p": p, "fp": fp, "ysc": dp.rsqrt(n2, fn2)}
+
+
+def token_chain(dp: Datapath, a_acc, G_acc, ptr) -> dict:
+    """Everything the co-accumulated schedule does between two row passes of a full memory,
+    batched: from the accumulators ``a' = Uᵀx`` ``[B, k]`` and ``G' = UmᵀUm`` ``[B, k, k]`` (exact)
+    and the eviction pointer ``ptr`` ``[B]`` to the next row pass's controls. The RTL's per-token
+    chain is tested against this function.
+
+    Returns ``orth`` ``[B]`` (``a' = 0`` or ``n² <= 0``), ``evict_j`` (the column of least energy
+    ``G'_jj`` from ``ptr``; meaningful where ``orth``), ``a_n`` and, for the rows that are not
+    orthogonal (zeros elsewhere), ``j``, ``s``, ``q``, ``p``, ``fp`` and ``ysc_m``/``ysc_f``
+    (``rsqrt(n²)``)."""
+    a_acc, G_acc = np.asarray(a_acc, dtype=np.int64), np.asarray(G_acc, dtype=np.int64)
+    B, k = a_acc.shape
+    a_n, g_n, fg, n2, fn2 = gram_front(dp, a_acc, G_acc)
+    orth = ~np.any(a_acc != 0, axis=-1) | (n2 <= 0)
+    out = {"orth": orth, "evict_j": evict_column(np.einsum("bll->bl", G_acc), np.asarray(ptr), tie_rtol=0),
+           "a_n": a_n, "j": np.zeros(B, np.int64), "s": np.ones(B, np.int64), "q": np.zeros((B, k), np.int64),
+           "p": np.zeros((B, k), np.int64), "fp": np.zeros(B, np.int64), "ysc_m": np.zeros(B, np.int64),
+           "ysc_f": np.zeros(B, np.int64)}
+    go = ~orth
+    if np.any(go):
+        kw = kvector_work(dp, a_n[go], g_n[go], fg[go], n2[go], fn2[go])
+        for name in ("j", "s", "q", "p", "fp"):
+            out[name][go] = kw[name]
+        out["ysc_m"][go], out["ysc_f"][go] = kw["ysc"].m, kw["ysc"].f
+    return out
 
 
 def annihilation_fixed(x, k, preset="int8", *, in_range: float | None = None, orth_policy: str | None = None,
@@ -143,21 +209,17 @@ def annihilation_fixed(x, k, preset="int8", *, in_range: float | None = None, or
         if full.size:
             Us, xs = U[full], xt[full]
             Um = dp.narrow("u_mul", Us, fu)
-            # pass 1: a = Uᵀ x
-            a_acc = np.einsum("bik,bi->bk", Um, xs)
-            a_n, _ = dp.block("a", a_acc, fm + fx)  # its exponent is dropped: a's scale never matters
-            r = dp.narrow("r", np.einsum("bik,bk->bi", Um, a_n), fm + fan)
             if coacc:
-                # the co-accumulated Gram of the stored rows, normalised; g = G a; n² = aᵀ g
-                G_acc = np.einsum("bik,bil->bkl", Um, Um)
-                G_n, fG = dp.block("gram", G_acc.reshape(len(full), k * k), 2 * fm)
-                g_acc = np.einsum("bkl,bl->bk", G_n.reshape(len(full), k, k), a_n)
-                g_n, fg = dp.block("g", g_acc, fG + fan)
-                n2 = np.einsum("bk,bk->b", a_n, g_n)
-                fn2 = fg + fan
+                # the co-accumulated Gram of the stored rows: a and G from the accumulators of the row pass
+                a_acc = np.einsum("bik,bi->bk", Um, xs)
+                a_n, g_n, fg, n2, fn2 = gram_front(dp, a_acc, np.einsum("bik,bil->bkl", Um, Um))
+                r = dp.narrow("r", np.einsum("bik,bk->bi", Um, a_n), fm + fan)
             else:
-                # pass 2: r_i = U_i·a, g = Uᵀ r, n² = ||r||² (all relative to the normalised a)
-                g_acc = np.einsum("bik,bi->bk", Um, r)
+                # pass 1: a = Uᵀ x; pass 2: r_i = U_i·a, g = Uᵀ r, n² = ||r||² (relative to the normalised a)
+                a_acc = np.einsum("bik,bi->bk", Um, xs)
+                a_n, _ = dp.block("a", a_acc, fm + fx)  # its exponent is dropped: a's scale never matters
+                r = dp.narrow("r", np.einsum("bik,bk->bi", Um, a_n), fm + fan)
+                g_n, fg = dp.block("g", np.einsum("bik,bi->bk", Um, r), fm + fr)
                 n2 = np.einsum("bi,bi->b", r, r)
                 fn2 = np.full(len(full), 2 * fr)
             is_orth = ~np.any(a_acc != 0, axis=-1) | (n2 <= 0)
@@ -171,30 +233,11 @@ def annihilation_fixed(x, k, preset="int8", *, in_range: float | None = None, or
             go = ~is_orth
             if np.any(go):
                 idx = full[go]
-                Us, Um, xs, a_n, r, g_acc, n2, fn2 = (Us[go], Um[go], xs[go], a_n[go], r[go], g_acc[go], n2[go],
-                                                      fn2[go])
-                b = np.arange(idx.size)
-                # k-vector work (scalar unit)
-                ahat = dp.scale("ahat", a_n, fan, dp.rsqrt(np.einsum("bk,bk->b", a_n, a_n), 2 * fan))
-                j = np.argmax(np.abs(a_n), axis=-1)
-                s = np.where(a_n[b, j] >= 0, 1, -1).astype(np.int64)
-                beta = dp.recip(one_h + np.abs(ahat[b, j]), fh)
-                q = -s[:, None] * dp.scale("q", ahat, fh, beta)
-                if coacc:
-                    g_n, fg = g_n[go], fg[go]
-                else:
-                    g_n, fg = dp.block("g", g_acc, fm + fr)
-                gj = g_n[b, j]
-                # beta * ahat_l * g_j rounded into g's block scale
-                term = mul_round_shift(ahat * gj[:, None], beta.m[:, None], (fh + beta.f)[:, None], dp.rounding)
-                tvec = dp.clip("t", -g_n + s[:, None] * np.asarray(term, dtype=np.int64), fg)
-                rn = dp.recip(n2, fn2)
-                p, fp = dp.block("p", tvec * rn.m[:, None], fg + rn.f)
-                p[b, j] = 0
-                q[b, j] = 0
-                # fused row pass: U_i += round(r_i p) + round(U_ij q); U_ij = x_i
-                U[idx] = row_update(dp, Us, Um, r, p, fp, q, j, xs)
-                y_raw[idx, t] = dp.scale("y", r, fr, dp.rsqrt(n2, fn2))
+                Us, Um, xs, r = Us[go], Um[go], xs[go], r[go]
+                kw = kvector_work(dp, a_n[go], g_n[go], fg[go], n2[go], fn2[go])
+                # fused row pass (r_i recomputed: the same integers): U_i += round(r_i p) + round(U_ij q); U_ij = x_i
+                U[idx] = row_update(dp, Us, Um, r, kw["p"], kw["fp"], kw["q"], kw["j"], xs)
+                y_raw[idx, t] = dp.scale("y", r, fr, kw["ysc"])
         if np.any(warm):
             w = np.flatnonzero(warm)
             U[w, :, count[w]] = xt[w] << x_to_u
