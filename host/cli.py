@@ -198,6 +198,20 @@ def _cmd_rtl(args) -> int:
     return 0
 
 
+def _cmd_regs(args) -> int:
+    from specmem.regs import write_all
+    from specmem.rtl.csr import core_register_map
+
+    try:
+        rm = core_register_map(args.algo, args.d, args.k, args.format)
+        paths = write_all(rm, args.out)
+    except ValueError as exc:  # the description names the argument
+        raise SpecmemInputError(str(exc)) from None
+    print(f"specmem regs: {len(rm.registers)} registers ({args.algo}, d={args.d}, k={args.k}, {args.format}) -> "
+          + ", ".join(paths[k] for k in ("header", "markdown", "systemrdl", "ipxact")))
+    return 0
+
+
 #: ``specmem sim`` defaults; the options default to None so that --mutants can tell what was given
 SIM_DEFAULTS = {"algo": "annihilation", "d": 16, "k": 4, "tokens": 256, "seed": 0, "format": "legacy-int8"}
 
@@ -398,6 +412,18 @@ def build_parser() -> argparse.ArgumentParser:
                         "registered = input+output registers; ecp5 = those inside MULT18X18D)")
     g.set_defaults(fn=_cmd_rtl)
 
+    rg = sub.add_parser("regs", help="control/status register map of a core (rtl/csr.py) -> C header, Markdown, "
+                                      "SystemRDL, IP-XACT")
+    rg.add_argument("--algo", default="annihilation", help="the core: annihilation, vla, linear or deltanet")
+    rg.add_argument("--d", type=int, default=64, help="vector dimension d (a build parameter in PARAMS_DK)")
+    rg.add_argument("--k", type=int, default=8, help="memory columns / lanes (a build parameter in PARAMS_DK)")
+    rg.add_argument("--format", default="legacy-int8",
+                    help="fixed-point preset: legacy-int8, legacy-int16 or legacy-wide")
+    rg.add_argument("--out", required=True,
+                    help="output folder (created if missing): specmem_csr.h, registers.md, specmem_csr.rdl, "
+                         "specmem_csr.xml")
+    rg.set_defaults(fn=_cmd_regs)
+
     sm = sub.add_parser("sim", help="simulate the RTL in Verilator against the fixed-point golden model")
     sm.add_argument("--algo", default=None,
                     help="the top to simulate: annihilation (default) or vla; linear and deltanet have RTL "
@@ -455,6 +481,7 @@ def build_parser() -> argparse.ArgumentParser:
 _OUTPUTS = {
     "run": [("out", "file")], "vectors": [("out", "file")], "claims": [("out", "dir")],
     "bench": [("json", "file")], "accuracy": [("out", "dir"), ("json", "file")], "rtl": [("out", "dir")],
+    "regs": [("out", "dir")],
     "synth": [("out", "dir"), ("docs", "dir")], "main": [("out", "dir")],
 }
 
