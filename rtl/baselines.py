@@ -23,7 +23,7 @@ Three token slots: the token being written, the token being read, the token the 
 from __future__ import annotations
 
 from amaranth.hdl import Array, Const, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, fifo, memory, stream, wiring
+from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from specmem.golden.deltanet import L2_EPS
@@ -36,7 +36,7 @@ from .fixed import materialise, msb_index, requantize, requantize_var, round_shi
 from .memory import StateMemory
 from .presets import check_rtl_preset
 from .scalar_unit import ScalarOp, ScalarUnit
-from .vla import _bits, _iv, _neg, _su_f_range, _union, elu1_hw, normalize_hw
+from .vector_ops import bit_len, elu1_hw, iv, iv_neg, iv_union, normalize_hw, su_f_range
 
 __all__ = ["BaselineCore", "BASELINE_ALGOS"]
 
@@ -96,18 +96,18 @@ class BaselineCore(wiring.Component):
             self.eps_den = int(dp.eps_raw(eps, 2 * ff))
             self.zk_max = F["z"].max_raw
             self.den_max = d * self.zk_max * F["qf"].max_raw
-            self.den_bits = _bits(self.den_max)
+            self.den_bits = bit_len(self.den_max)
             self.den_pre = self.den_bits > 62
             self.kq_max = d * F["kf"].max_raw * F["qf"].max_raw
-            r_rden = _su_f_range(cfg.recip, 2 * ff, self.eps_den, self.den_max)
-            nrm = _iv((-(P - 2), _bits(self.kq_max) - (P - 2)), (0, 1))
-            r_kq = _union(_iv(2 * ff, _neg(nrm)), (0, 0))
-            r_t = _iv(fin - self.F, 2 * ff, _neg(nrm))  # nonzero kfᵀqf
+            r_rden = su_f_range(cfg.recip, 2 * ff, self.eps_den, self.den_max)
+            nrm = iv((-(P - 2), bit_len(self.kq_max) - (P - 2)), (0, 1))
+            r_kq = iv_union(iv(2 * ff, iv_neg(nrm)), (0, 0))
+            r_t = iv(fin - self.F, 2 * ff, iv_neg(nrm))  # nonzero kfᵀqf
             self.ml_t = max(0, -r_t[0])
             self.Wnum = max(self.e_sq.acc_width, M + P + self.ml_t + 1) + 1
             W = cfg.work_bits
             r_dfr = (2 * ff - max(0, self.den_bits - W), 2 * ff)
-            ranges = [r_rden, r_kq, r_t, _iv(self.F, r_rden), r_dfr]
+            ranges = [r_rden, r_kq, r_t, iv(self.F, r_rden), r_dfr]
             self.su_in = min(self.den_bits, W if self.den_pre else 62)
             self.su_frac_w = min_signed_width(min(r_dfr), max(r_dfr))
         else:
@@ -119,16 +119,16 @@ class BaselineCore(wiring.Component):
             self.F = fsm + fu
             self.eps_n = int(dp.eps_raw(eps * eps, 2 * fin))
             self.n2_max = d * (1 << (2 * (M - 1)))
-            r_n = _su_f_range(cfg.rsqrt, 2 * fin, self.eps_n, self.n2_max)
-            r_sn = _iv(r_n, fin - fu)
+            r_n = su_f_range(cfg.rsqrt, 2 * fin, self.eps_n, self.n2_max)
+            r_sn = iv(r_n, fin - fu)
             self.ml_n = min(max(0, -r_sn[0]), F["kn"].width + 1)
             self.c_max = d * (1 << (2 * (F["kn"].width - 1)))
-            nrm = _iv((-(P - 2), _bits(self.c_max) - (P - 2)), (0, 1))
-            r_c = _union(_iv(2 * fu, _neg(nrm)), (0, 0))
-            r_t = _iv(F["e"].frac - self.F, 2 * fu, _neg(nrm))
+            nrm = iv((-(P - 2), bit_len(self.c_max) - (P - 2)), (0, 1))
+            r_c = iv_union(iv(2 * fu, iv_neg(nrm)), (0, 0))
+            r_t = iv(F["e"].frac - self.F, 2 * fu, iv_neg(nrm))
             self.ml_t = max(0, -r_t[0])
-            ranges = [r_n, r_sn, r_c, r_t, _iv(F["e"].frac - self.F, r_c)]
-            self.su_in = _bits(self.n2_max)
+            ranges = [r_n, r_sn, r_c, r_t, iv(F["e"].frac - self.F, r_c)]
+            self.su_in = bit_len(self.n2_max)
             self.su_frac_w = min_signed_width(2 * fin, 2 * fin)
         self.ew = max(min_signed_width(lo, hi) for lo, hi in ranges) + 1
         self.smem = StateMemory(max(d * dk, 2), k, F["s"].width)
@@ -240,7 +240,7 @@ class BaselineCore(wiring.Component):
                      for l in range(k)]
             kf_rd = rd(key_mem, slot_a)
             den = Signal(unsigned(self.den_bits))
-            kqacc = Signal(signed(_bits(self.kq_max) + 1))  # >= 0
+            kqacc = Signal(signed(bit_len(self.kq_max) + 1))  # >= 0
             with m.If(r_v):
                 with m.Switch(r_phase):
                     with m.Case(0):
@@ -263,7 +263,7 @@ class BaselineCore(wiring.Component):
             if self.den_pre:
                 W = cfg.work_bits
                 top = msb_index(m, den_c, name="den_msb")
-                dsh = materialise(m, Mux(top > W - 1, top - (W - 1), 0), "den_sh", unsigned(_bits(self.den_bits)))
+                dsh = materialise(m, Mux(top > W - 1, top - (W - 1), 0), "den_sh", unsigned(bit_len(self.den_bits)))
                 den_x, den_fr = materialise(m, den_c >> dsh, "den_x"), materialise(m, 2 * ff - dsh, "den_fr")
             else:
                 den_x, den_fr = den_c, Const(2 * ff, signed(self.su_frac_w))
@@ -292,8 +292,8 @@ class BaselineCore(wiring.Component):
                     m.next = "FE_RECV"
         else:
             fu = F["kn"].frac
-            nk2 = Signal(unsigned(_bits(self.n2_max)))
-            nq2 = Signal(unsigned(_bits(self.n2_max)))
+            nk2 = Signal(unsigned(bit_len(self.n2_max)))
+            nq2 = Signal(unsigned(bit_len(self.n2_max)))
             with m.If(r_v):
                 with m.Switch(r_phase):
                     with m.Case(0):
@@ -309,7 +309,7 @@ class BaselineCore(wiring.Component):
             mk, fk = Signal(signed(P)), Signal(signed(EW))
             mq, fq = Signal(signed(P)), Signal(signed(EW))
             sa = Signal(range(DK2))
-            cacc = Signal(signed(_bits(self.c_max) + 1))
+            cacc = Signal(signed(bit_len(self.c_max) + 1))
             k_rd = rd(key_mem, saddr(wslot, sa))
             q_rd = rd(qry_mem, saddr(wslot, sa))
             kn_sc = [saturate(m, round_shift_var(m, k_rd[l] * mk, fk + (fin - fu), rnd, max_left=self.ml_n,

@@ -43,9 +43,8 @@ points and order); run-time shifts have their ranges derived from the formats at
 
 from __future__ import annotations
 
-import numpy as np
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, memory, stream, wiring
+from amaranth.hdl import Array, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from specmem.golden.fixed.datapath import Datapath
@@ -58,127 +57,10 @@ from .fixed import abs_value, materialise, msb_index, requantize, round_shift, r
 from .memory import StateMemory
 from .presets import check_rtl_preset
 from .scalar_unit import ScalarOp, ScalarUnit
+from .vector_ops import (bit_len, block_shift_hw, elu1_hw, iv, iv_neg, iv_scale, iv_union, normalize_hw,
+                         su_f_range)
 
-__all__ = ["VLACore", "elu1_hw", "normalize_hw", "block_shift_hw"]
-
-
-# ----------------------------------------------------------------------------------------------
-# datapath helpers (each is the golden primitive of the same name, in hardware)
-
-
-def block_shift_hw(m, mx, width: int, rounding: str, ew: int, name: str):
-    """Shift of ``Datapath.block`` for a vector whose largest magnitude is ``mx`` (unsigned):
-    the top bit of ``mx`` lands just below the sign bit, one more if rounding carries into it."""
-    top = msb_index(m, mx, name=f"{name}_msb")
-    sh0 = materialise(m, Mux(mx == 0, 0, top - (width - 2)), f"{name}_sh0", signed(ew))
-    rounded = round_shift_var(m, mx, sh0, rounding, max_left=width, name=f"{name}_mxr")
-    return materialise(m, sh0 + (rounded >= (1 << (width - 1))), f"{name}_sh", signed(ew))
-
-
-def normalize_hw(m, x, frac, p_bits: int, ew: int, name: str):
-    """``ScalarUnit.normalize``: a signed integer as a floating scalar ``(m, f)``, the magnitude
-    rounded (rne) to a ``P``-bit mantissa in ``[2^(P-2), 2^(P-1))``; zero gives ``(0, 0)``."""
-    mag = abs_value(m, x, name=f"{name}_abs")
-    top = msb_index(m, mag, name=f"{name}_msb")
-    zero = materialise(m, mag == 0, f"{name}_zero")
-    sh = materialise(m, Mux(zero, 0, top - (p_bits - 2)), f"{name}_sh", signed(ew))
-    r = round_shift_var(m, mag, sh, "rne", max_left=p_bits - 2, name=f"{name}_r")
-    over = materialise(m, r >= (1 << (p_bits - 1)), f"{name}_over")
-    mm = materialise(m, Mux(over, r >> 1, r), f"{name}_mm", unsigned(p_bits))
-    mant = materialise(m, Mux(x < 0, -mm, mm), f"{name}_m", signed(p_bits))
-    f = materialise(m, Mux(zero, 0, frac - sh - over), f"{name}_f", signed(ew))
-    return mant, f
-
-
-def _round_shift_const(m, value, shift: int, rounding: str, name: str):
-    """``fixed.round_shift``, with the one-bit ``rne`` case written without its constant
-    comparison (``rem > half`` is always false for one dropped bit; Verilator flags it CMPCONST)."""
-    if shift == 1 and rounding == "rne":
-        value = materialise(m, value, f"{name}_in")
-        q = materialise(m, value >> 1, f"{name}_q")
-        return materialise(m, q + (value[0] & q[0]), name)
-    return round_shift(m, value, shift, rounding, name=name)
-
-
-def elu1_hw(m, raw, in_fx, out_fx, dp: Datapath, name: str):
-    """``Datapath.elu1``: ``x + 1`` for ``x > 0``; else ``2^-(n+phi)`` with ``n + phi = -x log2 e``,
-    ``2^-phi`` interpolated between two ROM entries (floor), one rounding shift by ``n``; then one
-    saturation. Returns ``(value, overflow)``."""
-    fi, fo = in_fx.frac, out_fx.frac
-    C, L, Ib, wf = dp.exp_const_frac, dp.fmt.preset.exp_lut_bits, dp.exp_interp_bits, dp.exp_word_frac
-    F = fi + C
-    if F < L:
-        raise ValueError("preset: the elu1 ROM index needs at least exp_lut_bits fraction bits")
-    rnd = out_fx.rounding
-    raw = materialise(m, raw, f"{name}_x")
-    W = len(raw)
-    pos = materialise(m, raw > 0, f"{name}_pos")
-    out_pos = _round_shift_const(m, raw + (1 << fi), fi - fo, rnd, name=f"{name}_p")
-    t = materialise(m, Mux(pos, 0, -raw), f"{name}_t", unsigned(W))
-    p = materialise(m, t * int(dp.log2e), f"{name}_prod")
-    n = materialise(m, p >> F, f"{name}_n")
-    idx = materialise(m, p[F - L:F], f"{name}_idx")
-    low = p[:F - L]
-    wgt = low[F - L - Ib:] if F - L - Ib >= 0 else Cat(Const(0, Ib - (F - L)), low)
-    wgt = materialise(m, wgt, f"{name}_wgt")
-    rom = Array(Const(int(v), unsigned(wf + 2)) for v in dp.exp_rom)
-    lo = materialise(m, rom[idx], f"{name}_lo")
-    hi = materialise(m, rom[idx + 1], f"{name}_hi")
-    val = materialise(m, lo - (((lo - hi) * wgt) >> Ib), f"{name}_val", unsigned(wf + 2))
-    out_neg = round_shift_var(m, val, n + (wf - fo), rnd, max_left=1, name=f"{name}_neg")
-    if wf - fo < 0:
-        raise ValueError("preset: elu1's ROM word must have at least as many fraction bits as kf")
-    return saturate(m, Mux(pos, out_pos, out_neg), out_fx, name=f"{name}_sat")
-
-
-# ----------------------------------------------------------------------------------------------
-# range analysis of the run-time exponents
-
-
-def _iv(*terms):
-    """Sum of intervals ``(lo, hi)`` and integers."""
-    lo = hi = 0
-    for t in terms:
-        if isinstance(t, tuple):
-            lo, hi = lo + t[0], hi + t[1]
-        else:
-            lo, hi = lo + t, hi + t
-    return lo, hi
-
-
-def _neg(a):
-    return -a[1], -a[0]
-
-
-def _scale(a, c):
-    return (a[0] * c, a[1] * c) if c >= 0 else (a[1] * c, a[0] * c)
-
-
-def _union(*ivs):
-    return min(i[0] for i in ivs), max(i[1] for i in ivs)
-
-
-def _su_f_range(fn, frac: int, lo: int, hi: int) -> tuple[int, int]:
-    """Range of the exponent ``f`` a golden scalar-unit function gives over inputs ``[lo, hi]``
-    (``f`` depends on the input's leading-one position, its parity and a rounding carry: every
-    octave is probed at both ends and widened by one)."""
-    xs = {max(lo, 1), hi}
-    for b in range(max(lo, 1).bit_length() - 1, hi.bit_length()):
-        for x in (1 << b, (1 << (b + 1)) - 1):
-            if lo <= x <= hi:
-                xs.add(x)
-    arr = np.array(sorted(xs), dtype=object if hi >= (1 << 62) else np.int64)
-    f = [int(v) for v in np.asarray(fn(arr, frac).f).ravel()]
-    if lo == 0:
-        f.append(0)
-    return min(f) - 1, max(f) + 1
-
-
-def _bits(n: int) -> int:
-    return max(1, int(n).bit_length())
-
-
-# ----------------------------------------------------------------------------------------------
+__all__ = ["VLACore"]
 
 
 class VLACore(wiring.Component):
@@ -290,31 +172,31 @@ class VLACore(wiring.Component):
         r = {}
 
         def nrm(wacc):  # shift + carry of normalize() on a wacc-bit signed value (nonzero)
-            return _iv((-(P - 2), wacc - 1 - (P - 2)), (0, 1))
+            return iv((-(P - 2), wacc - 1 - (P - 2)), (0, 1))
 
         r["sh_z"] = (-(Wb - 2), Wza - Wb + 2)
-        r["fz"] = _iv(fam + fun, _neg(r["sh_z"]))
-        r["s_delta"] = _iv(fun - fd, r["fz"])
+        r["fz"] = iv(fam + fun, iv_neg(r["sh_z"]))
+        r["s_delta"] = iv(fun - fd, r["fz"])
         self.delta_max = (1 << (Wd - 1)) - 1
-        r["rd_f"] = _su_f_range(cfg.rsqrt, fd, self.eps_d, self.delta_max)
+        r["rd_f"] = su_f_range(cfg.rsqrt, fd, self.eps_d, self.delta_max)
         r["sh_w"] = (-(Wb - 2), P)
-        r["fw"] = _iv(r["fz"], r["rd_f"], _neg(r["sh_w"]))
-        r["cw_f"] = _union(_iv(r["fw"], fh, _neg(nrm(Wev))), (0, 0))
-        r["s3"] = _iv(_scale(r["fw"], 2), fh - Fa, _neg(nrm(Wev)))  # nonzero wᵀkh
-        r["s3_reg"] = _union(r["s3"], _iv(r["fw"], -Fa))            # the register also holds the zero case
-        r["s_wa"] = _iv(_scale(r["fw"], 2), -fa)
+        r["fw"] = iv(r["fz"], r["rd_f"], iv_neg(r["sh_w"]))
+        r["cw_f"] = iv_union(iv(r["fw"], fh, iv_neg(nrm(Wev))), (0, 0))
+        r["s3"] = iv(iv_scale(r["fw"], 2), fh - Fa, iv_neg(nrm(Wev)))  # nonzero wᵀkh
+        r["s3_reg"] = iv_union(r["s3"], iv(r["fw"], -Fa))            # the register also holds the zero case
+        r["s_wa"] = iv(iv_scale(r["fw"], 2), -fa)
         self.ml3 = max(0, -r["s3"][0])
         self.c_eta = fa + fh - Fa
-        Weta = _bits(self.eta_raw) + F["kh"].width + max(0, -self.c_eta) + 2
+        Weta = bit_len(self.eta_raw) + F["kh"].width + max(0, -self.c_eta) + 2
         self.W3 = Wb + P + self.ml3 + 1
         self.Wal = max(Waa, self.W3, Weta) + 2
         r["sh_al"] = (-(Wb - 2), self.Wal - Wb + 2)
         self.na_max = d * ((1 << (Wb - 1)) - 1) ** 2
-        r["ra_f"] = _su_f_range(cfg.rsqrt, 2 * fan, 0, self.na_max)
-        r["s5"] = _iv(r["ra_f"], fan - fh)
-        r["c2_f"] = _union(_iv(fh + ff, _neg(nrm(Wev))), (0, 0))
-        r["s6"] = _iv(fe - Fs, ff + fh, _neg(nrm(Wev)))
-        r["s6_reg"] = _union(r["s6"], (fe - Fs, fe - Fs))
+        r["ra_f"] = su_f_range(cfg.rsqrt, 2 * fan, 0, self.na_max)
+        r["s5"] = iv(r["ra_f"], fan - fh)
+        r["c2_f"] = iv_union(iv(fh + ff, iv_neg(nrm(Wev))), (0, 0))
+        r["s6"] = iv(fe - Fs, ff + fh, iv_neg(nrm(Wev)))
+        r["s6_reg"] = iv_union(r["s6"], (fe - Fs, fe - Fs))
         self.ml6 = max(0, -r["s6"][0])
         self.W6 = We + P + self.ml6 + 1
         self.Wnum = max(Wsq, self.W6) + 1
@@ -326,16 +208,16 @@ class VLACore(wiring.Component):
         self.nu2_max = d * (1 << (2 * (M - 1)))
         self.den_max = d * self.zk_max * F["qf"].max_raw
         W = cfg.work_bits
-        self.den_bits = _bits(self.den_max)
+        self.den_bits = bit_len(self.den_max)
         self.den_pre = self.den_bits > 62   # the golden unit pre-truncates wider inputs to W bits
-        r["rden_f"] = _su_f_range(cfg.recip, 2 * ff, self.eps_den, self.den_max)
+        r["rden_f"] = su_f_range(cfg.recip, 2 * ff, self.eps_den, self.den_max)
         r["sh_o"] = (-(Wo - 2), self.Wnum + P - 3 - (Wo - 2) + 1)
-        r["o_frac"] = _iv(Fs, r["rden_f"], _neg(r["sh_o"]))
-        r["rk_f"] = _su_f_range(cfg.rsqrt, 2 * ff, self.eps_k, self.nk2_max)
-        r["s_kh"] = _iv(r["rk_f"], ff - fh)
-        r["r1_f"] = _su_f_range(cfg.rsqrt, 2 * fin, self.eps_u, self.nu2_max)
-        r["mu_f"] = _iv(r["r1_f"], self.cu_f, _neg(_iv((P - 2, P - 1), (0, 1))))
-        r["s_un"] = _iv(r["mu_f"], fin - fun)
+        r["o_frac"] = iv(Fs, r["rden_f"], iv_neg(r["sh_o"]))
+        r["rk_f"] = su_f_range(cfg.rsqrt, 2 * ff, self.eps_k, self.nk2_max)
+        r["s_kh"] = iv(r["rk_f"], ff - fh)
+        r["r1_f"] = su_f_range(cfg.rsqrt, 2 * fin, self.eps_u, self.nu2_max)
+        r["mu_f"] = iv(r["r1_f"], self.cu_f, iv_neg(iv((P - 2, P - 1), (0, 1))))
+        r["s_un"] = iv(r["mu_f"], fin - fun)
         r["den_frac"] = (2 * ff - max(0, self.den_bits - W), 2 * ff)
         self.r = r
 
@@ -343,10 +225,10 @@ class VLACore(wiring.Component):
         self.ew = max(min_signed_width(lo, hi) for lo, hi in exps) + 1
         self.o_frac_width = min_signed_width(*r["o_frac"])
         # scalar units: core (delta, ||alpha_n||²), front end (||kf||², ||u||², zkᵀqf)
-        self.su_in = max(_bits(self.delta_max), _bits(self.na_max))
+        self.su_in = max(bit_len(self.delta_max), bit_len(self.na_max))
         fr = (fd, 2 * fan)
         self.su_frac_w = min_signed_width(min(fr), max(fr))
-        self.su_fe_in = max(_bits(self.nk2_max), _bits(self.nu2_max), min(self.den_bits, W if self.den_pre else 62))
+        self.su_fe_in = max(bit_len(self.nk2_max), bit_len(self.nu2_max), min(self.den_bits, W if self.den_pre else 62))
         fr = (2 * ff, 2 * fin, *r["den_frac"])
         self.su_fe_frac_w = min_signed_width(min(fr), max(fr))
         # left-shift bounds: exact where the result is not saturated, clamped where it is
@@ -498,8 +380,8 @@ class VLACore(wiring.Component):
         recv_done = Signal()
         r_v, r_phase, r_beat = Signal(), Signal(2), Signal(range(DK2))
         r_x = Signal(self.x_layout)
-        nk2 = Signal(unsigned(_bits(self.nk2_max)))
-        nu2 = Signal(unsigned(_bits(self.nu2_max)))
+        nk2 = Signal(unsigned(bit_len(self.nk2_max)))
+        nu2 = Signal(unsigned(bit_len(self.nu2_max)))
         den = Signal(unsigned(self.den_bits))
         rk_m, rk_f = Signal(signed(P)), Signal(signed(EW))
         mu_m, mu_f = Signal(signed(P)), Signal(signed(EW))
@@ -565,7 +447,7 @@ class VLACore(wiring.Component):
         if self.den_pre:  # as the golden unit: keep work_bits significant bits, the shift in frac
             W = cfg.work_bits
             top = msb_index(m, den_c, name="den_msb")
-            dsh = materialise(m, Mux(top > W - 1, top - (W - 1), 0), "den_sh", unsigned(_bits(self.den_bits)))
+            dsh = materialise(m, Mux(top > W - 1, top - (W - 1), 0), "den_sh", unsigned(bit_len(self.den_bits)))
             den_x, den_fr = materialise(m, den_c >> dsh, "den_x"), materialise(m, 2 * ff - dsh, "den_fr")
         else:
             den_x, den_fr = den_c, Const(2 * ff, signed(self.su_fe_frac_w))

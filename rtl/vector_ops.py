@@ -1,0 +1,145 @@
+"""Hardware helpers shared by the attention-rule cores (``rtl/vla.py``, ``rtl/baselines.py``):
+the per-token datapath primitives of the fixed-point golden model in hardware, and the interval
+arithmetic that sizes the run-time shifts from the formats.
+
+Each ``*_hw`` function is the golden :class:`~specmem.golden.fixed.datapath.Datapath` primitive
+(or ``ScalarUnit.normalize``) of the same name, bit for bit, as combinational logic in a module
+``m``; the cores register around them. The ``iv*`` helpers and :func:`su_f_range` compute the
+ranges of run-time exponents at construction, so every intermediate gets a width in which no
+shift or sum wraps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from amaranth.hdl import Array, Cat, Const, Mux, signed, unsigned
+
+from specmem.golden.fixed.datapath import Datapath
+
+from .fixed import abs_value, materialise, msb_index, round_shift, round_shift_var, saturate
+
+__all__ = ["elu1_hw", "normalize_hw", "block_shift_hw", "iv", "iv_neg", "iv_scale", "iv_union", "su_f_range",
+           "bit_len"]
+
+
+# ----------------------------------------------------------------------------------------------
+# datapath primitives (each is the golden primitive of the same name, in hardware)
+
+
+def block_shift_hw(m, mx, width: int, rounding: str, ew: int, name: str):
+    """Shift of ``Datapath.block`` for a vector whose largest magnitude is ``mx`` (unsigned):
+    the top bit of ``mx`` lands just below the sign bit, one more if rounding carries into it."""
+    top = msb_index(m, mx, name=f"{name}_msb")
+    sh0 = materialise(m, Mux(mx == 0, 0, top - (width - 2)), f"{name}_sh0", signed(ew))
+    rounded = round_shift_var(m, mx, sh0, rounding, max_left=width, name=f"{name}_mxr")
+    return materialise(m, sh0 + (rounded >= (1 << (width - 1))), f"{name}_sh", signed(ew))
+
+
+def normalize_hw(m, x, frac, p_bits: int, ew: int, name: str):
+    """``ScalarUnit.normalize``: a signed integer as a floating scalar ``(m, f)``, the magnitude
+    rounded (rne) to a ``P``-bit mantissa in ``[2^(P-2), 2^(P-1))``; zero gives ``(0, 0)``.
+    Shared because every rule turns an exact dot product (``kfᵀqf``, ``knᵀqn``, ``wᵀkh``) into a
+    scalar multiplier this way."""
+    mag = abs_value(m, x, name=f"{name}_abs")
+    top = msb_index(m, mag, name=f"{name}_msb")
+    zero = materialise(m, mag == 0, f"{name}_zero")
+    sh = materialise(m, Mux(zero, 0, top - (p_bits - 2)), f"{name}_sh", signed(ew))
+    r = round_shift_var(m, mag, sh, "rne", max_left=p_bits - 2, name=f"{name}_r")
+    over = materialise(m, r >= (1 << (p_bits - 1)), f"{name}_over")
+    mm = materialise(m, Mux(over, r >> 1, r), f"{name}_mm", unsigned(p_bits))
+    mant = materialise(m, Mux(x < 0, -mm, mm), f"{name}_m", signed(p_bits))
+    f = materialise(m, Mux(zero, 0, frac - sh - over), f"{name}_f", signed(ew))
+    return mant, f
+
+
+def _round_shift_const(m, value, shift: int, rounding: str, name: str):
+    """``fixed.round_shift``, with the one-bit ``rne`` case written without its constant
+    comparison (``rem > half`` is always false for one dropped bit; Verilator flags it CMPCONST)."""
+    if shift == 1 and rounding == "rne":
+        value = materialise(m, value, f"{name}_in")
+        q = materialise(m, value >> 1, f"{name}_q")
+        return materialise(m, q + (value[0] & q[0]), name)
+    return round_shift(m, value, shift, rounding, name=name)
+
+
+def elu1_hw(m, raw, in_fx, out_fx, dp: Datapath, name: str):
+    """``Datapath.elu1``: ``x + 1`` for ``x > 0``; else ``2^-(n+phi)`` with ``n + phi = -x log2 e``,
+    ``2^-phi`` interpolated between two ROM entries (floor), one rounding shift by ``n``; then one
+    saturation. Returns ``(value, overflow)``. Shared: the feature map of VLA and of linear
+    attention (``kf``, ``qf``)."""
+    fi, fo = in_fx.frac, out_fx.frac
+    C, L, Ib, wf = dp.exp_const_frac, dp.fmt.preset.exp_lut_bits, dp.exp_interp_bits, dp.exp_word_frac
+    F = fi + C
+    if F < L:
+        raise ValueError("preset: the elu1 ROM index needs at least exp_lut_bits fraction bits")
+    rnd = out_fx.rounding
+    raw = materialise(m, raw, f"{name}_x")
+    W = len(raw)
+    pos = materialise(m, raw > 0, f"{name}_pos")
+    out_pos = _round_shift_const(m, raw + (1 << fi), fi - fo, rnd, name=f"{name}_p")
+    t = materialise(m, Mux(pos, 0, -raw), f"{name}_t", unsigned(W))
+    p = materialise(m, t * int(dp.log2e), f"{name}_prod")
+    n = materialise(m, p >> F, f"{name}_n")
+    idx = materialise(m, p[F - L:F], f"{name}_idx")
+    low = p[:F - L]
+    wgt = low[F - L - Ib:] if F - L - Ib >= 0 else Cat(Const(0, Ib - (F - L)), low)
+    wgt = materialise(m, wgt, f"{name}_wgt")
+    rom = Array(Const(int(v), unsigned(wf + 2)) for v in dp.exp_rom)
+    lo = materialise(m, rom[idx], f"{name}_lo")
+    hi = materialise(m, rom[idx + 1], f"{name}_hi")
+    val = materialise(m, lo - (((lo - hi) * wgt) >> Ib), f"{name}_val", unsigned(wf + 2))
+    out_neg = round_shift_var(m, val, n + (wf - fo), rnd, max_left=1, name=f"{name}_neg")
+    if wf - fo < 0:
+        raise ValueError("preset: elu1's ROM word must have at least as many fraction bits as kf")
+    return saturate(m, Mux(pos, out_pos, out_neg), out_fx, name=f"{name}_sat")
+
+
+# ----------------------------------------------------------------------------------------------
+# range analysis of the run-time exponents (intervals are ``(lo, hi)`` tuples of integers)
+
+
+def iv(*terms):
+    """Sum of intervals ``(lo, hi)`` and integers: the range of a sum of run-time exponents."""
+    lo = hi = 0
+    for t in terms:
+        if isinstance(t, tuple):
+            lo, hi = lo + t[0], hi + t[1]
+        else:
+            lo, hi = lo + t, hi + t
+    return lo, hi
+
+
+def iv_neg(a):
+    """The interval of ``-x`` for ``x`` in ``a`` (an exponent subtracted)."""
+    return -a[1], -a[0]
+
+
+def iv_scale(a, c):
+    """The interval of ``c x`` for ``x`` in ``a`` (an exponent counted ``c`` times, e.g. ``w wᵀ``)."""
+    return (a[0] * c, a[1] * c) if c >= 0 else (a[1] * c, a[0] * c)
+
+
+def iv_union(*ivs):
+    """The smallest interval holding every one of ``ivs`` (a register that holds either value)."""
+    return min(i[0] for i in ivs), max(i[1] for i in ivs)
+
+
+def su_f_range(fn, frac: int, lo: int, hi: int) -> tuple[int, int]:
+    """Range of the exponent ``f`` a golden scalar-unit function gives over inputs ``[lo, hi]``
+    (``f`` depends on the input's leading-one position, its parity and a rounding carry: every
+    octave is probed at both ends and widened by one). Sizes the shifts that use ``f``."""
+    xs = {max(lo, 1), hi}
+    for b in range(max(lo, 1).bit_length() - 1, hi.bit_length()):
+        for x in (1 << b, (1 << (b + 1)) - 1):
+            if lo <= x <= hi:
+                xs.add(x)
+    arr = np.array(sorted(xs), dtype=object if hi >= (1 << 62) else np.int64)
+    f = [int(v) for v in np.asarray(fn(arr, frac).f).ravel()]
+    if lo == 0:
+        f.append(0)
+    return min(f) - 1, max(f) + 1
+
+
+def bit_len(n: int) -> int:
+    """Bits of the unsigned integer ``n`` (at least 1): the width of a register holding ``0..n``."""
+    return max(1, int(n).bit_length())
