@@ -225,6 +225,14 @@ class RegisterMap:
     def size(self) -> int:
         return 1 << self.addr_width
 
+    def to_dict(self) -> dict:
+        """The map as JSON-able data (testbench cases, manifests)."""
+        return {"name": self.name, "desc": self.desc, "addr_width": self.addr_width, "params": dict(self.params),
+                "registers": [{"name": r.name, "offset": r.offset, "desc": r.desc, "reset": r.reset,
+                               "fields": [{"name": f.name, "lsb": f.lsb, "width": f.width, "access": f.access,
+                                           "reset": f.reset_value, "port": f.port, "enum": [list(e) for e in f.enum]}
+                                          for f in r.fields]} for r in self.registers]}
+
 
 def _check_int(name: str, v, lo: int, hi: int) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
