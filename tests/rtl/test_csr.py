@@ -318,3 +318,16 @@ def test_one_write_outstanding():
         assert await axil_read(ctx, dut, 0x18) == (2, OKAY)
 
     _run(dut, bench)
+
+
+def test_verilog_lints_clean(tmp_path):
+    """``verilator --lint-only -Wall`` with the project waivers: no warning, with and without CONFIG."""
+    from amaranth.back import verilog
+
+    from specmem.rtl.generate import lint
+
+    for n, rm in enumerate((_test_map(), core_register_map("vla", 16, 4))):
+        path = tmp_path / f"csr{n}.v"
+        path.write_text(verilog.convert(CSRBlock(rm), name=f"csr{n}"))
+        res = lint(path)
+        assert res.returncode == 0 and not res.warnings, res.output[-2000:]
