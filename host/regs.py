@@ -230,6 +230,18 @@ def markdown(rm: RegisterMap) -> str:
            "Access: RO (constant) = build parameter; RO (live) = read from a status input; RO (counter) = "
            "counter input minus its cleared value; RW = stored, drives an output port; W1 (pulse) = writing 1 "
            "pulses the output port for one cycle, reads 0.", "",
+           "## Tools", "",
+           "- The block is Amaranth elaborated from the description by `rtl/csr.py` (~150 lines): "
+           "`amaranth-soc`, Amaranth's CSR library, is not released on PyPI (the name holds a placeholder), "
+           "and `peakrdl-regblock` writes SystemVerilog outside the project's Amaranth-to-Verilog flow. "
+           "`rtl/csr_top.py` puts the annihilation top behind it (`CTRL.soft_reset` resets the top).",
+           "- SystemRDL is rendered from the description and compiled by `systemrdl-compiler` (nothing is "
+           "written if it does not compile); the IP-XACT XML is `peakrdl-ipxact`'s export of that model.",
+           "- The C header is rendered here: `peakrdl-cheader` describes a map as a packed `struct` with field "
+           "masks but no offset macros, and a driver going through `readl`/`writel` or a bridge wants offsets.",
+           "- Checked by `tests/rtl/test_csr.py` (Amaranth simulator), `tests/sim/test_csr.py` (Verilator, "
+           "cocotbext-axi's `AxiLiteMaster`, protocol monitor), `tests/rtl/test_csr_export.py` (the header "
+           "compiled by gcc, the SystemRDL and IP-XACT read back, this page) and `tests/rtl/test_csr_top.py`.", "",
            "## Map", "",
            "| Offset | Register | Access | Reset | Description |",
            "| --- | --- | --- | --- | --- |"]
