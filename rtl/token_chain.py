@@ -1,0 +1,382 @@
+"""The annihilation core v2's per-token chain: from the row pass's accumulators to the next row
+pass's controls, bit-exact with :func:`specmem.golden.fixed.annihilation.token_chain`.
+
+In: ``a' = Uᵀx`` (``k`` exact sums), the exact Gram ``G' = UmᵀUm`` (upper triangle, the
+:class:`~specmem.rtl.row_unit.RowUnit`'s ``acc_g`` order) and the eviction pointer. Out: the
+orthogonal-input flag and the column to evict, or ``a_n``, ``j``, ``s``, ``q``, ``p`` with its
+exponent and ``rsqrt(n²)`` for ``y``; and the token's saturation count (``ahat``, ``q``, ``t``).
+
+This first version is *sequential*: a small FSM issues the chain's k-vector products one step at a
+time into one bank of ``k`` registered multipliers with a registered adder tree (``G_n`` a row per
+cycle, then ``a·a``, ``a·g``, ``a·rsqrt``, ``ahat·beta``, ``ahat·g_j beta``, ``t·(1/n²)``), the
+block exponents go through :class:`~specmem.rtl.block_norm.BlockNormaliser` (``G``'s shift from
+its diagonal alone: ``|G_lm| <= sqrt(G_ll G_mm)``, so the largest magnitude is on the diagonal) and
+the four scalar operations through one :class:`~specmem.rtl.scalar_unit.ScalarUnit`. The steps'
+order, widths and roundings are the golden model's; the variable roundings after the multipliers
+are single-cycle barrel shifts (``rtl/fixed.round_shift_var``) and the row shift of ``G`` sits in
+front of the multipliers: both are the next things to re-time. :attr:`cycles` gives the chain's
+length for this preset (counted in the simulator by the tests).
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Array, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from specmem.golden.fixed.formats import formats_for
+
+from .block_norm import BlockNormaliser
+from .dsp import LaneMultiplier, check_dsp
+from .engine import min_signed_width
+from .fixed import round_shift_var
+from .scalar_unit import ScalarOp, ScalarUnit
+
+__all__ = ["TokenChain"]
+
+FW = 12  # exponents (block and scalar-unit) carried as signed 12-bit values
+
+
+def _sat(m, value, width, name):
+    """``(clipped, overflow)``: ``value`` saturated to ``width`` signed bits."""
+    hi, lo = (1 << (width - 1)) - 1, -(1 << (width - 1))
+    v = Signal(signed(len(value) + 1), name=f"{name}_in")
+    m.d.comb += v.eq(value)
+    ov_hi, ov_lo = v > hi, v < lo
+    out = Signal(signed(width), name=name)
+    m.d.comb += out.eq(Mux(ov_hi, hi, Mux(ov_lo, lo, v[:width].as_signed())))
+    return out, ov_hi | ov_lo
+
+
+class TokenChain(wiring.Component):
+    """Per-token chain for ``d`` rows, ``k`` lanes, one golden preset (``int18``, ``int16``, ``int8``).
+
+    Members: ``i`` (stream: ``a[k]``, ``g[k(k+1)/2]`` of ``acc_width`` bits, ``ptr``) and ``o``
+    (stream: ``orth``, ``evict_j``, ``a_n[k]``, ``j``, ``s_neg``, ``q[k]``, ``p[k]``, ``fp``,
+    ``ysc_m``, ``ysc_f``, ``sat``). ``acc_width`` defaults to the row unit's accumulator width.
+    """
+
+    def __init__(self, d: int, k: int, preset: str = "int18", *, acc_width: int | None = None,
+                 dsp: str = "registered"):
+        for name, v in (("d", d), ("k", k)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name}: must be an integer >= 1, got {v!r}")
+        if k > d:
+            raise ValueError(f"k: must be <= d ({d}), got {k}")
+        if not isinstance(preset, str) or preset.startswith("legacy-"):
+            raise ValueError(f"preset: the token chain implements the co-accumulated schedule (int8, int16, "
+                             f"int18), got {preset!r}")
+        self.d, self.k, self.preset, self.dsp = d, k, preset, dsp
+        self.fmt = F = formats_for("annihilation", preset, d, {"k": k, "in_range": None})
+        if F.preset.rounding != "rne":
+            raise ValueError(f"preset: the block normalisers round half to even; {preset!r} rounds {F.preset.rounding!r}")
+        self.su_config = F.scalar_unit
+        self.P = self.su_config.out_bits
+        self.acc_width = acc_width or 2 * 18 + max(1, d.bit_length()) + 1
+        self.n_gram = k * (k + 1) // 2
+        self.wa, self.wG, self.wg = F["a"].width, F["gram"].width, F["g"].width
+        self.wh, self.wq, self.wt, self.wp = F["ahat"].width, F["q"].width, F["t"].width, F["p"].width
+        lk = max(1, (k - 1).bit_length())
+        self.w_gacc = self.wG + self.wa + lk      # one row of G_n a_n
+        self.w_n2 = self.wa + self.wg + lk        # a_n·g_n, a_n·a_n
+        self.w_gjb = self.wg + self.P             # g_j beta.m
+        self.wA = max(self.wa, self.wG, self.wh, self.wt)
+        self.wB = max(self.wa, self.wg, self.P, self.w_gjb)
+        self.mul_latency = check_dsp(dsp, self.wA, self.wB)
+        self.tree_levels = lk
+        self.out_layout = data.StructLayout({
+            "orth": 1, "evict_j": range(k), "a_n": data.ArrayLayout(signed(self.wa), k), "j": range(k),
+            "s_neg": 1, "q": data.ArrayLayout(signed(self.wq), k), "p": data.ArrayLayout(signed(self.wp), k),
+            "fp": signed(FW), "ysc_m": signed(self.P), "ysc_f": signed(FW), "sat": range(3 * k + 1),
+        })
+        self.in_layout = data.StructLayout({
+            "a": data.ArrayLayout(signed(self.acc_width), k),
+            "g": data.ArrayLayout(signed(self.acc_width), self.n_gram),
+            "ptr": range(k),
+        })
+        super().__init__({"i": In(stream.Signature(self.in_layout)), "o": Out(stream.Signature(self.out_layout))})
+
+    def gram_index(self, l: int, n: int) -> int:
+        """Position of ``G_ln`` (``l <= n``) in the upper-triangle order of ``acc_g``."""
+        l, n = min(l, n), max(l, n)
+        return sum(self.k - i for i in range(l)) + (n - l)
+
+    def elaborate(self, platform):
+        m = Module()
+        k, F = self.k, self.fmt
+        fm, fx, fan, fh, fq = F["u_mul"].frac, F["x"].frac, F["a"].frac, F["ahat"].frac, F["q"].frac
+        P, W = self.P, self.acc_width
+
+        # -- latched inputs
+        a_acc = [Signal(signed(W), name=f"a_acc{l}") for l in range(k)]
+        G = [[Signal(signed(W), name=f"G{l}_{n}") for n in range(k)] for l in range(k)]
+        ptr = Signal(range(k))
+
+        # -- the multiplier bank and the adder tree
+        opA = [Signal(signed(self.wA), name=f"opA{l}") for l in range(k)]
+        opB = [Signal(signed(self.wB), name=f"opB{l}") for l in range(k)]
+        prod = []
+        for l in range(k):
+            mm = LaneMultiplier(self.wA, self.wB, self.dsp)
+            m.submodules[f"mul{l}"] = mm
+            m.d.comb += [mm.a.eq(opA[l]), mm.b.eq(opB[l]), mm.en.eq(1)]
+            prod.append(mm.p)
+        level, lvl = list(prod), 0
+        while len(level) > 1:
+            lvl += 1
+            nxt = []
+            for i in range(0, len(level) - 1, 2):
+                s = Signal(signed(max(len(level[i]), len(level[i + 1])) + 1), name=f"tree{lvl}_{i // 2}")
+                m.d.sync += s.eq(level[i] + level[i + 1])
+                nxt.append(s)
+            if len(level) % 2:
+                s = Signal(level[-1].shape(), name=f"tree{lvl}_odd")
+                m.d.sync += s.eq(level[-1])
+                nxt.append(s)
+            level = nxt
+        if k == 1:
+            s = Signal(level[0].shape(), name="tree1_0")
+            m.d.sync += s.eq(level[0])
+            level = [s]
+        dot = level[0]
+        L, T = self.mul_latency, self.tree_levels
+        # products held for the tree's depth, so that a step reads both at the same cycle
+        prod_d = list(prod)
+        for step in range(T):
+            nxt = [Signal(p.shape(), name=f"prod_d{step}_{l}") for l, p in enumerate(prod_d)]
+            m.d.sync += [n.eq(p) for n, p in zip(nxt, prod_d)]
+            prod_d = nxt
+        bank_wait = L + T  # cycles from the operands' cycle to prod_d and dot
+
+        # -- block normalisers and the scalar unit
+        bn_a = BlockNormaliser(k, W, self.wa, FW)
+        bn_d = BlockNormaliser(k, W, self.wG, FW)
+        bn_g = BlockNormaliser(k, self.w_gacc, self.wg, FW)
+        bn_p = BlockNormaliser(k, self.wt + P, self.wp, FW)
+        su = ScalarUnit(self.su_config, max(self.w_n2, self.wh + 2), FW)
+        m.submodules.bn_a, m.submodules.bn_d, m.submodules.bn_g, m.submodules.bn_p = bn_a, bn_d, bn_g, bn_p
+        m.submodules.su = su
+        for bn in (bn_a, bn_d, bn_g, bn_p):
+            m.d.comb += bn.en.eq(1)
+
+        # -- chain registers
+        a_n = [Signal(signed(self.wa), name=f"a_n{l}") for l in range(k)]
+        g_acc = [Signal(signed(self.w_gacc), name=f"g_acc{l}") for l in range(k)]
+        g_n = [Signal(signed(self.wg), name=f"g_n{l}") for l in range(k)]
+        ahat = [Signal(signed(self.wh), name=f"ahat{l}") for l in range(k)]
+        q = [Signal(signed(self.wq), name=f"q{l}") for l in range(k)]
+        t = [Signal(signed(self.wt), name=f"t{l}") for l in range(k)]
+        p = [Signal(signed(self.wp), name=f"p{l}") for l in range(k)]
+        fG, fg, fp = Signal(signed(FW)), Signal(signed(FW)), Signal(signed(FW))
+        a2 = Signal(signed(self.w_n2))
+        n2 = Signal(signed(self.w_n2))
+        rs_m, rs_f = Signal(signed(P)), Signal(signed(FW))       # rsqrt(a·a)
+        be_m, be_f = Signal(signed(P)), Signal(signed(FW))       # beta
+        rn_m, rn_f = Signal(signed(P)), Signal(signed(FW))       # 1/n²
+        ys_m, ys_f = Signal(signed(P)), Signal(signed(FW))       # rsqrt(n²)
+        gjb = Signal(signed(self.w_gjb))
+        j = Signal(range(k))
+        s_neg = Signal()
+        a_zero = Signal()
+        orth = Signal()
+        sat = Signal(range(3 * k + 1))
+        evict_j = Signal(range(k))
+        wait = Signal(range(max(bank_wait, bn_a.latency, 2) + k + 4))
+        row = Signal(range(k + 2))
+        g_done, su_done = Signal(), Signal()
+
+        # argmax |a_n| (first on ties) and the sign of a_n[j]; argmin of G's diagonal from ptr
+        mag = [Signal(unsigned(self.wa), name=f"mag{l}") for l in range(k)]
+        m.d.comb += [mag[l].eq(Mux(a_n[l] < 0, -a_n[l], a_n[l])) for l in range(k)]
+        best, best_j = mag[0], Const(0, range(k))
+        for l in range(1, k):
+            take = mag[l] > best
+            best, best_j = Mux(take, mag[l], best), Mux(take, l, best_j)
+        diag = [G[l][l] for l in range(k)]
+        lo = diag[0]
+        for l in range(1, k):
+            lo = Mux(diag[l] < lo, diag[l], lo)
+        lo_s = Signal(signed(W))
+        m.d.comb += lo_s.eq(lo)
+        pick, pick_dist = Const(0, range(k)), Const(k, range(k + 1))
+        for l in range(k):
+            dist = Signal(range(k), name=f"dist{l}")
+            m.d.comb += dist.eq(Mux(l >= ptr, l - ptr, l + k - ptr))
+            take = (diag[l] == lo_s) & (dist < pick_dist)
+            pick, pick_dist = Mux(take, l, pick), Mux(take, dist, pick_dist)
+
+        a_arr, g_arr, ahat_arr = Array(a_n), Array(g_n), Array(ahat)
+        Grow = Array(Array(r) for r in G)
+        shG = Signal(signed(FW))  # right shift of G' into G_n
+        m.d.comb += shG.eq(2 * fm - fG)
+        gsh = [round_shift_var(m, Grow[row][l], shG, "rne", max_left=self.wG + 1, name=f"gsh{l}") for l in range(k)]
+
+        def scalar_request(x, frac, op):
+            m.d.comb += [su.i.valid.eq(1), su.i.payload.x.eq(x), su.i.payload.frac.eq(frac), su.i.payload.op.eq(op)]
+
+        def var_round(value, shift, width, name, max_left=4):
+            r = round_shift_var(m, value, shift, "rne", max_left=max_left, name=f"{name}_rs")
+            return _sat(m, r, width, name)
+
+        o = self.o.payload
+        with m.FSM(init="IDLE"):
+            with m.State("IDLE"):
+                m.d.comb += self.i.ready.eq(1)
+                with m.If(self.i.valid):
+                    pl = self.i.payload
+                    m.d.sync += [a_acc[l].eq(pl.a[l]) for l in range(k)]
+                    m.d.sync += [G[l][n].eq(pl.g[self.gram_index(l, n)]) for l in range(k) for n in range(k)]
+                    m.d.sync += [ptr.eq(pl.ptr), sat.eq(0)]
+                    m.next = "NORM"
+            with m.State("NORM"):  # block(a'), the shift of G from its diagonal, the eviction column
+                m.d.comb += [bn_a.i_valid.eq(1), bn_a.i_frac.eq(fm + fx), bn_d.i_valid.eq(1), bn_d.i_frac.eq(2 * fm)]
+                m.d.comb += [bn_a.i_data[l].eq(a_acc[l]) for l in range(k)]
+                m.d.comb += [bn_d.i_data[l].eq(G[l][l]) for l in range(k)]
+                m.d.sync += [a_zero.eq(sum(a_acc[l] != 0 for l in range(k)) == 0), evict_j.eq(pick)]
+                m.next = "NORM_WAIT"
+            with m.State("NORM_WAIT"):
+                with m.If(bn_a.o_valid):
+                    m.d.sync += [a_n[l].eq(bn_a.o_data[l]) for l in range(k)]
+                    m.d.sync += [fG.eq(bn_d.o_frac), row.eq(0), wait.eq(0)]
+                    with m.If(a_zero):
+                        m.d.sync += orth.eq(1)
+                        m.next = "OUT"
+                    with m.Else():
+                        m.d.sync += orth.eq(0)
+                        m.next = "GROWS"
+            with m.State("GROWS"):  # G_n row by row times a_n, then a_n·a_n; collect the sums
+                with m.If(row < k):
+                    m.d.comb += [opA[l].eq(gsh[l]) for l in range(k)]
+                    m.d.comb += [opB[l].eq(a_n[l]) for l in range(k)]
+                with m.Elif(row == k):
+                    m.d.comb += [opA[l].eq(a_n[l]) for l in range(k)]
+                    m.d.comb += [opB[l].eq(a_n[l]) for l in range(k)]
+                m.d.sync += [row.eq(Mux(row <= k, row + 1, row)), wait.eq(wait + 1)]
+                with m.If((wait >= bank_wait) & (wait < bank_wait + k)):
+                    m.d.sync += [g_acc[l].eq(g_acc[l + 1]) for l in range(k - 1)]
+                    m.d.sync += g_acc[k - 1].eq(dot)
+                with m.If(wait == bank_wait + k):
+                    m.d.sync += a2.eq(dot)
+                    m.next = "GNORM"
+            with m.State("GNORM"):  # block(g); rsqrt(a·a) starts
+                m.d.comb += [bn_g.i_valid.eq(1), bn_g.i_frac.eq(fG + fan)]
+                m.d.comb += [bn_g.i_data[l].eq(g_acc[l]) for l in range(k)]
+                m.d.sync += j.eq(best_j)
+                m.next = "RSQ_A"
+            with m.State("RSQ_A"):
+                scalar_request(a2, 2 * fan, ScalarOp.RSQRT)
+                with m.If(su.i.ready):
+                    m.next = "RSQ_A_WAIT"
+            with m.State("RSQ_A_WAIT"):  # both block(g) and rsqrt(a·a), in either order
+                with m.If(bn_g.o_valid):
+                    m.d.sync += [g_n[l].eq(bn_g.o_data[l]) for l in range(k)]
+                    m.d.sync += [fg.eq(bn_g.o_frac), g_done.eq(1)]
+                m.d.sync += s_neg.eq(a_arr[j] < 0)
+                m.d.comb += su.o.ready.eq(~su_done)
+                with m.If(su.o.valid & ~su_done):
+                    m.d.sync += [rs_m.eq(su.o.payload.m), rs_f.eq(su.o.payload.f), su_done.eq(1)]
+                with m.If(g_done & su_done):
+                    m.d.sync += [wait.eq(0), g_done.eq(0), su_done.eq(0)]
+                    m.next = "N2"
+            with m.State("N2"):  # n² = a_n·g_n; ahat = a_n rsqrt(a·a), in one issue each
+                m.d.sync += wait.eq(wait + 1)
+                with m.If(wait == 0):
+                    m.d.comb += [opA[l].eq(a_n[l]) for l in range(k)]
+                    m.d.comb += [opB[l].eq(g_n[l]) for l in range(k)]
+                with m.If(wait == 1):
+                    m.d.comb += [opA[l].eq(a_n[l]) for l in range(k)]
+                    m.d.comb += [opB[l].eq(rs_m) for l in range(k)]
+                with m.If(wait == bank_wait):
+                    m.d.sync += n2.eq(dot)
+                with m.If(wait == bank_wait + 1):
+                    ovs = []
+                    for l in range(k):
+                        v, ov = var_round(prod_d[l], rs_f + fan - fh, self.wh, f"ahat_r{l}")
+                        m.d.sync += ahat[l].eq(v)
+                        ovs.append(ov)
+                    m.d.sync += sat.eq(sat + sum(ovs))
+                    m.d.sync += orth.eq(n2 <= 0)
+                    m.next = "BETA"
+            with m.State("BETA"):
+                with m.If(orth):
+                    m.next = "OUT"
+                with m.Else():
+                    mag_hj = Signal(unsigned(self.wh + 1))
+                    m.d.comb += mag_hj.eq(Mux(ahat_arr[j] < 0, -ahat_arr[j], ahat_arr[j]))
+                    scalar_request((1 << fh) + mag_hj, fh, ScalarOp.RECIP)
+                    with m.If(su.i.ready):
+                        m.next = "BETA_WAIT"
+            with m.State("BETA_WAIT"):
+                m.d.comb += su.o.ready.eq(1)
+                with m.If(su.o.valid):
+                    m.d.sync += [be_m.eq(su.o.payload.m), be_f.eq(su.o.payload.f), wait.eq(0)]
+                    m.next = "QT"
+            with m.State("QT"):  # q = -s ahat beta; term = ahat (g_j beta); t = -g + s term; 1/n² starts
+                m.d.sync += wait.eq(wait + 1)
+                with m.If(wait == 0):
+                    m.d.sync += gjb.eq(g_arr[j] * be_m)
+                    m.d.comb += [opA[l].eq(ahat[l]) for l in range(k)]
+                    m.d.comb += [opB[l].eq(be_m) for l in range(k)]
+                with m.If(wait == 1):
+                    m.d.comb += [opA[l].eq(ahat[l]) for l in range(k)]
+                    m.d.comb += [opB[l].eq(gjb) for l in range(k)]
+                with m.If(wait == bank_wait):
+                    ovs = []
+                    for l in range(k):
+                        v, ov = var_round(prod_d[l], be_f + fh - fq, self.wq, f"q_r{l}")
+                        m.d.sync += q[l].eq(Mux(s_neg, v, -v))
+                        ovs.append(ov)
+                    m.d.sync += sat.eq(sat + sum(ovs))
+                with m.If(wait == bank_wait + 1):
+                    ovs = []
+                    for l in range(k):
+                        term = round_shift_var(m, prod_d[l], fh + be_f, "rne", max_left=4, name=f"term{l}")
+                        v, ov = _sat(m, -g_n[l] + Mux(s_neg, -term, term), self.wt, f"t_r{l}")
+                        m.d.sync += t[l].eq(v)
+                        ovs.append(ov)
+                    m.d.sync += sat.eq(sat + sum(ovs))
+                    m.next = "RN"
+            with m.State("RN"):
+                scalar_request(n2, fg + fan, ScalarOp.RECIP)
+                with m.If(su.i.ready):
+                    m.next = "RN_WAIT"
+            with m.State("RN_WAIT"):
+                m.d.comb += su.o.ready.eq(1)
+                with m.If(su.o.valid):
+                    m.d.sync += [rn_m.eq(su.o.payload.m), rn_f.eq(su.o.payload.f), wait.eq(0)]
+                    m.next = "P"
+            with m.State("P"):  # p = block(t / n²), while rsqrt(n²) runs
+                m.d.sync += wait.eq(wait + 1)
+                with m.If(wait == 0):
+                    m.d.comb += [opA[l].eq(t[l]) for l in range(k)]
+                    m.d.comb += [opB[l].eq(rn_m) for l in range(k)]
+                    scalar_request(n2, fg + fan, ScalarOp.RSQRT)  # always accepted: the unit is idle
+                with m.If(wait == bank_wait):
+                    m.d.comb += [bn_p.i_valid.eq(1), bn_p.i_frac.eq(fg + rn_f)]
+                    m.d.comb += [bn_p.i_data[l].eq(prod_d[l]) for l in range(k)]
+                m.d.comb += su.o.ready.eq(1)
+                with m.If(su.o.valid):
+                    m.d.sync += [ys_m.eq(su.o.payload.m), ys_f.eq(su.o.payload.f)]
+                with m.If(bn_p.o_valid):
+                    m.d.sync += [p[l].eq(Mux(j == l, 0, bn_p.o_data[l])) for l in range(k)]
+                    m.d.sync += [q[l].eq(Mux(j == l, 0, q[l])) for l in range(k)]
+                    m.d.sync += fp.eq(bn_p.o_frac)
+                    m.next = "P_WAIT"
+            with m.State("P_WAIT"):  # rsqrt(n²) may still be running
+                m.d.comb += su.o.ready.eq(1)
+                with m.If(su.o.valid):
+                    m.d.sync += [ys_m.eq(su.o.payload.m), ys_f.eq(su.o.payload.f)]
+                    m.next = "OUT"
+                with m.Elif(ys_m != 0):
+                    m.next = "OUT"
+            with m.State("OUT"):
+                m.d.comb += self.o.valid.eq(1)
+                m.d.comb += [o.orth.eq(orth), o.evict_j.eq(evict_j), o.j.eq(j), o.s_neg.eq(s_neg), o.fp.eq(fp),
+                             o.ysc_m.eq(ys_m), o.ysc_f.eq(ys_f), o.sat.eq(sat)]
+                m.d.comb += [o.a_n[l].eq(a_n[l]) for l in range(k)]
+                m.d.comb += [o.q[l].eq(q[l]) for l in range(k)]
+                m.d.comb += [o.p[l].eq(p[l]) for l in range(k)]
+                with m.If(self.o.ready):
+                    m.d.sync += [ys_m.eq(0), ys_f.eq(0)]
+                    m.next = "IDLE"
+        return m
