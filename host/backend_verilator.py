@@ -1,5 +1,5 @@
-"""The ``verilator`` backend: run an input through the Verilated RTL of the annihilation memory or
-of variational linear attention (VLA).
+"""The ``verilator`` backend: run an input through the Verilated RTL of the annihilation memory, of
+variational linear attention (VLA), of linear attention or of DeltaNet.
 
 The RTL implements the legacy fixed-binary-point formats only (``RTL_PRESETS``; default
 ``legacy-int8``); any other format, the scaled ``int8`` included, is an input error.
@@ -27,6 +27,13 @@ the parameters are generics of the generated design, one build per parameter set
   after checking that their last entries equal the norms of the hardware's final ``S`` and ``A``;
   ``sat_<tensor>`` and ``formats`` come from the golden model as for the annihilation (sum checked
   against ``status_saturations``).
+
+Linear attention and DeltaNet (``verilator_backend("linear", {"k": .., "v": .., "q": ..}, {}, ...)``,
+``"deltanet"`` with ``beta`` as well; parameters ``eps``, ``in_range``, generics of the design):
+``o_raw``, ``s_raw`` and linear attention's ``z_raw`` (the ``z`` memory) come from the simulated
+hardware, ``o``, ``s``, ``z`` are derived from them as the golden model derives its own; ``s_norm``
+comes from the golden model after checking its last entry against the hardware's final ``S``;
+``sat_<tensor>`` and ``formats`` as for VLA. The option ``lanes`` is the design's ``k`` as for VLA.
 
 Every stream (each leading batch index) runs after a reset in one simulator process, at full rate;
 the testbench's scoreboard compares every output against the model as it runs, and a hardware
@@ -57,7 +64,7 @@ def _options(options: dict) -> tuple[str, dict]:
     # the RTL is bit-exact with the legacy fixed-binary-point formats only (not the scaled int8)
     preset = check_rtl_preset(opts.pop("format", None) or "legacy-int8", SpecmemInputError, "format")
     sim = {}
-    if "lanes" in opts:  # VLA: the design's lane count k (the result does not depend on it)
+    if "lanes" in opts:  # VLA, linear, deltanet: the design's lane count k (the result does not depend on it)
         sim["lanes"] = opts.pop("lanes")
     for name in ("idle", "stall"):
         if name in opts:
@@ -74,14 +81,18 @@ def verilator_backend(algo: str, inputs: dict, params: dict, options: dict) -> d
     """Run ``inputs`` through the simulated design; see the module docstring for the outputs."""
     from specmem.golden.fixed import run_fixed
 
-    if algo not in ("annihilation", "vla"):
-        raise SpecmemInputError(f"algo: the verilator backend implements annihilation and vla, got {algo!r}")
+    if algo not in ("annihilation", "vla", "linear", "deltanet"):
+        raise SpecmemInputError(f"algo: the verilator backend implements annihilation, vla, linear and deltanet, "
+                                f"got {algo!r}")
     preset, sim_opts = _options(options)
     lanes = sim_opts.pop("lanes", None)
     if algo == "vla":
         return _vla(inputs, params, preset, sim_opts, lanes)
+    if algo in ("linear", "deltanet"):
+        return _baseline(algo, inputs, params, preset, sim_opts, lanes)
     if lanes is not None:
-        raise SpecmemInputError("lanes: a vla option (the annihilation's lane count is its parameter k)")
+        raise SpecmemInputError("lanes: an option of vla, linear and deltanet (the annihilation's lane count is its "
+                                "parameter k)")
     if params.get("orth_policy", "skip") != "skip":
         raise SpecmemInputError(f"orth_policy: the annihilation RTL implements 'skip' (skip and flag); "
                                 f"got {params['orth_policy']!r} (evict comes with the core v2, issue 13)")
@@ -170,7 +181,7 @@ def _simulate_streams(design, tb: str, X: np.ndarray, sim_opts: dict) -> tuple[d
 def _vla(inputs: dict, params: dict, preset: str, sim_opts: dict, lanes=None) -> dict:
     from specmem.golden.fixed import run_fixed
     from specmem.sim.model import VLA_TENSORS, VLAModel
-    from specmem.sim.suite import VLA_TB
+    from specmem.sim.suite import RULE_TB
 
     ref = run_fixed("vla", inputs, preset, params)  # validates inputs and parameters as --backend fixed does
     x = {n: np.asarray(inputs[n], dtype=np.float64) for n in VLA_TENSORS}
@@ -189,7 +200,7 @@ def _vla(inputs: dict, params: dict, preset: str, sim_opts: dict, lanes=None) ->
     X = model.quantize({n: v.reshape((-1, T, d)) for n, v in x.items()})
     B = X.shape[0]
     design = _design("vla", d, k, preset, None if in_range is None else float(in_range), params=p)
-    hw, run = _simulate_streams(design, VLA_TB, X, sim_opts)
+    hw, run = _simulate_streams(design, RULE_TB, X, sim_opts)
     o_raw = np.stack([hw[f"o{i}"] for i in range(B)])
     o_frac = np.stack([hw[f"o_frac{i}"] for i in range(B)])
     a_raw = np.stack([hw[f"a{i}"] for i in range(B)])
@@ -227,7 +238,66 @@ def _vla(inputs: dict, params: dict, preset: str, sim_opts: dict, lanes=None) ->
     return {name: out[name] for name in ref}  # the fixed backend's order
 
 
+def _baseline(algo: str, inputs: dict, params: dict, preset: str, sim_opts: dict, lanes=None) -> dict:
+    from specmem.golden.fixed import run_fixed
+    from specmem.sim.model import BaselineModel
+    from specmem.sim.suite import RULE_TB
+
+    ref = run_fixed(algo, inputs, preset, params)  # validates inputs and parameters as --backend fixed does
+    names = ("k", "v", "q")
+    x = {n: np.asarray(inputs[n], dtype=np.float64) for n in names}
+    shape = np.broadcast_shapes(*(v.shape for v in x.values()))
+    x = {n: np.broadcast_to(v, shape) for n, v in x.items()}
+    batch, T, d = shape[:-2], shape[-2], shape[-1]
+    if algo == "deltanet":  # a scalar, per-token or per-batch beta, as the model takes it
+        x["beta"] = np.broadcast_to(np.asarray(inputs["beta"], dtype=np.float64), batch + (T,))
+    p = dict(params)
+    in_range = p.pop("in_range", None)
+    k = _lanes(d) if lanes is None else lanes
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1 or d % k:
+        raise SpecmemInputError(f"lanes: must be an integer >= 1 dividing d ({d}), got {k!r}")
+    k = int(k)
+    if T == 0 or int(np.prod(batch, dtype=np.int64)) == 0:
+        return ref  # nothing reaches the hardware: its state stays zero, as the model's does
+    model = BaselineModel(algo, d, k, preset, dict(params))
+    X = model.quantize({n: v.reshape((-1, T) + v.shape[len(batch) + 1:]) for n, v in x.items()})
+    B = X.shape[0]
+    design = _design(algo, d, k, preset, None if in_range is None else float(in_range), params=p)
+    hw, run = _simulate_streams(design, RULE_TB, X, sim_opts)
+    o_raw = np.stack([hw[f"o{i}"] for i in range(B)])
+    s_raw = np.stack([hw[f"s{i}"] for i in range(B)])
+    status = np.stack([hw[f"status{i}"] for i in range(B)])  # tokens, saturations, framing
+    if o_raw.shape != (B, T, d):
+        raise VerilatorBackendError(f"verilator: got outputs {o_raw.shape}, expected {(B, T, d)} ({run.log})")
+    fmt = model.fmt
+    sat_model = sum(int(v) for n, v in ref.items() if n.startswith("sat_") and n[4:] not in model.tensors)
+    sat_hw = int(status[:, 1].sum())
+    s_f = fmt["s"].to_float(s_raw)
+    s_norm_hw = np.sqrt(np.einsum("bij,bij->b", s_f, s_f))
+    norms_ok = np.array_equal(s_norm_hw, np.asarray(ref["s_norm"]).reshape(B, T)[:, -1])
+    if not run.passed or sat_hw != sat_model or not norms_ok:
+        rec = run.record.get("streams", {})
+        raise VerilatorBackendError(
+            f"verilator: the hardware disagrees with the fixed-point model (saturations {sat_hw} vs {sat_model}; "
+            f"final-state norm equal: {norms_ok}; {'; '.join(rec.get('errors', [])[:3]) or run.failures}); "
+            f"log {run.log}")
+    out = {
+        "o": fmt["o"].to_float(o_raw).reshape(batch + (T, d)),
+        "s": s_f.reshape(batch + (d, d)),
+        "o_raw": o_raw.reshape(batch + (T, d)),
+        "s_raw": s_raw.reshape(batch + (d, d)),
+    }
+    if algo == "linear":
+        z_raw = np.stack([hw[f"z{i}"] for i in range(B)])
+        out["z"] = fmt["z"].to_float(z_raw).reshape(batch + (d,))
+        out["z_raw"] = z_raw.reshape(batch + (d,))
+    for name, v in ref.items():
+        if name == "s_norm" or name.startswith("sat_") or name == "formats":
+            out[name] = v
+    return {name: out[name] for name in ref}  # the fixed backend's order
+
+
 def _lanes(d: int) -> int:
-    """The default lane count of the simulated VLA design (option ``lanes``; the fixed model has
+    """The default lane count of the simulated VLA, linear or DeltaNet design (option ``lanes``; the fixed model has
     no ``k`` and the result does not depend on it): 2 where ``d`` is even, else 1."""
     return 2 if d % 2 == 0 and d >= 2 else 1

@@ -336,7 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where to write the outputs (the folder must exist; written whole or not at all)")
     r.add_argument("--backend", default="float",
                    help="float (default; float64 golden model), fixed (bit-exact fixed-point model), verilator "
-                        "(the RTL, annihilation and vla), triton (GPU kernels, where installed)")
+                        "(the RTL: annihilation, vla, linear, deltanet), triton (GPU kernels, where installed)")
     r.add_argument("--format", default=None,
                    help="number format for --backend fixed (default: the rule's own, int18 annihilation, int8 the "
                         "others): int8, int18, int16, wide, legacy-int8, legacy-int16, legacy-wide; "
@@ -426,8 +426,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sm = sub.add_parser("sim", help="simulate the RTL in Verilator against the fixed-point golden model")
     sm.add_argument("--algo", default=None,
-                    help="the top to simulate: annihilation (default) or vla; linear and deltanet have RTL "
-                         "(specmem rtl) but no testbench")
+                    help="the top to simulate: annihilation (default), vla, linear or deltanet")
     sm.add_argument("--d", type=int, default=None, help="vector dimension (default 16)")
     sm.add_argument("--k", type=int, default=None, help="memory columns / lanes, must divide d (default 4)")
     sm.add_argument("--tokens", type=int, default=None, help="tokens in the random stream (default 256)")
@@ -438,7 +437,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="annihilation only: line/toggle coverage, summary and what is not covered (default off)")
     sm.add_argument("--waves", action="store_true", help="record a VCD waveform; its path is printed (default off)")
     sm.add_argument("--param", action="append", metavar="NAME=VALUE",
-                    help="rule parameter of --algo vla, repeatable, e.g. refresh_period=3 (default: the rule's)")
+                    help="rule parameter of --algo vla, linear or deltanet, repeatable, e.g. refresh_period=3 "
+                         "(default: the rule's)")
     sm.add_argument("--mutants", action="store_true",
                     help="run the mutation check instead (its own fixed configuration; takes no other option)")
     sm.add_argument("--engine", choices=("cocotb", "native"), default="cocotb",

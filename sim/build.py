@@ -57,16 +57,17 @@ FLAVOURS = {
     "cov": ["--coverage-line", "--coverage-toggle"],
     "waves": [],  # the runner adds --trace (VCD; FST would need the system's lz4 headers)
 }
-KINDS = ("top", "engine", "scalar_unit", "vla", "bram")
+KINDS = ("top", "engine", "scalar_unit", "vla", "linear", "deltanet", "bram")
 
 
 @dataclass(frozen=True)
 class Design:
     """One simulated configuration. ``kind``: ``top`` (annihilation memory, AXI4-Stream ports),
-    ``engine`` (``DotEngine(k, d // k)``), ``scalar_unit`` (the preset's scalar unit) or ``vla``
+    ``engine`` (``DotEngine(k, d // k)``), ``scalar_unit`` (the preset's scalar unit), ``vla``
     (``VLATop``; ``params``: the rule's parameters as ``((name, value), ...)``, e.g.
-    ``(("refresh_period", 3),)``, passed to ``generate``'s ``build("vla", ...)`` and to the model)
-    or ``bram`` (``RegisteredRAMPair(d, width)``: both block-RAM styles side by side; ``params``
+    ``(("refresh_period", 3),)``, passed to ``generate``'s ``build("vla", ...)`` and to the model),
+    ``linear`` or ``deltanet`` (``BaselineTop``; ``params``: ``eps``) or ``bram``
+    (``RegisteredRAMPair(d, width)``: both block-RAM styles side by side; ``params``
     ``(("width", w),)``)."""
 
     kind: str = "top"
@@ -86,8 +87,9 @@ class Design:
         if self.d % self.k:
             raise ValueError(f"d: must be a multiple of k ({self.k}), got {self.d}")
         check_rtl_preset(self.preset)  # the RTL is bit-exact with the legacy formats only
-        if self.params and self.kind not in ("vla", "engine", "bram"):
-            raise ValueError(f"params: only the vla, engine and bram designs take parameters, got {self.params!r}")
+        if self.params and self.kind not in ("vla", "linear", "deltanet", "engine", "bram"):
+            raise ValueError(f"params: only the vla, linear, deltanet, engine and bram designs take parameters, "
+                             f"got {self.params!r}")
         object.__setattr__(self, "params", tuple(sorted((str(n), v) for n, v in dict(self.params).items())))
 
     @property
@@ -191,11 +193,11 @@ def verilog_for(design: Design) -> tuple[str, str, str]:
         comp = AnnihilationTop(design.d, design.k, preset=design.preset, in_range=design.in_range)
         top = "specmem_annihilation"
         manifest = comp.manifest()
-    elif design.kind in ("engine", "vla"):
+    elif design.kind in ("engine", "vla", "linear", "deltanet"):
         from specmem.rtl.generate import build as rtl_build
 
         params = dict(design.params)
-        if design.kind == "vla" and design.in_range is not None:
+        if design.kind != "engine" and design.in_range is not None:
             params["in_range"] = design.in_range
         built = rtl_build(design.kind, design.d, design.k, design.preset, **params)
         comp, top, manifest = built.component, built.top, dict(built.manifest)

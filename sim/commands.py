@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from specmem.golden.common import SpecmemInputError
 
 from .build import Design, build
-from .suite import coverage_suite, run_mutants, run_top, run_vla
+from .suite import coverage_suite, run_mutants, run_rule, run_top
 
 __all__ = ["SimResult", "simulate", "bench_sim", "coverage_command", "mutation_command", "SIM_ALGOS"]
 
-SIM_ALGOS = ("annihilation", "vla")
+SIM_ALGOS = ("annihilation", "vla", "linear", "deltanet")
 
 
 @dataclass
@@ -59,9 +59,9 @@ class SimResult:
 
 def _check(algo, d, k, tokens, seed, preset):
     if algo not in SIM_ALGOS:
-        rtl_only = algo in ("linear", "deltanet", "engine")
+        rtl_only = algo == "engine"
         raise SpecmemInputError(
-            f"algo: specmem sim has testbenches for {' and '.join(SIM_ALGOS)} only; "
+            f"algo: specmem sim has testbenches for {', '.join(SIM_ALGOS)} only; "
             + (f"{algo} has RTL (specmem rtl --algo {algo} generates and lints it) but no testbench"
                if rtl_only else f"got {algo!r}"))
     for name, v, lo in (("d", d, 2), ("k", k, 2), ("tokens", tokens, 1), ("seed", seed, 0)):
@@ -87,7 +87,8 @@ _BYTES_PER_ELEMENT = 256
 
 def _stream_bytes(algo: str, d: int, tokens: int) -> int:
     """Rough upper bound of the memory a ``tokens``-long stream holds at once."""
-    return _BYTES_PER_ELEMENT * d * tokens * (4 if algo == "vla" else 1)  # VLA streams k, v, q, u
+    per = {"vla": 4, "linear": 3, "deltanet": 4}.get(algo, 1)  # VLA streams k, v, q, u; the baselines k, v, q (beta)
+    return _BYTES_PER_ELEMENT * d * tokens * per
 
 
 def _available_bytes() -> int | None:
@@ -149,17 +150,20 @@ def simulate(algo: str, d: int, k: int, tokens: int, seed: int, preset: str = "l
     line/toggle coverage, run the directed cases as well, and print the coverage summary with what
     is not covered (also written to ``build/sim/<config>/coverage/``).
 
-    ``algo="vla"``: the VLA top (``sim/tb_vla.py``; ``kind`` ``mixed``, ``gaussian`` or
+    ``algo="vla"``: the VLA top (``sim/tb_rules.py``; ``kind`` ``mixed``, ``gaussian`` or
     ``saturating``; ``params``: the rule's parameters, generics of the design, e.g.
     ``{"refresh_period": 3}``); every ``o_raw``/``o_frac``, the counters and the final ``A``, ``S``
-    are checked. Coverage is not wired for it yet."""
+    are checked. ``algo="linear"`` / ``"deltanet"``: the linear-attention / DeltaNet top (the same
+    testbench; ``kind`` as for VLA; ``params``: ``eps``); every ``o_raw``, the counters and the final
+    ``S`` (and linear attention's ``z``) are checked. Coverage is wired for the annihilation top
+    only."""
     _check(algo, d, k, tokens, seed, preset)
     if coverage and waves:
         raise SpecmemInputError("waves: the coverage build records no waveform; run --waves and --coverage separately")
-    if algo == "vla":
+    if algo != "annihilation":
         if coverage:
             raise SpecmemInputError("coverage: the coverage run covers the annihilation top only")
-        design = Design("vla", d, k, preset, params=dict(params or {}))
+        design = Design(algo, d, k, preset, params=dict(params or {}))
     else:
         if params:
             raise SpecmemInputError("params: the annihilation top takes no parameters here (k is an argument)")
@@ -176,8 +180,8 @@ def simulate(algo: str, d: int, k: int, tokens: int, seed: int, preset: str = "l
     say(f"specmem sim: {design.name}: {tokens} tokens, seed {seed}, idle {idle}, backpressure {stall} "
         f"({'reused' if b.reused else 'new'} build {b.directory})")
     with _heartbeat(f"specmem sim: {design.name}", tokens, _last_rate(b.directory), enabled=not quiet):
-        if algo == "vla":
-            run = run_vla(design, ["stream"], stream=stream, waves=waves, name=f"sim-s{seed}-T{tokens}", b=b)
+        if algo != "annihilation":
+            run = run_rule(design, ["stream"], stream=stream, waves=waves, name=f"sim-s{seed}-T{tokens}", b=b)
         else:
             run = run_top(design, ["stream"], stream=stream, waves=waves and not coverage,
                           name=f"sim-s{seed}-T{tokens}", b=b)

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["StreamModel", "AnnihilationModel", "VLAModel", "Scoreboard", "Mismatch", "expected_saturations"]
+__all__ = ["StreamModel", "AnnihilationModel", "VLAModel", "BaselineModel", "Scoreboard", "Mismatch",
+           "expected_saturations"]
 
 
 def expected_saturations(sat: dict) -> int:
@@ -212,6 +213,82 @@ class VLAModel(StreamModel):
         a0 = int(self.fmt["a"].quantize(1.0 / self.params.get("lambda0", 0.1))[0])
         return {"tokens": 0, "saturations": self.const_saturations, "refreshes": 0,
                 "a_raw": np.eye(self.d, dtype=np.int64) * a0, "s_raw": np.zeros((self.d, self.d), dtype=np.int64)}
+
+
+class BaselineModel(StreamModel):
+    """Linear attention (``algo="linear"``) or DeltaNet (``algo="deltanet"``): a raw token is the
+    ``k``, ``v``, ``q`` vectors one after the other (``3d`` integers) and, for DeltaNet, one more
+    beat of ``k`` lanes whose lane 0 is ``beta`` (the other lanes zero): ``3d + k`` integers, the
+    order of the manifest's beats. Predictions ``y`` = ``o_raw[t]``; totals ``tokens``,
+    ``saturations`` (every tensor but the host-quantised inputs), the final ``s_raw`` and, for
+    linear attention, ``z_raw``. ``params``: the golden model's (``eps``, ``in_range``), the ones
+    the design was generated with."""
+
+    def __init__(self, algo: str, d: int, k: int, preset: str = "legacy-int8", params: dict | None = None):
+        from specmem.golden.fixed.formats import formats_for
+
+        if algo not in ("linear", "deltanet"):
+            raise ValueError(f"algo: must be linear or deltanet, got {algo!r}")
+        self.algo = algo
+        self.params = dict(params or {})
+        self.fmt = formats_for(algo, preset, d, {"in_range": self.params.get("in_range")})
+        self.tensors = ("k", "v", "q") + (("beta",) if algo == "deltanet" else ())
+        super().__init__(d, k, preset)
+
+    @property
+    def token_len(self) -> int:
+        """Integers per raw token (the input elements of one token's beats)."""
+        return 3 * self.d + (self.k if self.algo == "deltanet" else 0)
+
+    def quantize(self, x: dict) -> np.ndarray:
+        """Float ``{k, v, q[, beta]}`` (``[T, d]``; ``beta`` ``[T]``) -> the raw tokens
+        ``[T, token_len]`` the driver sends (the host-side quantisation, as the golden model's)."""
+        parts = [np.asarray(self.fmt[n].quantize(np.asarray(x[n], dtype=np.float64))[0], dtype=np.int64)
+                 for n in ("k", "v", "q")]
+        if self.algo == "deltanet":
+            beta = np.asarray(self.fmt["beta"].quantize(np.asarray(x["beta"], dtype=np.float64))[0], dtype=np.int64)
+            lanes = np.zeros(beta.shape + (self.k,), dtype=np.int64)
+            lanes[..., 0] = beta
+            parts.append(lanes)
+        return np.concatenate(parts, axis=-1)
+
+    def split(self, X: np.ndarray) -> dict:
+        """Raw tokens ``[T, token_len]`` -> ``{k, v, q[, beta]}`` raw (``beta`` ``[T]``)."""
+        X = np.asarray(X, dtype=np.int64).reshape(-1, self.token_len)
+        d = self.d
+        out = {n: X[:, i * d:(i + 1) * d] for i, n in enumerate(("k", "v", "q"))}
+        if self.algo == "deltanet":
+            out["beta"] = X[:, 3 * d]
+        return out
+
+    def _golden(self, X: np.ndarray) -> dict:
+        x = {n: np.ldexp(v.astype(np.float64), -self.fmt[n].frac) for n, v in self.split(X).items()}
+        if "beta" in x:  # a beta that quantised to 0 (the float model wants beta > 0): a value that quantises to 0
+            x["beta"] = np.where(x["beta"] == 0, np.ldexp(1.0, -self.fmt["beta"].frac - 2), x["beta"])
+        if self.algo == "linear":
+            from specmem.golden.fixed.linear_attention import linear_attention_fixed
+
+            return linear_attention_fixed(x["k"], x["v"], x["q"], preset=self.preset, **self.params, trace=False)
+        from specmem.golden.fixed.deltanet import deltanet_fixed
+
+        return deltanet_fixed(x["k"], x["v"], x["q"], x["beta"], self.preset, **self.params, trace=False)
+
+    def _prediction(self, r: dict, t: int) -> dict:
+        return {"y": r["o_raw"][t]}
+
+    def _totals(self, r: dict, n: int) -> dict:
+        sat = {k: int(v) for k, v in r["sat"].items()}
+        out = {"tokens": n, "saturations": sum(v for name, v in sat.items() if name not in self.tensors),
+               "s_raw": r["s_raw"], "sat": sat}
+        if self.algo == "linear":
+            out["z_raw"] = r["z_raw"]
+        return out
+
+    def _empty_totals(self) -> dict:
+        out = {"tokens": 0, "saturations": 0, "s_raw": np.zeros((self.d, self.d), dtype=np.int64)}
+        if self.algo == "linear":
+            out["z_raw"] = np.zeros(self.d, dtype=np.int64)
+        return out
 
 
 @dataclass

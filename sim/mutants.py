@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = ["Mutant", "MUTANTS", "apply_schema", "MutationError", "tie", "rewrite", "port", "bypass", "next_state"]
+__all__ = ["Mutant", "MUTANTS", "RULE_MUTANTS", "apply_schema", "MutationError", "tie", "rewrite", "port", "bypass", "next_state"]
 
 SELECT = "specmem_mutant"
 _ATTR = re.compile(r"\(\*.*?\*\)\s*")
@@ -181,6 +181,25 @@ MUTANTS: list[Mutant] = [
            next_state("tail", lambda nxt, reg: f"({reg} == 0 && {nxt}!= 0) ? {nxt}+ 1 : {nxt}"),
            expect="cycles per token vs the manifest"),
 ]
+
+
+#: mutants of the attention-rule tops (``sim/tb_rules.py``), per design kind
+RULE_MUTANTS: dict[str, list[Mutant]] = {
+    "linear": [
+        Mutant("s_write_floor", "one rounding step changed: the rank-one write S += round(v_i kf_j) of lane 0 "
+               "truncates (floor) instead of rounding half to even", "specmem_linear.core",
+               tie("ws0", "$signed(ws0_q)"), expect="bit-exact scoreboard / final state S"),
+        Mutant("saturations_not_counted", "the saturation counter never increments", "specmem_linear.core",
+               next_state("saturations", lambda nxt, reg: reg), expect="status counters vs the model"),
+    ],
+    "deltanet": [
+        Mutant("beta_e_floor", "one rounding step changed: be = narrow(beta e) truncates (floor) instead of "
+               "rounding half to even", "specmem_deltanet.core",
+               tie("be_q_r", "$signed(be_q_r_q)"), expect="bit-exact scoreboard"),
+        Mutant("saturations_not_counted", "the saturation counter never increments", "specmem_deltanet.core",
+               next_state("saturations", lambda nxt, reg: reg), expect="status counters vs the model"),
+    ],
+}
 
 
 def _module_span(lines: list[str], module: str) -> tuple[int, int]:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["x_format", "quantize", "gaussian", "with_orthogonal", "with_zeros", "saturating", "KINDS", "make"]
+__all__ = ["x_format", "quantize", "gaussian", "with_orthogonal", "with_zeros", "saturating", "KINDS", "make",
+           "VLA_KINDS", "vla_make", "BASELINE_KINDS", "baseline_make"]
 
 
 def x_format(d: int, k: int, preset: str = "legacy-int8", in_range: float | None = None):
@@ -119,3 +120,48 @@ def vla_make(kind: str, seed: int, T: int, d: int) -> dict:
             x["u"][3] = 0.0
         return x
     raise ValueError(f"kind: must be one of {VLA_KINDS}, got {kind!r}")
+
+
+# ------------------------------------------------------------------------------------------------
+# linear attention and DeltaNet: a token is k, v, q (and DeltaNet's beta), quantised with
+# BaselineModel.quantize
+
+BASELINE_KINDS = ("gaussian", "mixed", "saturating")
+
+
+def baseline_make(algo: str, kind: str, seed: int, T: int, d: int) -> dict:
+    """Float ``{k, v, q}`` ``[T, d]`` (and for DeltaNet ``beta`` ``[T]`` in ``[0.1, 1]``, the
+    first 1.0) of one of :data:`BASELINE_KINDS`. ``mixed``: Gaussian with an all-zero key, an
+    all-zero query and a few tokens scaled by 3; ``saturating``: linear attention: keys and values
+    at the top of the input range (``S`` saturates from about token 26 at legacy-int8); DeltaNet:
+    one-hot keys (``kn`` saturates at +1), large values and a zero key (the ``||k||`` clamp), as
+    ``tests/rtl/test_baselines.py``'s."""
+    if algo not in ("linear", "deltanet"):
+        raise ValueError(f"algo: must be linear or deltanet, got {algo!r}")
+    rng = np.random.default_rng(seed)
+    x = {n: rng.standard_normal((T, d)) for n in ("k", "v", "q")}
+    if algo == "deltanet":
+        x["beta"] = rng.uniform(0.1, 1.0, T)
+        x["beta"][0] = 1.0
+    if kind == "gaussian":
+        return x
+    if kind == "mixed":
+        if T > 3:
+            x["k"][T // 3] = 0.0
+            x["q"][2 * T // 3] = 0.0
+        for t in rng.choice(T, size=max(1, T // 8), replace=False):
+            for n in ("k", "v", "q"):
+                x[n][t] *= 3.0
+        return x
+    if kind == "saturating":
+        if algo == "linear":  # kf and v at the top of their ranges: S saturates after ~26 tokens
+            x["k"] = np.abs(x["k"]) * 2 + 3
+            x["v"] = np.abs(x["v"]) * 3 + 3
+        else:
+            x["k"][::2] = 0.0
+            x["k"][::2, 1] = 3.0
+            x["v"] *= 3.0
+            if T > 3:
+                x["k"][3] = 0.0
+        return x
+    raise ValueError(f"kind: must be one of {BASELINE_KINDS}, got {kind!r}")

@@ -11,13 +11,16 @@ from pathlib import Path
 
 from .build import BUILD_ROOT, REPO_ROOT, Build, Design, SimRun, build, run_cocotb
 from .coverage import CoverageReport, merge, summarise, write_report
-from .mutants import MUTANTS, Mutant, apply_schema
+from .mutants import MUTANTS, RULE_MUTANTS, Mutant, apply_schema
 
-__all__ = ["TOP_TB", "VLA_TB", "VLA_DIRECTED", "run_vla", "ENGINE_TB", "SCALAR_UNIT_TB", "BRAM_TB", "run_bram", "DIRECTED", "run_top", "run_engine", "run_scalar_unit",
-           "coverage_suite", "MutantResult", "run_mutants", "DEFAULT_SEEDS"]
+__all__ = ["TOP_TB", "RULE_TB", "VLA_TB", "VLA_DIRECTED", "BASELINE_DIRECTED", "RULE_DIRECTED", "run_rule", "run_vla",
+           "ENGINE_TB", "SCALAR_UNIT_TB", "BRAM_TB", "run_bram", "DIRECTED", "run_top", "run_engine",
+           "run_scalar_unit", "coverage_suite", "MutantResult", "run_mutants", "DEFAULT_SEEDS"]
 
 TOP_TB = "specmem.sim.tb_top"
-VLA_TB = "specmem.sim.tb_vla"
+#: one testbench for the attention-rule tops: VLA, linear attention, DeltaNet (``sim/tb_rules.py``)
+RULE_TB = "specmem.sim.tb_rules"
+VLA_TB = RULE_TB
 ENGINE_TB = "specmem.sim.tb_engine"
 SCALAR_UNIT_TB = "specmem.sim.tb_scalar_unit"
 BRAM_TB = "specmem.sim.tb_bram"
@@ -25,8 +28,11 @@ BRAM_TB = "specmem.sim.tb_bram"
 DIRECTED = ("steady_state", "warm_up_and_latency", "orthogonal_and_zero", "saturating", "reset_mid_stream",
             "framing_errors", "random_stream")
 DEFAULT_SEEDS = tuple(range(10))
-#: the directed cocotb tests of the VLA top (``sim/tb_vla.py``)
+#: the directed cocotb tests of the VLA top (``sim/tb_rules.py``)
 VLA_DIRECTED = ("steady_state", "latency", "saturating", "reset_mid_stream", "framing_errors", "random_stream")
+#: ... and of the linear-attention and DeltaNet tops (their manifests state no latency)
+BASELINE_DIRECTED = ("steady_state", "saturating", "reset_mid_stream", "framing_errors", "random_stream")
+RULE_DIRECTED = {"vla": VLA_DIRECTED, "linear": BASELINE_DIRECTED, "deltanet": BASELINE_DIRECTED}
 
 
 def run_top(design: Design = Design(), testcases=DIRECTED, *, seeds=DEFAULT_SEEDS, stream: dict | None = None,
@@ -42,18 +48,30 @@ def run_top(design: Design = Design(), testcases=DIRECTED, *, seeds=DEFAULT_SEED
                       plusargs=plusargs)
 
 
-def run_vla(design: Design, testcases=VLA_DIRECTED, *, seeds=(0, 1, 2), stream: dict | None = None,
-            waves: bool = False, name: str = "vla", b: Build | None = None, quiet: bool = True) -> SimRun:
-    """Build (or reuse) the VLA top ``design`` (``Design("vla", d, k, preset, params=...)``) and
-    run ``sim/tb_vla.py``'s ``testcases`` in one simulator process. ``stream``: ``{kind, T, seed,
+def run_rule(design: Design, testcases=None, *, seeds=(0, 1, 2), stream: dict | None = None, waves: bool = False,
+             plusargs=(), name: str | None = None, b: Build | None = None, quiet: bool = True) -> SimRun:
+    """Build (or reuse) an attention-rule top ``design`` (``Design("vla" | "linear" | "deltanet", d,
+    k, preset, params=...)``) and run ``sim/tb_rules.py``'s ``testcases`` (default: the rule's
+    directed tests, :data:`RULE_DIRECTED`) in one simulator process. ``stream``: ``{kind, T, seed,
     idle, stall}`` for ``random_stream``/``stream``."""
-    if design.kind != "vla":
-        raise ValueError(f"design: a vla design is needed, got {design.kind!r}")
+    if design.kind not in RULE_DIRECTED:
+        raise ValueError(f"design: a {', '.join(RULE_DIRECTED)} design is needed, got {design.kind!r}")
+    if testcases is None:
+        testcases = RULE_DIRECTED[design.kind]
     b = b or build(design, "waves" if waves else "plain", quiet=quiet)
-    case = {"name": name, "seeds": list(seeds), "stream": dict(stream or {})}
+    case = {"name": name or design.kind, "seeds": list(seeds), "stream": dict(stream or {})}
     if waves:
         case["waves_file"] = "dump.vcd"
-    return run_cocotb(b, VLA_TB, case, testcase=list(testcases) if testcases else None, waves=waves)
+    return run_cocotb(b, RULE_TB, case, testcase=list(testcases) if testcases else None, waves=waves,
+                      plusargs=plusargs)
+
+
+def run_vla(design: Design, testcases=VLA_DIRECTED, *, seeds=(0, 1, 2), stream: dict | None = None,
+            waves: bool = False, name: str = "vla", b: Build | None = None, quiet: bool = True) -> SimRun:
+    """:func:`run_rule` for a VLA design (``Design("vla", d, k, preset, params=...)``)."""
+    if design.kind != "vla":
+        raise ValueError(f"design: a vla design is needed, got {design.kind!r}")
+    return run_rule(design, testcases, seeds=seeds, stream=stream, waves=waves, name=name, b=b, quiet=quiet)
 
 
 def run_engine(design: Design = Design(kind="engine"), *, seeds=(0, 1, 2), runs: int = 60) -> SimRun:
@@ -99,15 +117,26 @@ class MutantResult:
 
 
 def run_mutants(design: Design = Design(), mutants: list[Mutant] | None = None, *, ci: bool = True,
-                seeds=(0, 1), T: int = 24, testcases=DIRECTED) -> tuple[SimRun, list[MutantResult]]:
+                seeds=(0, 1), T: int = 24, testcases=None) -> tuple[SimRun, list[MutantResult]]:
     """Build the mutant schema of ``design`` once, run the testbench on the unmodified design
     (``+SPECMEM_MUTANT=0``, must pass) and on each mutant (must fail). Returns the baseline run and
-    one :class:`MutantResult` per mutant. ``ci=True`` keeps the small default set."""
-    chosen = [m for m in (mutants or MUTANTS) if m.ci or not ci]
+    one :class:`MutantResult` per mutant. ``ci=True`` keeps the small default set. The annihilation
+    top (``kind="top"``) uses :data:`~specmem.sim.mutants.MUTANTS` and ``sim/tb_top.py``; the rule
+    tops (``vla``, ``linear``, ``deltanet``) their :data:`~specmem.sim.mutants.RULE_MUTANTS` and
+    ``sim/tb_rules.py``; ``testcases`` default to the design's directed tests."""
+    if design.kind == "top":
+        schema, runner = MUTANTS, run_top
+        testcases = DIRECTED if testcases is None else testcases
+    elif design.kind in RULE_MUTANTS:
+        schema, runner = RULE_MUTANTS[design.kind], run_rule
+        testcases = RULE_DIRECTED[design.kind] if testcases is None else testcases
+    else:
+        raise ValueError(f"design: no mutants for a {design.kind!r} design")
+    chosen = [m for m in (mutants or schema) if m.ci or not ci]
     ids = {}
 
     def mutate(text):
-        out, got = apply_schema(text, MUTANTS)  # always the full schema: one build for every subset
+        out, got = apply_schema(text, schema)  # always the full schema: one build for every subset
         ids.update(got)
         return out
 
@@ -115,15 +144,15 @@ def run_mutants(design: Design = Design(), mutants: list[Mutant] | None = None, 
     if not ids:  # reused build: recompute the numbering (deterministic)
         from .build import verilog_for
 
-        ids.update(apply_schema(verilog_for(design)[0], MUTANTS)[1])
+        ids.update(apply_schema(verilog_for(design)[0], schema)[1])
     stream = {"T": T}
-    baseline = run_top(design, testcases, seeds=seeds, stream=stream, plusargs=["+SPECMEM_MUTANT=0"],
-                       name="mutant-0", b=b)
+    baseline = runner(design, testcases, seeds=seeds, stream=stream, plusargs=["+SPECMEM_MUTANT=0"],
+                      name="mutant-0", b=b)
     results = []
     for m in chosen:
         t0 = time.perf_counter()
-        r = run_top(design, testcases, seeds=seeds, stream=stream, plusargs=[f"+SPECMEM_MUTANT={ids[m.name]}"],
-                    name=f"mutant-{ids[m.name]}", b=b)
+        r = runner(design, testcases, seeds=seeds, stream=stream, plusargs=[f"+SPECMEM_MUTANT={ids[m.name]}"],
+                   name=f"mutant-{ids[m.name]}", b=b)
         failing = [t for t, ok in r.tests.items() if not ok] or (["<simulator>"] if not r.tests else [])
         err = ""
         for t in failing:

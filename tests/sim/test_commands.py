@@ -20,7 +20,7 @@ def test_simulate_passes_and_reports(capsys):
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    ({"algo": "linear"}, "algo: specmem sim has testbenches for annihilation and vla only; linear has RTL"),
+    ({"algo": "engine"}, "algo: specmem sim has testbenches for annihilation, vla, linear, deltanet only; engine has RTL"),
     ({"d": 18}, "d: must be a multiple of k"),
     ({"tokens": 0}, "tokens: must be an integer >= 1"),
     ({"preset": "int3"}, "preset: the RTL implements legacy-int8, legacy-int16, legacy-wide"),
@@ -83,4 +83,4 @@ def test_verilator_backend_unbatched_and_options(verilator_registered):
     with pytest.raises(SpecmemInputError, match="variant"):
         run("annihilation", {"x": x}, backend="verilator", params={"k": 4, "variant": "literal"})
     with pytest.raises(SpecmemInputError, match="algo"):
-        verilator_backend("linear", {}, {}, {})
+        verilator_backend("gated-deltanet", {}, {}, {})
