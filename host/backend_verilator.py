@@ -298,6 +298,6 @@ def _baseline(algo: str, inputs: dict, params: dict, preset: str, sim_opts: dict
 
 
 def _lanes(d: int) -> int:
-    """The default lane count of the simulated VLA, linear or DeltaNet design (option ``lanes``; the fixed model has
-    no ``k`` and the result does not depend on it): 2 where ``d`` is even, else 1."""
+    """The default lane count of the simulated VLA, linear or DeltaNet design (option ``lanes``; the
+    fixed model has no ``k`` and the result does not depend on it): 2 where ``d`` is even, else 1."""
     return 2 if d % 2 == 0 and d >= 2 else 1

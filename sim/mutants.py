@@ -25,7 +25,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = ["Mutant", "MUTANTS", "RULE_MUTANTS", "apply_schema", "MutationError", "tie", "rewrite", "port", "bypass", "next_state"]
+__all__ = ["Mutant", "MUTANTS", "RULE_MUTANTS", "apply_schema", "MutationError", "tie", "rewrite", "port", "bypass",
+           "next_state"]
 
 SELECT = "specmem_mutant"
 _ATTR = re.compile(r"\(\*.*?\*\)\s*")
