@@ -6,6 +6,8 @@ resources: the same tools, device and I/O shell as ``specmem synth``'s cores.
     python -m specmem.synth_block saturate --k 8 --in-width 36 --out-width 18
     python -m specmem.synth_block round_shift --k 8 --in-width 36 --max-left 24
     python -m specmem.synth_block row_unit --d 64 --k 8 --preset int18 --dsp ecp5
+    python -m specmem.synth_block token_chain --d 64 --k 8 --preset int18
+    python -m specmem.synth_block core_v2 --d 64 --k 8 --preset int18 --dsp ecp5 --style ecp5
 
 Each block is synthesised inside ``synth_shell`` (every port from or into a flip-flop), so the
 fmax is the block's own register-to-register limit plus one hop to the shell.
@@ -59,8 +61,18 @@ def _row_unit(d=64, k=8, preset="int18", dsp="registered"):
     return RowUnit(d, k, preset, dsp=dsp), f"row_unit_d{d}_k{k}_{preset}_{dsp}"
 
 
+def _token_chain(d=64, k=8, preset="int18"):
+    from specmem.rtl.token_chain import TokenChain
+    return TokenChain(d, k, preset), f"token_chain_d{d}_k{k}_{preset}"
+
+
+def _core_v2(d=64, k=8, preset="int18", dsp="registered", bram="ecp5"):
+    from specmem.rtl.annihilation_v2 import AnnihilationCoreV2
+    return AnnihilationCoreV2(d, k, preset, dsp=dsp, bram=bram), f"core_v2_d{d}_k{k}_{preset}_{dsp}_{bram}"
+
+
 BLOCKS = {"bram": _bram, "block_norm": _block_norm, "saturate": _saturate, "lane_control": _lane_control,
-          "round_shift": _round_shift, "row_unit": _row_unit}
+          "round_shift": _round_shift, "row_unit": _row_unit, "token_chain": _token_chain, "core_v2": _core_v2}
 
 
 def synth_block(component, name: str, out_dir="build/synth/blocks", *, target_mhz: float = 250.0,
@@ -114,16 +126,17 @@ def synth_block(component, name: str, out_dir="build/synth/blocks", *, target_mh
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m specmem.synth_block", description=__doc__.split("\n\n")[0])
     p.add_argument("block", choices=sorted(BLOCKS))
-    p.add_argument("--style", default="ecp5", help="bram: ecp5 or behavioural (default ecp5)")
+    p.add_argument("--style", default="ecp5", help="bram and core_v2's U RAM: ecp5 or behavioural (default ecp5)")
     p.add_argument("--depth", type=int, default=128, help="bram words (default 128)")
     p.add_argument("--width", type=int, default=18, help="bram word bits (default 18)")
     p.add_argument("--n", type=int, default=8, help="block_norm lanes (default 8)")
     p.add_argument("--in-width", type=int, default=24, help="block_norm input bits (default 24)")
     p.add_argument("--M", type=int, default=18, help="block_norm mantissa bits (default 18)")
     p.add_argument("--k", type=int, default=8, help="saturate lanes (default 8)")
-    p.add_argument("--d", type=int, default=64, help="row_unit rows (default 64; lanes: --k)")
-    p.add_argument("--preset", default="int18", help="row_unit golden preset (default int18)")
-    p.add_argument("--dsp", default="registered", help="row_unit multipliers: registered, ecp5 or fabric "
+    p.add_argument("--d", type=int, default=64, help="row_unit, token_chain, core_v2 rows (default 64; lanes: --k)")
+    p.add_argument("--preset", default="int18", help="row_unit, token_chain, core_v2 golden preset (default int18)")
+    p.add_argument("--dsp", default="registered", help="row_unit (and core_v2's row unit) multipliers: registered, "
+                   "ecp5 or fabric "
                    "(default registered)")
     p.add_argument("--max-left", type=int, default=24, help="round_shift: largest left shift (default 24; "
                    "lanes: --k, input bits: --in-width)")
@@ -140,6 +153,10 @@ def main(argv=None) -> int:
             comp, name = _saturate(a.k, a.in_width, a.out_width)
         elif a.block == "row_unit":
             comp, name = _row_unit(a.d, a.k, a.preset, a.dsp)
+        elif a.block == "token_chain":
+            comp, name = _token_chain(a.d, a.k, a.preset)
+        elif a.block == "core_v2":
+            comp, name = _core_v2(a.d, a.k, a.preset, a.dsp, a.style)
         elif a.block == "round_shift":
             comp, name = _round_shift(a.k, a.in_width, a.max_left)
         else:

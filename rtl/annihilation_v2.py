@@ -63,7 +63,8 @@ class AnnihilationCoreV2(wiring.Component):
             raise ValueError(f"d: must be a multiple of k ({k}), got {d}")
         self.d, self.k, self.preset, self.dsp, self.bram = d, k, preset, dsp, bram
         self.rows = RowUnit(d, k, preset, dsp=dsp)
-        self.chain = TokenChain(d, k, preset, acc_width=self.rows.acc_width, dsp=dsp)
+        # the chain's bank has operands wider than one MULT18X18D (g_j beta: 36 bits): portable registers
+        self.chain = TokenChain(d, k, preset, acc_width=self.rows.acc_width, dsp="registered")
         self.fmt = F = self.rows.fmt
         self.wx, self.wy, self.wu = F["x"].width, F["y"].width, F["u"].width
         self.beats = d // k

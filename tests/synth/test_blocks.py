@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """``specmem.synth_block`` places and routes a building block on its own (real yosys + nextpnr, a
 few seconds for the block RAM). Checks the record's structure and the mapping, not the fmax."""
 
@@ -14,3 +15,13 @@ def test_bram_block_places_and_routes(tmp_path, style):
     assert res["critical_path"]["start"] and (tmp_path / f"bram_{style}" / "result.json").is_file()
     # The ECP5 style's output register is the primitive's own: no fabric flip-flop for the read data.
     assert (res["ffs"] == 0) == (style == "ecp5")
+
+
+def test_core_v2_and_chain_blocks_are_registered():
+    """The v2 core and its chain are selectable blocks (their place-and-route runs by command)."""
+    from specmem.synth_block import BLOCKS
+
+    chain, name = BLOCKS["token_chain"](16, 4, "int18")
+    assert name == "token_chain_d16_k4_int18" and chain.k == 4
+    core, name = BLOCKS["core_v2"](16, 4, "int18", "ecp5", "behavioural")
+    assert name == "core_v2_d16_k4_int18_ecp5_behavioural" and core.rows.dsp == "ecp5" and core.bram == "behavioural"
