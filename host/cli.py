@@ -434,7 +434,8 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--format", default=None,
                     help="fixed-point preset the RTL implements: legacy-int8 (default), legacy-int16, legacy-wide")
     sm.add_argument("--coverage", action="store_true",
-                    help="annihilation only: line/toggle coverage, summary and what is not covered (default off)")
+                    help="line/toggle coverage of the directed cases and the stream, summary and what is not "
+                         "covered (default off)")
     sm.add_argument("--waves", action="store_true", help="record a VCD waveform; its path is printed (default off)")
     sm.add_argument("--param", action="append", metavar="NAME=VALUE",
                     help="rule parameter of --algo vla, linear or deltanet, repeatable, e.g. refresh_period=3 "

@@ -155,14 +155,12 @@ def simulate(algo: str, d: int, k: int, tokens: int, seed: int, preset: str = "l
     ``{"refresh_period": 3}``); every ``o_raw``/``o_frac``, the counters and the final ``A``, ``S``
     are checked. ``algo="linear"`` / ``"deltanet"``: the linear-attention / DeltaNet top (the same
     testbench; ``kind`` as for VLA; ``params``: ``eps``); every ``o_raw``, the counters and the final
-    ``S`` (and linear attention's ``z``) are checked. Coverage is wired for the annihilation top
-    only."""
+    ``S`` (and linear attention's ``z``) are checked. ``coverage`` runs the rule's directed cases
+    (:data:`~specmem.sim.suite.RULE_DIRECTED`) on the coverage build."""
     _check(algo, d, k, tokens, seed, preset)
     if coverage and waves:
         raise SpecmemInputError("waves: the coverage build records no waveform; run --waves and --coverage separately")
     if algo != "annihilation":
-        if coverage:
-            raise SpecmemInputError("coverage: the coverage run covers the annihilation top only")
         design = Design(algo, d, k, preset, params=dict(params or {}))
     else:
         if params:

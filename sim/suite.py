@@ -48,8 +48,9 @@ def run_top(design: Design = Design(), testcases=DIRECTED, *, seeds=DEFAULT_SEED
                       plusargs=plusargs)
 
 
-def run_rule(design: Design, testcases=None, *, seeds=(0, 1, 2), stream: dict | None = None, waves: bool = False,
-             plusargs=(), name: str | None = None, b: Build | None = None, quiet: bool = True) -> SimRun:
+def run_rule(design: Design, testcases=None, *, seeds=(0, 1, 2), stream: dict | None = None, flavour: str = "plain",
+             waves: bool = False, plusargs=(), name: str | None = None, b: Build | None = None,
+             quiet: bool = True) -> SimRun:
     """Build (or reuse) an attention-rule top ``design`` (``Design("vla" | "linear" | "deltanet", d,
     k, preset, params=...)``) and run ``sim/tb_rules.py``'s ``testcases`` (default: the rule's
     directed tests, :data:`RULE_DIRECTED`) in one simulator process. ``stream``: ``{kind, T, seed,
@@ -58,7 +59,7 @@ def run_rule(design: Design, testcases=None, *, seeds=(0, 1, 2), stream: dict | 
         raise ValueError(f"design: a {', '.join(RULE_DIRECTED)} design is needed, got {design.kind!r}")
     if testcases is None:
         testcases = RULE_DIRECTED[design.kind]
-    b = b or build(design, "waves" if waves else "plain", quiet=quiet)
+    b = b or build(design, "waves" if waves else flavour, quiet=quiet)
     case = {"name": name or design.kind, "seeds": list(seeds), "stream": dict(stream or {})}
     if waves:
         case["waves_file"] = "dump.vcd"
@@ -94,9 +95,16 @@ def coverage_suite(design: Design = Design(), *, seeds=(0, 1, 2, 3), T: int = 20
                    out_dir: Path | None = None) -> tuple[CoverageReport, list[SimRun], Path]:
     """Run the directed tests and ``len(seeds)`` random streams of ``T`` tokens on a coverage build
     (``--coverage-line --coverage-toggle``), merge, summarise; writes ``coverage.txt`` and
-    ``coverage.json`` under ``out_dir`` (default ``build/sim/<config>/coverage``)."""
+    ``coverage.json`` under ``out_dir`` (default ``build/sim/<config>/coverage``). The annihilation
+    top runs ``sim/tb_top.py``'s directed tests, a rule top (``vla``, ``linear``, ``deltanet``)
+    ``sim/tb_rules.py``'s (:data:`RULE_DIRECTED`)."""
     b = build(design, "cov")
-    runs = [run_top(design, seeds=seeds, stream={"T": T}, name="coverage", b=b)]
+    if design.kind == "top":
+        runs = [run_top(design, seeds=seeds, stream={"T": T}, name="coverage", b=b)]
+    elif design.kind in RULE_DIRECTED:
+        runs = [run_rule(design, seeds=seeds, stream={"T": T}, name="coverage", b=b)]
+    else:
+        raise ValueError(f"design: no coverage suite for a {design.kind!r} design")
     runs += list(extra_runs)
     files = [r.coverage for r in runs if r.coverage is not None]
     rep = summarise(merge(files), b.verilog, runs=len(files), repo_root=REPO_ROOT)
