@@ -186,6 +186,13 @@ MUTANTS: list[Mutant] = [
 
 #: mutants of the attention-rule tops (``sim/tb_rules.py``), per design kind
 RULE_MUTANTS: dict[str, list[Mutant]] = {
+    "vla": [
+        Mutant("a_write_floor", "one rounding step changed: the rank-one write A -= round(w_i w_j) of lane 0 "
+               "truncates (its rounding bit dropped) instead of rounding half to even", "specmem_vla.core",
+               tie("wa0_rb", "1'h0"), expect="bit-exact scoreboard / final state A"),
+        Mutant("refreshes_not_counted", "the refresh counter never increments", "specmem_vla.core",
+               next_state("refreshes", lambda nxt, reg: reg), expect="status counters vs the model"),
+    ],
     "linear": [
         Mutant("s_write_floor", "one rounding step changed: the rank-one write S += round(v_i kf_j) of lane 0 "
                "truncates (floor) instead of rounding half to even", "specmem_linear.core",

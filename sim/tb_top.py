@@ -61,7 +61,7 @@ def _jsonable(o):
 class AnnihilationEnv:
     """Clock, reset, driver, monitors, model, scoreboard and status checker around the top.
 
-    Other tops (``sim/tb_vla.py``) subclass it: :meth:`make_model`, :attr:`in_len` (elements per
+    The rule tops (``sim/tb_rules.py``: VLA, linear attention, DeltaNet) subclass it: :meth:`make_model`, :attr:`in_len` (elements per
     input token), :attr:`clear_cycles` (the state clear after reset), :meth:`_status`,
     :meth:`_status_loop`, :meth:`check_end_of_stream` and :meth:`read_state` are the per-design
     parts; driver, monitors, scoreboard and waits are shared."""

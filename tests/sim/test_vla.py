@@ -149,3 +149,19 @@ def test_other_configurations(d, k, preset, params):
 def test_many_seeds_longer_streams():
     run_ = run_vla(SMALL, ["random_stream"], seeds=tuple(range(100, 120)), stream={"T": 200})
     assert run_.passed, run_.describe()
+
+
+def test_mutants_are_caught():
+    """The VLA core's mutant schema (``sim/mutants.py: RULE_MUTANTS["vla"]``: a rounding step of
+    the A write changed, the refresh counter stuck): the unmodified design passes, every mutant
+    fails a check of the testbench."""
+    from specmem.sim.mutants import RULE_MUTANTS
+    from specmem.sim.suite import run_mutants
+
+    base, results = run_mutants(SMALL, seeds=(0,), T=T)
+    assert base.passed, "the unmodified design must pass:\n" + base.describe()
+    assert [r.name for r in results] == [m.name for m in RULE_MUTANTS["vla"]]
+    survived = [r.name for r in results if not r.caught]
+    assert not survived, f"mutants not caught: {survived}"
+    for r in results:
+        print(f"vla {r.name:24s} caught by {', '.join(r.failing_tests[:3])}: {r.first_error[:100]}")
