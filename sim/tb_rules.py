@@ -38,10 +38,7 @@ from specmem.sim.axis import now_cycles
 from specmem.sim.model import BaselineModel, VLAModel
 from specmem.sim.tb_top import CASE, MANIFEST, SEEDS, AnnihilationEnv, _expect_equal
 
-__all__ = ["RuleEnv", "VLAEnv", "BaselineEnv", "env_class", "STATUS"]
-
-#: the VLA's status vector in the back-end's ``status<i>`` (its order is the back-end's contract)
-STATUS = ("tokens", "saturations", "refreshes", "framing_errors")
+__all__ = ["RuleEnv", "VLAEnv", "BaselineEnv", "env_class"]
 
 
 def _to_signed(v: int, w: int) -> int:
@@ -77,7 +74,9 @@ class RuleEnv(AnnihilationEnv):
         raise NotImplementedError
 
     def status_vector(self, s: dict) -> np.ndarray:
-        """The counters and ``framing_errors`` as the back-end's ``status<i>`` array."""
+        """The counters and ``framing_errors`` as the back-end's ``status<i>`` array, in that order
+        (VLA: tokens, saturations, refreshes, framing errors; the baselines: tokens, saturations,
+        framing errors)."""
         return np.array([s[n] for n in (*self.COUNTERS, "framing_errors")], dtype=np.int64)
 
     def _status(self) -> dict:
