@@ -7,11 +7,13 @@ orthogonal-input flag and the column to evict, or ``a_n``, ``j``, ``s``, ``q``, 
 exponent and ``rsqrt(n²)`` for ``y``; and the token's saturation count (``ahat``, ``q``, ``t``).
 
 This first version is *sequential*: a small FSM issues the chain's k-vector products one step at a
-time into one bank of ``k`` registered multipliers with a registered adder tree (``G_n`` a row per
-cycle, then ``a·a``, ``a·g``, ``a·rsqrt``, ``ahat·beta``, ``ahat·g_j beta``, ``t·(1/n²)``), the
+time into one bank of ``k`` registered multipliers with a registered adder tree (``a·a``, then
+``G_n`` a row per cycle, ``a·g``, ``a·rsqrt``, ``ahat·beta``, ``ahat·g_j beta``, ``t·(1/n²)``), the
 block exponents go through :class:`~specmem.rtl.block_norm.BlockNormaliser` (``G``'s shift from
 its diagonal alone: ``|G_lm| <= sqrt(G_ll G_mm)``, so the largest magnitude is on the diagonal) and
-the four scalar operations through one :class:`~specmem.rtl.scalar_unit.ScalarUnit`. The steps'
+the four scalar operations through two :class:`~specmem.rtl.scalar_unit.ScalarUnit` instances:
+``rsqrt(a·a)`` (issued first, under the ``G_n a_n`` rows) then ``beta`` on one, ``1/n²`` then
+``rsqrt(n²)`` on the other, beside the ``q``/``t`` steps. The steps'
 order, widths and roundings are the golden model's; the variable roundings after the multipliers
 are single-cycle barrel shifts (``rtl/fixed.round_shift_var``) and the row shift of ``G`` sits in
 front of the multipliers: both are the next things to re-time. :attr:`cycles` gives the chain's
@@ -153,9 +155,10 @@ class TokenChain(wiring.Component):
         bn_d = BlockNormaliser(k, W, self.wG, FW)
         bn_g = BlockNormaliser(k, self.w_gacc, self.wg, FW)
         bn_p = BlockNormaliser(k, self.wt + P, self.wp, FW)
-        su = ScalarUnit(self.su_config, max(self.w_n2, self.wh + 2), FW)
+        su = ScalarUnit(self.su_config, max(self.w_n2, self.wh + 2), FW)   # rsqrt(a·a), then beta
+        sun = ScalarUnit(self.su_config, self.w_n2, FW)                   # 1/n², then rsqrt(n²)
         m.submodules.bn_a, m.submodules.bn_d, m.submodules.bn_g, m.submodules.bn_p = bn_a, bn_d, bn_g, bn_p
-        m.submodules.su = su
+        m.submodules.su, m.submodules.sun = su, sun
         for bn in (bn_a, bn_d, bn_g, bn_p):
             m.d.comb += bn.en.eq(1)
 
@@ -183,7 +186,7 @@ class TokenChain(wiring.Component):
         evict_j = Signal(range(k))
         wait = Signal(range(max(bank_wait, bn_a.latency, 2) + k + 4))
         row = Signal(range(k + 2))
-        g_done, su_done = Signal(), Signal()
+        g_done, su_done, beta_wait = Signal(), Signal(), Signal()
 
         # argmax |a_n| (first on ties) and the sign of a_n[j]; argmin of G's diagonal from ptr
         mag = [Signal(unsigned(self.wa), name=f"mag{l}") for l in range(k)]
@@ -209,14 +212,50 @@ class TokenChain(wiring.Component):
         Grow = Array(Array(r) for r in G)
         shG = Signal(signed(FW))  # right shift of G' into G_n
         m.d.comb += shG.eq(2 * fm - fG)
-        gsh = [round_shift_var(m, Grow[row][l], shG, "rne", max_left=self.wG + 1, name=f"gsh{l}") for l in range(k)]
+        grow = Signal(range(k))  # the G row issued this cycle (rows 1..k of GROWS; row 0 is a·a)
+        m.d.comb += grow.eq(Mux(row == 0, 0, row - 1))
+        gsh = [round_shift_var(m, Grow[grow][l], shG, "rne", max_left=self.wG + 1, name=f"gsh{l}") for l in range(k)]
 
-        def scalar_request(x, frac, op):
-            m.d.comb += [su.i.valid.eq(1), su.i.payload.x.eq(x), su.i.payload.frac.eq(frac), su.i.payload.op.eq(op)]
+        def scalar_request(x, frac, op, unit=su):
+            m.d.comb += [unit.i.valid.eq(1), unit.i.payload.x.eq(x), unit.i.payload.frac.eq(frac),
+                         unit.i.payload.op.eq(op)]
+
+        # the n² unit's own sequence, started once n² is known (> 0): 1/n² then rsqrt(n²)
+        n_start = Signal()
+        rn_done, ys_done = Signal(), Signal()
+        m.d.comb += sun.o.ready.eq(1)
+        with m.FSM(init="IDLE", name="n2_unit"):
+            with m.State("IDLE"):
+                with m.If(n_start):
+                    m.next = "RECIP"
+            with m.State("RECIP"):
+                scalar_request(n2, fg + fan, ScalarOp.RECIP, sun)
+                with m.If(sun.i.ready):
+                    m.next = "RECIP_WAIT"
+            with m.State("RECIP_WAIT"):
+                with m.If(sun.o.valid):
+                    m.d.sync += [rn_m.eq(sun.o.payload.m), rn_f.eq(sun.o.payload.f), rn_done.eq(1)]
+                    m.next = "RSQRT"
+            with m.State("RSQRT"):
+                scalar_request(n2, fg + fan, ScalarOp.RSQRT, sun)
+                with m.If(sun.i.ready):
+                    m.next = "RSQRT_WAIT"
+            with m.State("RSQRT_WAIT"):
+                with m.If(sun.o.valid):
+                    m.d.sync += [ys_m.eq(sun.o.payload.m), ys_f.eq(sun.o.payload.f), ys_done.eq(1)]
+                    m.next = "IDLE"
 
         def var_round(value, shift, width, name, max_left=4):
             r = round_shift_var(m, value, shift, "rne", max_left=max_left, name=f"{name}_rs")
             return _sat(m, r, width, name)
+
+        m.d.comb += su.o.ready.eq(1)
+        beta_done = Signal()
+        with m.If(su.o.valid):
+            with m.If(~su_done & ~beta_wait):
+                m.d.sync += [rs_m.eq(su.o.payload.m), rs_f.eq(su.o.payload.f), su_done.eq(1)]
+            with m.Else():
+                m.d.sync += [be_m.eq(su.o.payload.m), be_f.eq(su.o.payload.f), beta_done.eq(1)]
 
         o = self.o.payload
         with m.FSM(init="IDLE"):
@@ -244,37 +283,33 @@ class TokenChain(wiring.Component):
                     with m.Else():
                         m.d.sync += orth.eq(0)
                         m.next = "GROWS"
-            with m.State("GROWS"):  # G_n row by row times a_n, then a_n·a_n; collect the sums
-                with m.If(row < k):
-                    m.d.comb += [opA[l].eq(gsh[l]) for l in range(k)]
-                    m.d.comb += [opB[l].eq(a_n[l]) for l in range(k)]
-                with m.Elif(row == k):
+            with m.State("GROWS"):  # a_n·a_n, then G_n row by row times a_n; rsqrt(a·a) as soon as it is out
+                with m.If(row == 0):
                     m.d.comb += [opA[l].eq(a_n[l]) for l in range(k)]
                     m.d.comb += [opB[l].eq(a_n[l]) for l in range(k)]
+                with m.Elif(row <= k):
+                    m.d.comb += [opA[l].eq(gsh[l]) for l in range(k)]
+                    m.d.comb += [opB[l].eq(a_n[l]) for l in range(k)]
                 m.d.sync += [row.eq(Mux(row <= k, row + 1, row)), wait.eq(wait + 1)]
-                with m.If((wait >= bank_wait) & (wait < bank_wait + k)):
+                with m.If(wait == bank_wait):
+                    m.d.sync += a2.eq(dot)
+                with m.If(wait == bank_wait + 1):
+                    scalar_request(a2, 2 * fan, ScalarOp.RSQRT)  # accepted: the unit is idle between tokens
+                with m.If((wait > bank_wait) & (wait <= bank_wait + k)):
                     m.d.sync += [g_acc[l].eq(g_acc[l + 1]) for l in range(k - 1)]
                     m.d.sync += g_acc[k - 1].eq(dot)
                 with m.If(wait == bank_wait + k):
-                    m.d.sync += a2.eq(dot)
                     m.next = "GNORM"
-            with m.State("GNORM"):  # block(g); rsqrt(a·a) starts
+            with m.State("GNORM"):  # block(g)
                 m.d.comb += [bn_g.i_valid.eq(1), bn_g.i_frac.eq(fG + fan)]
                 m.d.comb += [bn_g.i_data[l].eq(g_acc[l]) for l in range(k)]
                 m.d.sync += j.eq(best_j)
-                m.next = "RSQ_A"
-            with m.State("RSQ_A"):
-                scalar_request(a2, 2 * fan, ScalarOp.RSQRT)
-                with m.If(su.i.ready):
-                    m.next = "RSQ_A_WAIT"
+                m.next = "RSQ_A_WAIT"
             with m.State("RSQ_A_WAIT"):  # both block(g) and rsqrt(a·a), in either order
                 with m.If(bn_g.o_valid):
                     m.d.sync += [g_n[l].eq(bn_g.o_data[l]) for l in range(k)]
                     m.d.sync += [fg.eq(bn_g.o_frac), g_done.eq(1)]
                 m.d.sync += s_neg.eq(a_arr[j] < 0)
-                m.d.comb += su.o.ready.eq(~su_done)
-                with m.If(su.o.valid & ~su_done):
-                    m.d.sync += [rs_m.eq(su.o.payload.m), rs_f.eq(su.o.payload.f), su_done.eq(1)]
                 with m.If(g_done & su_done):
                     m.d.sync += [wait.eq(0), g_done.eq(0), su_done.eq(0)]
                     m.next = "N2"
@@ -296,6 +331,7 @@ class TokenChain(wiring.Component):
                         ovs.append(ov)
                     m.d.sync += sat.eq(sat + sum(ovs))
                     m.d.sync += orth.eq(n2 <= 0)
+                    m.d.comb += n_start.eq(n2 > 0)
                     m.next = "BETA"
             with m.State("BETA"):
                 with m.If(orth):
@@ -305,11 +341,11 @@ class TokenChain(wiring.Component):
                     m.d.comb += mag_hj.eq(Mux(ahat_arr[j] < 0, -ahat_arr[j], ahat_arr[j]))
                     scalar_request((1 << fh) + mag_hj, fh, ScalarOp.RECIP)
                     with m.If(su.i.ready):
+                        m.d.sync += beta_wait.eq(1)
                         m.next = "BETA_WAIT"
             with m.State("BETA_WAIT"):
-                m.d.comb += su.o.ready.eq(1)
-                with m.If(su.o.valid):
-                    m.d.sync += [be_m.eq(su.o.payload.m), be_f.eq(su.o.payload.f), wait.eq(0)]
+                with m.If(beta_done):
+                    m.d.sync += [wait.eq(0), beta_done.eq(0), beta_wait.eq(0)]
                     m.next = "QT"
             with m.State("QT"):  # q = -s ahat beta; term = ahat (g_j beta); t = -g + s term; 1/n² starts
                 m.d.sync += wait.eq(wait + 1)
@@ -334,40 +370,26 @@ class TokenChain(wiring.Component):
                         v, ov = _sat(m, -g_n[l] + Mux(s_neg, -term, term), self.wt, f"t_r{l}")
                         m.d.sync += t[l].eq(v)
                         ovs.append(ov)
-                    m.d.sync += sat.eq(sat + sum(ovs))
-                    m.next = "RN"
-            with m.State("RN"):
-                scalar_request(n2, fg + fan, ScalarOp.RECIP)
-                with m.If(su.i.ready):
-                    m.next = "RN_WAIT"
-            with m.State("RN_WAIT"):
-                m.d.comb += su.o.ready.eq(1)
-                with m.If(su.o.valid):
-                    m.d.sync += [rn_m.eq(su.o.payload.m), rn_f.eq(su.o.payload.f), wait.eq(0)]
+                    m.d.sync += [sat.eq(sat + sum(ovs)), wait.eq(0)]
                     m.next = "P"
-            with m.State("P"):  # p = block(t / n²), while rsqrt(n²) runs
-                m.d.sync += wait.eq(wait + 1)
-                with m.If(wait == 0):
+            with m.State("P"):  # p = block(t / n²) once 1/n² is in; rsqrt(n²) runs on
+                with m.If(wait != 0):
+                    m.d.sync += wait.eq(wait + 1)
+                with m.Elif(rn_done):
+                    m.d.sync += wait.eq(1)
+                with m.If((wait == 0) & rn_done):
                     m.d.comb += [opA[l].eq(t[l]) for l in range(k)]
                     m.d.comb += [opB[l].eq(rn_m) for l in range(k)]
-                    scalar_request(n2, fg + fan, ScalarOp.RSQRT)  # always accepted: the unit is idle
                 with m.If(wait == bank_wait):
                     m.d.comb += [bn_p.i_valid.eq(1), bn_p.i_frac.eq(fg + rn_f)]
                     m.d.comb += [bn_p.i_data[l].eq(prod_d[l]) for l in range(k)]
-                m.d.comb += su.o.ready.eq(1)
-                with m.If(su.o.valid):
-                    m.d.sync += [ys_m.eq(su.o.payload.m), ys_f.eq(su.o.payload.f)]
                 with m.If(bn_p.o_valid):
                     m.d.sync += [p[l].eq(Mux(j == l, 0, bn_p.o_data[l])) for l in range(k)]
                     m.d.sync += [q[l].eq(Mux(j == l, 0, q[l])) for l in range(k)]
                     m.d.sync += fp.eq(bn_p.o_frac)
                     m.next = "P_WAIT"
             with m.State("P_WAIT"):  # rsqrt(n²) may still be running
-                m.d.comb += su.o.ready.eq(1)
-                with m.If(su.o.valid):
-                    m.d.sync += [ys_m.eq(su.o.payload.m), ys_f.eq(su.o.payload.f)]
-                    m.next = "OUT"
-                with m.Elif(ys_m != 0):
+                with m.If(ys_done):
                     m.next = "OUT"
             with m.State("OUT"):
                 m.d.comb += self.o.valid.eq(1)
@@ -377,6 +399,6 @@ class TokenChain(wiring.Component):
                 m.d.comb += [o.q[l].eq(q[l]) for l in range(k)]
                 m.d.comb += [o.p[l].eq(p[l]) for l in range(k)]
                 with m.If(self.o.ready):
-                    m.d.sync += [ys_m.eq(0), ys_f.eq(0)]
+                    m.d.sync += [ys_m.eq(0), ys_f.eq(0), rn_done.eq(0), ys_done.eq(0)]
                     m.next = "IDLE"
         return m
