@@ -18,7 +18,9 @@ overwritten by ``x_i`` (``upd``), or only the column write (warm-up, eviction), 
 
 Per-token controls (``a``, ``p``, ``p_shift``, ``q``, ``upd``, ``wsel``) are inputs the caller holds
 constant while a pass is in the pipeline (the sequencer decodes them once per token into
-registers). ``first`` on a row clears the accumulators before adding it. Every stage is one
+registers); with ``travelling_controls=True`` they are sampled with each row instead and travel
+down the pipeline beside it to the stage that uses them, so passes of different memories (heads)
+can follow each other with no gap (about ``k·(2·w_p + w_a)·st_r`` more flip-flops). ``first`` on a row clears the accumulators before adding it. Every stage is one
 register after at most one carry chain or a few LUT levels (``hardware.md``, "Timing
 discipline"); the multipliers are :class:`~specmem.rtl.dsp.LaneMultiplier`\\ s.
 """
@@ -55,16 +57,21 @@ class RowUnit(wiring.Component):
     ``i_xn`` (the next token's element), ``i_first``; out ``o_valid``, ``o_u[k]`` (the row as
     written, :attr:`latency` after ``i_u``), ``o_r`` (``r_i``, for ``y``), ``sat_u`` (saturated
     writes, counted), ``acc_a[k]`` and ``acc_g[k(k+1)/2]`` (the running sums, final
-    :attr:`acc_latency` advancing cycles after the last row's ``i_u``).
+    :attr:`acc_latency` advancing cycles after the last row's ``i_u``; ``acc_done`` pulses in the
+    first advancing cycle they are, for a row entered with ``i_last``). With
+    ``travelling_controls`` ``acc_a``/``acc_g`` are snapshots taken at each ``i_last`` row, held
+    until the next (the running sums go on with the next pass).
     """
 
-    def __init__(self, d: int, k: int, preset: str = "int18", *, dsp: str = "registered"):
+    def __init__(self, d: int, k: int, preset: str = "int18", *, dsp: str = "registered",
+                 travelling_controls: bool = False):
         for name, v in (("d", d), ("k", k)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name}: must be an integer >= 1, got {v!r}")
         if k > d:
             raise ValueError(f"k: must be <= d ({d}), got {k}")
         self.d, self.k, self.preset = d, k, preset
+        self.travelling_controls = bool(travelling_controls)
         self.fmt = F = formats_for("annihilation", preset, d, {"k": k, "in_range": None})
         self.mul_latency = check_dsp(dsp, 18, 18)
         self.dsp = dsp
@@ -106,6 +113,7 @@ class RowUnit(wiring.Component):
             "wsel": In(k),
             "i_valid": In(1),
             "i_first": In(1),
+            "i_last": In(1),
             "i_u": In(data.ArrayLayout(signed(self.wu), k)),
             "i_x": In(signed(self.wx)),
             "i_xn": In(signed(self.wx)),
@@ -115,6 +123,7 @@ class RowUnit(wiring.Component):
             "sat_u": Out(32),
             "acc_a": Out(data.ArrayLayout(signed(wacc), k)),
             "acc_g": Out(data.ArrayLayout(signed(wacc), self.n_gram)),
+            "acc_done": Out(1),
         })
 
     def elaborate(self, platform):
@@ -143,6 +152,19 @@ class RowUnit(wiring.Component):
             m.d.comb += [mm.a.eq(a), mm.b.eq(b), mm.en.eq(en)]
             return mm.p
 
+        taps = {}
+
+        def ctl(name, stage):
+            """The control ``name`` as seen by the row at ``stage`` (registers after its entry):
+            the input itself when controls are held, else its copy that entered with that row."""
+            value = getattr(self, name)
+            if not self.travelling_controls:
+                return value
+            chain = taps.setdefault(name, [value])
+            while len(chain) <= stage:
+                chain.append(reg(chain[-1], value.shape(), f"ctl_{name}_d{len(chain)}"))
+            return chain[stage]
+
         # 1. inputs
         v = reg(self.i_valid, 1, "s1_v")
         first = reg(self.i_first & self.i_valid, 1, "s1_first")
@@ -151,7 +173,8 @@ class RowUnit(wiring.Component):
         xn = reg(self.i_xn, signed(self.wx), "s1_xn")
         # 2. Um, r_i = narrow(Um·a); cj = Um_ij selected by the one-hot wsel
         Um = narrow(U, self.sh_um, self.wm, "um")
-        prods = [mul(Um[l], self.a[l], f"mul_a{l}") for l in range(k)]
+        a_c = ctl("a", 3)
+        prods = [mul(Um[l], a_c[l], f"mul_a{l}") for l in range(k)]
         lvl = 0
         while len(prods) > 1:
             lvl += 1
@@ -162,15 +185,17 @@ class RowUnit(wiring.Component):
             prods = nxt
         dot = prods[0] if k > 1 else reg(prods[0], prods[0].shape(), "t1_0")
         r = narrow([dot], self.sh_r, self.wr, "rn")[0]
-        cj = reg(_or_all([Um[l].as_unsigned() & self.wsel[l].replicate(self.wm) for l in range(k)]),
+        wsel3 = ctl("wsel", 3)
+        cj = reg(_or_all([Um[l].as_unsigned() & wsel3[l].replicate(self.wm) for l in range(k)]),
                  unsigned(self.wm), "cj")
         cj = delay(cj.as_signed(), signed(self.wm), self.st_r - 4, "cj")
         # 3. r_i p (token shift), Um_ij q (constant shift)
-        rp = [mul(r, self.p[l], f"mul_p{l}") for l in range(k)]
-        cq = [mul(cj, self.q[l], f"mul_q{l}") for l in range(k)]
+        p_c, q_c = ctl("p", self.st_r), ctl("q", self.st_r)
+        rp = [mul(r, p_c[l], f"mul_p{l}") for l in range(k)]
+        cq = [mul(cj, q_c[l], f"mul_q{l}") for l in range(k)]
         rsv = RoundShiftVar(k, len(rp[0]), max_left=self.max_left, rounding=rnd)
         m.submodules.rsv = rsv
-        m.d.comb += [rsv.en.eq(en), rsv.i_valid.eq(1), rsv.i_shift.eq(self.p_shift)]
+        m.d.comb += [rsv.en.eq(en), rsv.i_valid.eq(1), rsv.i_shift.eq(ctl("p_shift", self.st_r + L))]
         m.d.comb += [rsv.i_data[l].eq(rp[l]) for l in range(k)]
         t2 = [delay(round_shift(m, c, self.sh_q, rnd, f"cq_r{l}"), signed(self.wu), RoundShiftVar.latency,
                     f"t2_{l}") for l, c in enumerate(cq)]
@@ -188,12 +213,13 @@ class RowUnit(wiring.Component):
         sat = SaturatingNarrow(k, self.wt + 2, self.wu)
         m.submodules.sat = sat
         vd = delay(v, 1, S - 1, "vd")
-        m.d.comb += [sat.en.eq(en), sat.i_valid.eq(vd & self.upd)]
+        m.d.comb += [sat.en.eq(en), sat.i_valid.eq(vd & ctl("upd", S))]
         m.d.comb += [sat.i_data[l].eq(s2[l]) for l in range(k)]
         m.d.comb += self.sat_u.eq(sat.count)
         # 4. the row as written
         xu = (xd << self.x_to_u)
-        new = [reg(Mux(self.wsel[l], xu, Mux(self.upd, sat.o_data[l], Ud3[l])), signed(self.wu), f"w{l}")
+        wsel_w, upd_w = ctl("wsel", self.latency - 1), ctl("upd", self.latency - 1)
+        new = [reg(Mux(wsel_w[l], xu, Mux(upd_w, sat.o_data[l], Ud3[l])), signed(self.wu), f"w{l}")
                for l in range(k)]
         vo = delay(vd, 1, self.latency - S, "vo")
         rd = delay(r, signed(self.wr), self.latency - self.st_r, "rd")
@@ -205,6 +231,7 @@ class RowUnit(wiring.Component):
         #    product's low bits and registers its carry, the high half adds the product's high bits
         #    and that carry one cycle later.
         firstd = delay(first, 1, self.latency + 2 + L, "fd")
+        lastd = delay(reg(self.i_last & self.i_valid, 1, "s1_last"), 1, self.latency + 2 + L, "ld")
         vacc = delay(vo, 1, 2 + L + 1, "va")
         xnd = delay(xn, signed(self.wx), self.latency + 2 - 1, "xnd")
         Um2 = narrow(new, self.sh_um, self.wm, "um2")
@@ -214,6 +241,11 @@ class RowUnit(wiring.Component):
         hw = self.acc_width - h
         v_hi = reg(vacc, 1, "acc_vhi")
         f_hi = reg(firstd, 1, "acc_fhi")
+        l_hi = reg(lastd & vacc, 1, "acc_lhi")
+        done = Signal(name="acc_done_r")
+        with m.If(en):
+            m.d.sync += done.eq(l_hi & v_hi)
+        m.d.comb += self.acc_done.eq(done & en)
         for dst, ps, tag in ((self.acc_a, pa, "a"), (self.acc_g, pg, "g")):
             for i, pr in enumerate(ps):
                 prr = reg(pr, signed(self.acc_width), f"acc_p{tag}{i}")  # sign-extended to the sum's width
@@ -225,9 +257,21 @@ class RowUnit(wiring.Component):
                 m.d.comb += lo_sum.eq(Mux(firstd, prr[:h], lo + prr[:h]))
                 with m.If(en & vacc):
                     m.d.sync += [lo.eq(lo_sum[:h]), cy.eq(lo_sum[h]), phi.eq(prr[h:].as_signed())]
+                hi_new = Mux(f_hi, phi + cy, hi + phi + cy)
                 with m.If(en & v_hi):
-                    m.d.sync += hi.eq(Mux(f_hi, phi + cy, hi + phi + cy))
-                m.d.comb += dst[i].eq(Cat(lo, hi).as_signed())
+                    m.d.sync += hi.eq(hi_new)
+                if not self.travelling_controls:
+                    m.d.comb += dst[i].eq(Cat(lo, hi).as_signed())
+                    continue
+                # passes back to back: the low half of the next pass's first row lands one cycle
+                # before the high half of this pass's last row, so the sums are snapshot half by half
+                snap_lo = Signal(unsigned(h), name=f"acc_{tag}{i}_slo")
+                snap_hi = Signal(signed(hw), name=f"acc_{tag}{i}_shi")
+                with m.If(en & vacc & lastd):
+                    m.d.sync += snap_lo.eq(lo_sum[:h])
+                with m.If(en & v_hi & l_hi):
+                    m.d.sync += snap_hi.eq(hi_new)
+                m.d.comb += dst[i].eq(Cat(snap_lo, snap_hi).as_signed())
         return m
 
 

@@ -140,3 +140,83 @@ def test_latencies_and_multipliers():
 def test_bad_generics(kw, match):
     with pytest.raises(ValueError, match=match):
         RowUnit(**kw)
+
+
+def _run_back_to_back(ru, tokens, *, stall=0.0, seed=0):
+    """Passes with no gap between them, each row entering with its own pass's controls (heads):
+    the controls travel with the rows. Accumulators are read at the cycle each pass's are final."""
+    rng = random.Random(seed)
+    d, k = ru.d, ru.k
+    n = len(tokens)
+    rows, rs, accs = [], [], []
+    end = n * d + ru.acc_latency + 4
+
+    async def bench(ctx):
+        i = adv = 0
+        while adv <= end:
+            en = rng.random() >= stall
+            ctx.set(ru.en, en)
+            live = i < n * d
+            ctx.set(ru.i_valid, live)
+            if live:
+                p, row = divmod(i, d)
+                ctl, U, x, xn, _ = tokens[p]
+                for l in range(k):
+                    ctx.set(ru.a[l], int(ctl["a"][l]))
+                    ctx.set(ru.p[l], int(ctl["p"][l]))
+                    ctx.set(ru.q[l], int(ctl["q"][l]))
+                    ctx.set(ru.i_u[l], int(U[row, l]))
+                ctx.set(ru.p_shift, ctl["p_shift"])
+                ctx.set(ru.upd, ctl["upd"])
+                ctx.set(ru.wsel, ctl["wsel"])
+                ctx.set(ru.i_first, row == 0)
+                ctx.set(ru.i_last, row == d - 1)
+                ctx.set(ru.i_x, int(x[row]))
+                ctx.set(ru.i_xn, int(xn[row]))
+            else:  # controls that belong to no row: a row reading them would fail the test
+                for l in range(k):
+                    ctx.set(ru.a[l], 1)
+                    ctx.set(ru.p[l], -1)
+                ctx.set(ru.upd, 1)
+                ctx.set(ru.wsel, 1)
+            await ctx.tick()
+            if ctx.get(ru.acc_done):  # this pass's sums, snapshot
+                accs.append(([ctx.get(ru.acc_a[l]) for l in range(k)],
+                             [ctx.get(ru.acc_g[m]) for m in range(ru.n_gram)]))
+            if en:
+                if ctx.get(ru.o_valid):
+                    rows.append([ctx.get(ru.o_u[l]) for l in range(k)])
+                    rs.append(ctx.get(ru.o_r))
+                adv += 1
+                i += 1
+
+    sim = Simulator(ru)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return rows, rs, accs
+
+
+@pytest.mark.parametrize("d, k, stall", [(8, 4, 0.0), (6, 3, 0.25)])
+def test_travelling_controls_let_passes_of_different_memories_follow_with_no_gap(d, k, stall):
+    rng = random.Random(7 * d + k)
+    ru = RowUnit(d, k, "int18", travelling_controls=True)
+    dp = Datapath(ru.fmt, trace=False)
+    modes = ["full", "column", "full", "none", "full", "full"]
+    tokens = [_token(rng, ru, dp, mode) for mode in modes]
+    rows, rs, accs = _run_back_to_back(ru, tokens, stall=stall, seed=k)
+    assert len(rows) == len(modes) * d and len(accs) == len(modes)
+    for p, (_, _, _, _, want) in enumerate(tokens):
+        assert rows[p * d:(p + 1) * d] == want["u"].tolist(), f"pass {p} ({modes[p]}): rows"
+        assert rs[p * d:(p + 1) * d] == want["r"].tolist(), f"pass {p}: r"
+        assert accs[p] == (want["a"].tolist(), want["g"]), f"pass {p}: accumulators"
+
+
+def test_held_controls_cannot_follow_with_no_gap():
+    """The same back-to-back passes without travelling controls go wrong (the test above can fail)."""
+    rng = random.Random(3)
+    ru = RowUnit(8, 4, "int18")
+    dp = Datapath(ru.fmt, trace=False)
+    tokens = [_token(rng, ru, dp, mode) for mode in ["full", "full", "column"]]
+    rows, _, _ = _run_back_to_back(ru, tokens)
+    assert any(rows[p * 8:(p + 1) * 8] != t[4]["u"].tolist() for p, t in enumerate(tokens))
