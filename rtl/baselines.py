@@ -1,8 +1,9 @@
-"""Linear attention (ELU+1) and DeltaNet as further programs of the VLA core's pieces, bit-exact
-with ``specmem.golden.fixed.linear_attention.linear_attention_fixed`` and
-``specmem.golden.fixed.deltanet.deltanet_fixed``.
+"""Linear attention (ELU+1), DeltaNet and Gated DeltaNet as further programs of the VLA core's
+pieces, bit-exact with ``specmem.golden.fixed.linear_attention.linear_attention_fixed``,
+``specmem.golden.fixed.deltanet.deltanet_fixed`` and
+``specmem.golden.fixed.gated_deltanet.gated_deltanet_fixed``.
 
-Both rules keep one ``d x d`` state ``S`` and need no vector chain between tokens: every per-token
+All three rules keep one ``d x d`` state ``S`` and need no vector chain between tokens: every per-token
 scalar comes from the front end, and every per-row result is formed as the row leaves the dot
 engines. So a token costs one fused pass (token ``t``'s rank-one write, token ``t+1``'s read)
 and its pipeline tail: ``d²/k + L + 5`` cycles in steady state (:meth:`BaselineCore.cycle_budget`).
@@ -16,6 +17,13 @@ and its pipeline tail: ``d²/k + L + 5`` cycles in steady state (:meth:`Baseline
   max(||x||², eps²)``), ``c = normalize(knᵀqn)``. Pass: ``S += round(be_i kn_j)``, ``S kn`` and
   ``S qn`` of the next token; per row ``e_i = narrow(v_i - sk_i)``, ``be_i = narrow(beta e_i)``,
   ``o_i = narrow(sq_i + round(be_i c))``; ``be`` is kept for the next pass's write.
+* **gated-deltanet**: DeltaNet with a per-token decay ``g`` (``UQ1.(M-1)``, unsigned). The token's
+  scalars ``(beta, g)`` follow ``q`` packed ``k`` per beat (scalar ``j`` in beat ``j // k``, lane
+  ``j % k``): one beat with ``beta`` in lane 0 and ``g`` in lane 1 (its bits read unsigned), two
+  beats when ``k = 1``. Pass: ``S <- sat(round(g_w S) + round(be_i kn_j))`` with the written
+  token's ``g_w`` (one more multiplier per lane, on the RAM's output register, same pipeline
+  depth); per row ``e_i = narrow(v_i - g sk_i)``, ``o_i = narrow(g sq_i + (round(be_i c) << fg))``
+  with the read token's ``g``, exact products, one rounding each.
 
 Three token slots: the token being written, the token being read, the token the front end fills.
 """
@@ -29,6 +37,7 @@ from amaranth.lib.wiring import In, Out
 from specmem.golden.deltanet import L2_EPS
 from specmem.golden.fixed.datapath import Datapath
 from specmem.golden.fixed.formats import formats_for
+from specmem.golden.fixed.gated_deltanet import gated_deltanet_formats
 
 from .engine import DotEngine, min_signed_width
 from .lanes import lane_helpers
@@ -40,13 +49,13 @@ from .vector_ops import bit_len, elu1_hw, iv, iv_neg, iv_union, normalize_hw, su
 
 __all__ = ["BaselineCore", "BASELINE_ALGOS"]
 
-BASELINE_ALGOS = ("linear", "deltanet")
+BASELINE_ALGOS = ("linear", "deltanet", "gated-deltanet")
 
 
 class BaselineCore(wiring.Component):
-    """Linear attention (``algo="linear"``) or DeltaNet (``algo="deltanet"``) for dimension ``d``
-    with ``k`` lanes, one preset; ``eps`` as the golden model's (default 1e-4 for linear
-    attention, ``L2_EPS`` for DeltaNet).
+    """Linear attention (``algo="linear"``), DeltaNet (``algo="deltanet"``) or Gated DeltaNet
+    (``algo="gated-deltanet"``) for dimension ``d`` with ``k`` lanes, one preset; ``eps`` as the
+    golden model's (default 1e-4 for linear attention, ``L2_EPS`` for the DeltaNets).
 
     Members: ``x_in`` (``k`` signed input elements per beat, :attr:`beats_per_token` beats a token),
     ``o_out`` (``o[k]`` in the ``o`` format and ``last``, ``d/k`` beats a token), status ``tokens``,
@@ -72,21 +81,28 @@ class BaselineCore(wiring.Component):
             raise ValueError(f"eps: must be > 0, got {eps!r}")
         self.algo, self.d, self.k, self.dk, self.preset = algo, d, k, d // k, preset
         self.params = {"eps": eps, "in_range": in_range}
-        self.fmt = F = formats_for(algo, preset, d, {"in_range": in_range})
+        self.gated = gated = algo == "gated-deltanet"
+        if gated:
+            self.fmt = F = gated_deltanet_formats(preset, d, in_range)
+        else:
+            self.fmt = F = formats_for(algo, preset, d, {"in_range": in_range})
         self.dp = dp = Datapath(F, trace=False)
         self.su_config = cfg = F.scalar_unit
         for name in F.tensors:
             if F[name].saturation != "saturate":
                 raise ValueError(f"preset: tensor {name} uses {F[name].saturation}; the RTL implements 'saturate'")
         lin = algo == "linear"
-        names = ("k", "v", "q") + (() if lin else ("beta",))
+        names = ("k", "v", "q") + (() if lin else ("beta",)) + (("g",) if gated else ())
         if len({F[n].width for n in names}) != 1:
             raise ValueError("preset: the input tensors must share one width (one lane width)")
         dk, P = self.dk, cfg.out_bits
         M = F["k"].width
         fin, fs, fsm = F["k"].frac, F["s"].frac, F["s_mul"].frac
         Wsm = F["s_mul"].width
-        self.beats_per_token = 3 * dk + (0 if lin else 1)
+        #: the per-token scalars after k, v, q (beta, then g), packed k per beat
+        self.scalars = () if lin else ("beta", "g") if gated else ("beta",)
+        self.scalar_beats = -(-len(self.scalars) // k)
+        self.beats_per_token = 3 * dk + self.scalar_beats
         if lin:
             ff = F["kf"].frac
             self.key, self.qry, self.fkey = "kf", "qf", ff
@@ -188,6 +204,8 @@ class BaselineCore(wiring.Component):
         sc1_f = [Signal(signed(EW), name=f"sc1_f{s}") for s in range(S)]
         sc2_m = [Signal(signed(max(P, M)), name=f"sc2_m{s}") for s in range(S)]  # linear: 1/den   deltanet: beta
         sc2_f = [Signal(signed(EW), name=f"sc2_f{s}") for s in range(S)]
+        if self.gated:  # the decay g, UQ1.(M-1)
+            g_slot = [Signal(unsigned(F["g"].width), name=f"g_slot{s}") for s in range(S)]
         wslot = Signal(range(S))
 
         # ======================================================================== front end
@@ -198,7 +216,7 @@ class BaselineCore(wiring.Component):
         r_x = Signal(self.x_layout)
         fe_recv, fe_scale = Signal(), Signal()
         last_phase = 2 if lin else 3
-        phase_end = Mux(phase == 3, 0, dk - 1)
+        phase_end = Mux(phase == 3, self.scalar_beats - 1, dk - 1)
         x_ok = materialise(m, fe_recv & ~recv_done & ~slot_full.bit_select(wslot, 1), "x_ok")
         m.d.comb += self.x_in.ready.eq(x_ok)
         accept = self.x_in.valid & x_ok
@@ -213,7 +231,7 @@ class BaselineCore(wiring.Component):
                 m.d.sync += beat.eq(beat + 1)
         slot_a = saddr(wslot, r_beat)
         first = r_beat == 0
-        r_last = r_v & (r_phase == last_phase) & (r_beat == (0 if not lin else dk - 1))
+        r_last = r_v & (r_phase == last_phase) & (r_beat == (self.scalar_beats - 1 if not lin else dk - 1))
 
         def fe_req(x, frac, op, nxt):
             m.d.comb += [sfe.i.valid.eq(1), sfe.i.payload.x.eq(x), sfe.i.payload.frac.eq(frac),
@@ -304,8 +322,14 @@ class BaselineCore(wiring.Component):
                     with m.Case(2):
                         m.d.comb += [qry_w.addr.eq(slot_a), qry_w.en.eq(1), qry_w.data.eq(r_x)]
                         m.d.sync += nq2.eq(Mux(first, 0, nq2) + sum(r_x[l] * r_x[l] for l in range(k)))
-                    with m.Case(3):
-                        set_slot(sc2_m, r_x[0])
+                    with m.Case(3):  # scalar j in beat j // k, lane j % k
+                        if self.gated:
+                            with m.If(r_beat == 0):
+                                set_slot(sc2_m, r_x[0])
+                            with m.If(r_beat == 1 // k):
+                                set_slot(g_slot, r_x[1 % k].as_unsigned())
+                        else:
+                            set_slot(sc2_m, r_x[0])
             mk, fk = Signal(signed(P)), Signal(signed(EW))
             mq, fq = Signal(signed(P)), Signal(signed(EW))
             sa = Signal(range(DK2))
@@ -391,6 +415,11 @@ class BaselineCore(wiring.Component):
         m.d.sync += [s2_v.eq(s1_v), s2_n.eq(s1_n), s2_c.eq(s1_c)]
         m.d.sync += [s2_S[l].eq(smem.rd_data[l]) for l in range(k)]
         m.d.sync += [s2_p[l].eq(row_w * key_lane[l]) for l in range(k)]
+        if self.gated:  # g S of the written token, on the RAM's output register
+            fg = F["g"].frac
+            g_w = materialise(m, Array(g_slot)[pslot], "g_w")
+            s2_gS = [Signal(signed(F["s"].width + F["g"].width + 1), name=f"s2_gS{l}") for l in range(k)]
+            m.d.sync += [s2_gS[l].eq(smem.rd_data[l] * g_w) for l in range(k)]
 
         # S2: S + round(row_i key_j), one saturation
         s3_v, s3_n, s3_c = Signal(name="s3_v"), Signal(range(N2), name="s3_n"), Signal(range(DK2), name="s3_c")
@@ -398,7 +427,8 @@ class BaselineCore(wiring.Component):
         m.d.sync += [s3_v.eq(s2_v), s3_n.eq(s2_n), s3_c.eq(s2_c)]
         for l in range(k):
             ts = round_shift(m, s2_p[l], frow + fkey - fs, rnd, name=f"ws{l}")
-            ns_, os_ = saturate(m, s2_S[l] + ts, F["s"], name=f"ws_sat{l}")
+            old = round_shift(m, s2_gS[l], fg, rnd, name=f"wg{l}") if self.gated else s2_S[l]
+            ns_, os_ = saturate(m, old + ts, F["s"], name=f"ws_sat{l}")
             m.d.sync += s3_S[l].eq(Mux(wr, ns_, s2_S[l]))
             sat_flags.append(s2_v & wr & os_)
 
@@ -439,10 +469,18 @@ class BaselineCore(wiring.Component):
             sat_flags.append(row_v & o_ovf)
         else:  # e = narrow(v - sk); be = narrow(beta e); o = narrow(sq + round(be c))
             fe_, fb = F["e"].frac, F["beta"].frac
-            e_val, e_ovf = requantize(m, (v_row << (Fr - fin)) - self.e_sk.o.payload.sum, Fr, F["e"], name="e_q")
+            sk = self.e_sk.o.payload.sum
+            if self.gated:  # the read token's g: e = narrow(v - g sk), o = narrow(g sq + (round(be c) << fg))
+                g_c = materialise(m, Array(g_slot)[cslot], "g_c")
+                e_val, e_ovf = requantize(m, (v_row << (Fr + fg - fin)) - sk * g_c, Fr + fg, F["e"], name="e_q")
+            else:
+                e_val, e_ovf = requantize(m, (v_row << (Fr - fin)) - sk, Fr, F["e"], name="e_q")
             be_val, be_ovf = requantize(m, e_val * s2m[:M].as_signed(), fe_ + fb, F["e"], name="be_q")
             t = round_shift_var(m, be_val * s1m, s1f + (fe_ - Fr), rnd, max_left=self.ml_t, name="o_t")
-            o_val, o_ovf = requantize(m, sq + t, Fr, F["o"], name="o_q")
+            if self.gated:
+                o_val, o_ovf = requantize(m, sq * g_c + (t << fg), Fr + fg, F["o"], name="o_q")
+            else:
+                o_val, o_ovf = requantize(m, sq + t, Fr, F["o"], name="o_q")
             sat_flags += [row_v & e_ovf, row_v & be_ovf, row_v & o_ovf]
             m.d.comb += [be_w.addr.eq(oia), be_w.en.eq(Mux(row_v, 1 << oil, 0))]
             m.d.comb += [be_w.data[l].eq(be_val) for l in range(k)]
