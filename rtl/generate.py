@@ -44,7 +44,7 @@ def model_sources(manifest: dict) -> list[Path]:
 #: width from ``mul_bits``, the cores every format from the table.
 PRESETS = {name: GOLDEN_PRESETS[name] for name in RTL_PRESETS}
 
-ALGOS = ("engine", "annihilation", "vla", "linear", "deltanet")
+ALGOS = ("engine", "annihilation", "vla", "linear", "deltanet", "gated-deltanet")
 
 
 def _check_dk(d, k):
@@ -122,7 +122,7 @@ def build(algo: str, d: int, k: int, preset: str = "legacy-int8", **params) -> B
         extra = set(params) - {"dsp"}
         if extra:
             raise ValueError(f"{sorted(extra)[0]}: not a parameter of engine (it takes dsp)")
-    elif params and algo not in ("vla", "linear", "deltanet"):
+    elif params and algo not in ("vla", "linear", "deltanet", "gated-deltanet"):
         raise ValueError(f"{next(iter(params))}: not a parameter of {algo}")
     check_rtl_preset(preset)  # the RTL is bit-exact with the legacy formats only
     if algo == "engine":
@@ -146,10 +146,18 @@ def build(algo: str, d: int, k: int, preset: str = "legacy-int8", **params) -> B
         from .top import VLATop
         top = VLATop(d, k, preset, **params)
         return Built(top, "specmem_vla", top.manifest())
-    if algo in ("linear", "deltanet"):
+    if algo in ("linear", "deltanet", "gated-deltanet"):
         from .top import BaselineTop
         top = BaselineTop(algo, d, k, preset, **params)
-        return Built(top, f"specmem_{algo}", top.manifest())
+        manifest = top.manifest()
+        if algo == "gated-deltanet":  # the scalar beats carry g too (rtl/baselines.py)
+            manifest["streams"]["s_axis"].update({
+                "tensors": ["k", "v", "q", *top.core.scalars],
+                "element_to_beat": "tensor n (k, v, q = 0, 1, 2), element i -> beat n d/k + i // k, lane i % k; "
+                                   "then the scalars (beta, g), scalar j -> beat 3 d/k + j // k, lane j % k "
+                                   "(formats 'beta' and 'g'; g's lane holds its unsigned bits), other lanes ignored",
+            })
+        return Built(top, f"specmem_{algo.replace('-', '_')}", manifest)
     from .top import AnnihilationTop  # imported lazily: needs the fixed-point golden model
     top = AnnihilationTop(d, k, preset=preset)
     return Built(top, "specmem_annihilation", top.manifest())

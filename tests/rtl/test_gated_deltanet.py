@@ -6,6 +6,7 @@ under random gaps and backpressure, late tokens and saturating streams (Amaranth
 
 from __future__ import annotations
 
+import json
 import random
 
 import numpy as np
@@ -191,3 +192,20 @@ def test_core_bit_exact_sweep(d, k, preset):
     g, Xq = golden(make_stream(40 + d + k, 16, d), preset)
     res = run_core(Xq, k, preset, idle=0.2, stall=0.3, seed=d * k)
     check(res, g)
+
+
+def test_generated_top_lints_clean(tmp_path):
+    from specmem.rtl.generate import generate, lint
+
+    m = generate("gated-deltanet", 8, 2, "legacy-int8", tmp_path)
+    res = lint(m["paths"]["verilog"])
+    assert res.clean, res.output
+    ports = {p["name"]: p for p in m["ports"]}
+    for name, direction, width in [("s_axis_tdata", "input", 16), ("m_axis_tdata", "output", 32),
+                                   ("status_saturations", "output", 32)]:
+        assert ports[name]["direction"] == direction and ports[name]["width"] == width, name
+    on_disk = json.loads((tmp_path / "specmem_gated_deltanet.json").read_text())
+    s_axis = on_disk["streams"]["s_axis"]
+    assert s_axis["beats_per_token"] == 13 and s_axis["tensors"] == ["k", "v", "q", "beta", "g"]
+    assert on_disk["formats"]["tensors"]["g"]["q"] == "UQ1.7"
+    assert on_disk["cycles_per_token"]["floor_d2_over_k"] == 32
