@@ -171,10 +171,11 @@ def test_unit_decay_core_equals_deltanet_model():
     np.testing.assert_array_equal(res["s"], dn["s_raw"])
 
 
-def test_core_cycles_per_token_steady_state():
+@pytest.mark.parametrize("d,k", [(16, 4), pytest.param(32, 8, marks=pytest.mark.slow)])
+def test_core_cycles_per_token_steady_state(d, k):
     """Full-rate source, ready sink: the decay costs no cycle; every token after the first takes
     DeltaNet's ``cycle_budget()['total']`` = d²/k + L + 5."""
-    d, k, T = 16, 4, 6
+    T = 6
     g, Xq = golden(make_stream(6, T, d))
     res = run_core(Xq, k, seed=7)
     check(res, g)
@@ -186,10 +187,11 @@ def test_core_cycles_per_token_steady_state():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("d,k,preset", [(8, 2, "legacy-int16"), (8, 2, "legacy-wide"), (4, 4, "legacy-int8"),
-                                        (12, 3, "legacy-int8")])
-def test_core_bit_exact_sweep(d, k, preset):
-    g, Xq = golden(make_stream(40 + d + k, 16, d), preset)
+@pytest.mark.parametrize("d,k,preset,T", [(8, 2, "legacy-int16", 16), (8, 2, "legacy-wide", 16),
+                                          (4, 4, "legacy-int8", 16), (12, 3, "legacy-int8", 16),
+                                          (8, 2, "legacy-int8", 300)])
+def test_core_bit_exact_sweep(d, k, preset, T):
+    g, Xq = golden(make_stream(40 + d + k + T, T, d), preset)
     res = run_core(Xq, k, preset, idle=0.2, stall=0.3, seed=d * k)
     check(res, g)
 
