@@ -168,15 +168,30 @@ def _cmd_rtl(args) -> int:
     from specmem.rtl.generate import generate, lint, model_sources
 
     params = {"dsp": args.dsp} if args.dsp else {}
+    if args.core:
+        params["core"] = args.core
+    if args.bram:
+        params["bram"] = args.bram
+    fmt = args.format or ("legacy-int8" if args.algo != "annihilation" or args.core != "v2" else "int18")
     t0 = time.perf_counter()
     try:
-        if params and args.algo != "engine":
-            raise ValueError(f"dsp: only the engine takes it (the cores use 'fabric'), not {args.algo}")
-        manifest = generate(args.algo, args.d, args.k, args.format, args.out, **params)
+        if "core" in params and args.algo != "annihilation":
+            raise ValueError(f"core: only the annihilation has two cores (v1, v2), not {args.algo}")
+        if "bram" in params and args.algo != "annihilation":
+            raise ValueError(f"bram: only the annihilation core v2 takes it, not {args.algo}")
+        if "dsp" in params and args.algo not in ("engine", "annihilation"):
+            raise ValueError(f"dsp: only the engine and the annihilation core v2 take it (the other cores use "
+                             f"'fabric'), not {args.algo}")
+        if args.algo == "annihilation" and "dsp" in params and params["dsp"] == "fabric":
+            raise ValueError("dsp: core v2 takes registered or ecp5 (fabric is the engine's product register)")
+        manifest = generate(args.algo, args.d, args.k, fmt, args.out, **params)
     except ValueError as exc:  # parameter validation in rtl/ names the argument
         raise SpecmemInputError(str(exc)) from None
     info = manifest.get("cycles_per_token")
     cpt = info.get("full_steady_state", info) if isinstance(info, dict) else info
+    if manifest.get("core") == "v2":  # measured, not derived: say which, and what the design gives
+        cpt = (f"{cpt} (measured in simulation)" if cpt is not None else "not measured at this size") \
+            + f"; one pass over U {info['pass_cycles']} + the token chain; core v2"
     if isinstance(info, dict) and "floor_d2_over_k" in info:  # VLA and the baselines: d^2/k multiplies per token
         floor = f", floor d^2/k = {info['floor_d2_over_k']}"
     elif args.algo == "annihilation":
@@ -227,13 +242,15 @@ def _cmd_sim(args) -> int:
 
     cocotb_refuses(args)
     if args.mutants:
-        given = [f"--{n}" for n in (*SIM_DEFAULTS, "param") if getattr(args, n) is not None]
+        given = [f"--{n}" for n in (*SIM_DEFAULTS, "param") if n != "format" and getattr(args, n) is not None]
         given += [f"--{n}" for n in ("coverage", "waves") if getattr(args, n)]
+        if args.format not in (None, "legacy-int8", "int18"):
+            given.append(f"--format {args.format}")
         if given:
             raise SpecmemInputError(f"mutants: the mutation check runs its own fixed configuration (the annihilation "
-                                    f"top, d=16, k=4, legacy-int8, seeds 0 and 1, 24 tokens); {', '.join(given)} "
-                                    "do not apply to it")
-        base, res = mutation_command()
+                                    f"top, d=16, k=4, legacy-int8 (core v1) or with --format int18 core v2, seeds 0 "
+                                    f"and 1, 24 tokens); {', '.join(given)} do not apply to it")
+        base, res = mutation_command(preset=args.format or "legacy-int8")
         return 0 if base.passed and all(r.caught for r in res) else 1
     for name, default in SIM_DEFAULTS.items():
         if getattr(args, name) is None:
@@ -340,7 +357,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--format", default=None,
                    help="number format for --backend fixed (default: the rule's own, int18 annihilation, int8 the "
                         "others): int8, int18, int16, wide, legacy-int8, legacy-int16, legacy-wide; "
-                        "--backend verilator takes the legacy-* ones (default legacy-int8)")
+                        "--backend verilator takes the legacy-* ones (default legacy-int8) and, for annihilation, "
+                        "int18, int16, int8 (core v2)")
     r.add_argument("--param", action="append", metavar="NAME=VALUE",
                    help="rule parameter, repeatable (default: the rule's own defaults; annihilation needs k=N)")
     r.set_defaults(fn=_cmd_run)
@@ -403,13 +421,20 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--d", type=int, required=True, help="vector dimension d")
     g.add_argument("--k", type=int, required=True,
                    help="memory columns (annihilation) or dot-product lanes (the others); must divide d")
-    g.add_argument("--format", default="legacy-int8",
-                   help="fixed-point preset the RTL implements: legacy-int8 (default), legacy-int16, legacy-wide")
+    g.add_argument("--format", default=None,
+                   help="fixed-point preset the RTL implements: legacy-int8 (default), legacy-int16, legacy-wide; "
+                        "annihilation also int18, int16, int8 (core v2)")
+    g.add_argument("--core", choices=("v1", "v2"), default=None,
+                   help="annihilation only: v1 (legacy-* formats, skip policy) or v2 (int18/int16/int8, "
+                        "co-accumulated Gram, evict); default: the format decides (--core v2 alone: int18)")
     g.add_argument("--out", required=True, help="output folder (created if missing)")
     g.add_argument("--no-lint", action="store_true", help="skip the Verilator lint (default: lint)")
     g.add_argument("--dsp", choices=("fabric", "registered", "ecp5"), default=None,
-                   help="engine only: multiplier registers (default fabric = product register, as in the cores; "
-                        "registered = input+output registers; ecp5 = those inside MULT18X18D)")
+                   help="engine: multiplier registers (default fabric = product register, as in the cores; "
+                        "registered = input+output registers; ecp5 = those inside MULT18X18D); annihilation core "
+                        "v2: its row unit's multipliers (registered, default, or ecp5)")
+    g.add_argument("--bram", choices=("behavioural", "ecp5"), default=None,
+                   help="annihilation core v2 only: the state RAM (behavioural, default, or ecp5 = DP16KD)")
     g.set_defaults(fn=_cmd_rtl)
 
     rg = sub.add_parser("regs", help="control/status register map of a core (rtl/csr.py) -> C header, Markdown, "
@@ -432,7 +457,8 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--tokens", type=int, default=None, help="tokens in the random stream (default 256)")
     sm.add_argument("--seed", type=int, default=None, help="stream seed (default 0)")
     sm.add_argument("--format", default=None,
-                    help="fixed-point preset the RTL implements: legacy-int8 (default), legacy-int16, legacy-wide")
+                    help="fixed-point preset the RTL implements: legacy-int8 (default), legacy-int16, legacy-wide; "
+                         "annihilation also int18, int16, int8 (core v2: co-accumulated Gram, evict)")
     sm.add_argument("--coverage", action="store_true",
                     help="line/toggle coverage of the directed cases and the stream, summary and what is not "
                          "covered (default off)")

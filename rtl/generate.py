@@ -26,7 +26,7 @@ from .dsp import check_dsp
 from .engine import DotEngine
 from .presets import RTL_PRESETS, check_rtl_preset
 
-__all__ = ["ALGOS", "PRESETS", "WAIVERS", "generate", "lint", "LintResult", "build", "payload_fields", "verilog_ports",
+__all__ = ["ALGOS", "ANNIHILATION_CORES", "V2_PRESETS", "annihilation_core_for", "PRESETS", "WAIVERS", "generate", "lint", "LintResult", "build", "payload_fields", "verilog_ports",
            "stream_packing"]
 
 WAIVERS = Path(__file__).with_name("lint_waivers.vlt")
@@ -45,6 +45,10 @@ def model_sources(manifest: dict) -> list[Path]:
 PRESETS = {name: GOLDEN_PRESETS[name] for name in RTL_PRESETS}
 
 ALGOS = ("engine", "annihilation", "vla", "linear", "deltanet", "gated-deltanet")
+#: the annihilation cores: v1 (``rtl/annihilation.py``, the legacy presets) and v2
+#: (``rtl/annihilation_v2.py``, the presets below); the preset picks one (:func:`annihilation_core_for`)
+ANNIHILATION_CORES = ("v1", "v2")
+V2_PRESETS = ("int18", "int16", "int8")
 
 
 def _check_dk(d, k):
@@ -114,7 +118,9 @@ def build(algo: str, d: int, k: int, preset: str = "legacy-int8", **params) -> B
     ``params``: the rule's parameters (VLA: ``lambda0``, ``eps``, ``refresh_period``, ``eta``,
     ``u_scale``, ``in_range``; linear attention and DeltaNet: ``eps``, ``in_range``); the engine
     takes ``dsp`` (``"fabric"``, ``"registered"``, ``"ecp5"``: its multipliers' registers,
-    ``rtl/dsp.py``); the annihilation takes none."""
+    ``rtl/dsp.py``); the annihilation takes ``core`` (``"v1"``/``"v2"``, default: the preset
+    decides, :func:`annihilation_core_for`), core v2 ``dsp`` (``registered``/``ecp5``) and ``bram``
+    (``behavioural``/``ecp5``), core v1 ``in_range``."""
     if algo not in ALGOS:
         raise ValueError(f"algo: must be one of {ALGOS}, got {algo!r}")
     _check_dk(d, k)
@@ -122,6 +128,12 @@ def build(algo: str, d: int, k: int, preset: str = "legacy-int8", **params) -> B
         extra = set(params) - {"dsp"}
         if extra:
             raise ValueError(f"{sorted(extra)[0]}: not a parameter of engine (it takes dsp)")
+    elif algo == "annihilation":
+        extra = set(params) - {"core", "dsp", "bram", "in_range"}
+        if extra:
+            raise ValueError(f"{sorted(extra)[0]}: not a parameter of annihilation (it takes core, dsp, bram, "
+                             "in_range)")
+        return _annihilation(d, k, preset, **params)
     elif params and algo not in ("vla", "linear", "deltanet", "gated-deltanet"):
         raise ValueError(f"{next(iter(params))}: not a parameter of {algo}")
     check_rtl_preset(preset)  # the RTL is bit-exact with the legacy formats only
@@ -158,8 +170,53 @@ def build(algo: str, d: int, k: int, preset: str = "legacy-int8", **params) -> B
                                    "(formats 'beta' and 'g'; g's lane holds its unsigned bits), other lanes ignored",
             })
         return Built(top, f"specmem_{algo.replace('-', '_')}", manifest)
-    from .top import AnnihilationTop  # imported lazily: needs the fixed-point golden model
-    top = AnnihilationTop(d, k, preset=preset)
+    raise AssertionError(algo)  # pragma: no cover - every algo returned above
+
+
+def annihilation_core_for(preset, core: str | None = None) -> str:
+    """Which annihilation core implements ``preset``: ``"v1"`` for the legacy fixed-binary-point
+    presets (skip policy, recomputed Gram), ``"v2"`` for ``int18``/``int16``/``int8`` (the
+    co-accumulated Gram, evicting orthogonal inputs: those presets' defaults in the golden
+    model). ``core`` (``"v1"``/``"v2"``, or None: the preset decides) must agree with it."""
+    if core is not None and core not in ANNIHILATION_CORES:
+        raise ValueError(f"core: must be one of {', '.join(ANNIHILATION_CORES)}, got {core!r}")
+    if isinstance(preset, str) and preset in V2_PRESETS:
+        want = "v2"
+    elif isinstance(preset, str) and preset in RTL_PRESETS:
+        want = "v1"
+    else:
+        raise ValueError(f"preset: the RTL implements {', '.join(RTL_PRESETS)} (the annihilation's core v1) and, "
+                         f"for the annihilation only, {', '.join(V2_PRESETS)} (core v2); got {preset!r}")
+    if core is not None and core != want:
+        have = RTL_PRESETS if core == "v1" else V2_PRESETS
+        raise ValueError(f"core: core {core} implements {', '.join(have)} "
+                         f"({'skip policy, recomputed Gram' if core == 'v1' else 'co-accumulated Gram, evict'}); "
+                         f"{preset!r} is a core {want} preset")
+    return want
+
+
+def _annihilation(d: int, k: int, preset: str, *, core: str | None = None, dsp: str | None = None,
+                  bram: str | None = None, in_range: float | None = None) -> Built:
+    from .top import AnnihilationTop, AnnihilationTopV2  # imported lazily: needs the fixed-point golden model
+
+    which = annihilation_core_for(preset, core)
+    if which == "v1":
+        for name, v in (("dsp", dsp), ("bram", bram)):
+            if v is not None:
+                raise ValueError(f"{name}: only the annihilation core v2 (int18/int16/int8) takes it, not core v1 "
+                                 f"({preset})")
+        top = AnnihilationTop(d, k, preset=preset, in_range=in_range)
+    else:
+        if in_range is not None:
+            raise ValueError("in_range: core v2 takes the preset's input range (its x format), not in_range")
+        if k > d:
+            raise ValueError(f"k: must be <= d ({d}), got {k}")
+        if dsp not in (None, "registered", "ecp5"):
+            raise ValueError(f"dsp: core v2's row unit takes registered (portable registers) or ecp5 "
+                             f"(MULT18X18D), got {dsp!r}")
+        if bram not in (None, "behavioural", "ecp5"):
+            raise ValueError(f"bram: must be behavioural or ecp5 (DP16KD), got {bram!r}")
+        top = AnnihilationTopV2(d, k, preset, dsp=dsp or "registered", bram=bram or "behavioural")
     return Built(top, "specmem_annihilation", top.manifest())
 
 
@@ -181,9 +238,12 @@ def generate(algo: str, d: int, k: int, preset: str, out_dir, **params) -> dict:
                 "clock": "clk (rising edge)", "reset": "rst (synchronous, active high)"}
     manifest.update(built.manifest)
     manifest["ports"] = verilog_ports(text, built.top)
+    from .corefile import integration_files  # waivers, vendor models, register files, <top>.core
+
+    manifest.update(integration_files(manifest, out))
     jpath = out / f"{built.top}.json"
     jpath.write_text(json.dumps(manifest, indent=2) + "\n")
-    manifest["paths"] = {"verilog": str(vpath), "manifest": str(jpath)}
+    manifest["paths"] = {"verilog": str(vpath), "manifest": str(jpath), "core": str(out / f"{built.top}.core")}
     return manifest
 
 

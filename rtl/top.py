@@ -24,15 +24,21 @@ from amaranth.lib.wiring import In, Out
 from .annihilation import AnnihilationCore
 from .generate import stream_packing
 
-__all__ = ["AnnihilationTop", "VLATop", "BaselineTop"]
+__all__ = ["AnnihilationTop", "AnnihilationTopV2", "VLATop", "BaselineTop", "V2_MEASURED_CYCLES"]
 
 
 class AnnihilationTop(wiring.Component):
     """AXI4-Stream wrapper around :class:`~specmem.rtl.annihilation.AnnihilationCore`."""
 
     def __init__(self, d: int, k: int, preset: str = "legacy-int8", *, in_range: float | None = None):
-        self.core = AnnihilationCore(d, k, preset, in_range=in_range)
+        self.core = self._make_core(d, k, preset, in_range)
         self.d, self.k, self.preset, self.in_range = d, k, preset, in_range
+        self._ports(k)
+
+    def _make_core(self, d, k, preset, in_range):
+        return AnnihilationCore(d, k, preset, in_range=in_range)
+
+    def _ports(self, k: int) -> None:
         xw = self.core.fmt["x"].width
         yw = self.core.fmt["y"].width
         super().__init__({
@@ -127,6 +133,84 @@ class AnnihilationTop(wiring.Component):
             with m.If(self.s_axis_tlast != (beat == beats - 1)):
                 m.d.sync += errors.eq(errors + 1)
         return m
+
+
+#: Cycles per token of core v2 in the steady state (full tokens back to back, the next token
+#: buffered, the sink ready), *measured* in simulation: the sequencer runs a pass over ``U``, its
+#: drain, then the token chain, whose length is counted, not derived (``rtl/token_chain.py``).
+#: Keys ``(d, k, preset)``; measured by ``tests/rtl/test_annihilation_v2.py`` (Amaranth) and the
+#: Verilator ``steady_state`` test (``tests/sim/test_core_v2.py`` checks the d=16 k=4 entry).
+V2_MEASURED_CYCLES = {(16, 4, "int18"): 123, (64, 8, "int18"): 183}
+
+
+class AnnihilationTopV2(AnnihilationTop):
+    """AXI4-Stream wrapper around the annihilation core v2
+    (:class:`~specmem.rtl.annihilation_v2.AnnihilationCoreV2`: ``int18``, ``int16``, ``int8``,
+    the co-accumulated Gram, orthogonal inputs evicted). The same ports as
+    :class:`AnnihilationTop` (the module docstring), the same module name in the Verilog; the
+    manifest says ``"core": "v2"``. ``dsp``: the row unit's multipliers (``registered`` portable
+    registers, ``ecp5`` ``MULT18X18D``); ``bram``: the state RAM (``behavioural`` or ``ecp5``
+    ``DP16KD``)."""
+
+    def __init__(self, d: int, k: int, preset: str = "int18", *, dsp: str = "registered",
+                 bram: str = "behavioural"):
+        from .annihilation_v2 import AnnihilationCoreV2
+
+        self.core = AnnihilationCoreV2(d, k, preset, dsp=dsp, bram=bram)
+        self.d, self.k, self.preset, self.in_range = d, k, preset, None
+        self.dsp, self.bram = dsp, bram
+        self._ports(k)
+
+    def manifest(self) -> dict:
+        c = self.core
+        F = c.fmt
+        measured = V2_MEASURED_CYCLES.get((self.d, self.k, self.preset))
+        return {
+            "core": "v2",
+            "parameters": {"d": self.d, "k": self.k, "preset": self.preset, "in_range": F.preset.in_range,
+                           "orthogonal_input_policy": "evict (round-robin column), count and flag",
+                           "gram": "coaccumulate", "dsp": self.dsp, "bram": self.bram},
+            "golden_model": "annihilation_fixed(x, k, preset, gram='coaccumulate', orth_policy='evict')",
+            # vendor primitives the simulator needs beside the generated file
+            "sim_models": (["MULT18X18D"] if self.dsp == "ecp5" else []) + (["DP16KD"] if self.bram == "ecp5" else []),
+            "formats": F.to_dict(),
+            "streams": {
+                "s_axis": stream_packing(self.d, self.k, F["x"], "x"),
+                "m_axis": stream_packing(self.d, self.k, F["y"], "y"),
+            },
+            "status": {
+                "status_tokens": "tokens processed since reset (32-bit, wraps)",
+                "status_saturations": "saturated elements since reset of the model's tensors u, ahat, q, t and y "
+                                      "(not r, not the host-side input quantisation)",
+                "status_saturation_tensors": ["u", "ahat", "q", "t", "y"],
+                "status_orth_count": "orthogonal inputs (a = 0 or n^2 = 0) since reset, each written over the "
+                                     "round-robin column (evict)",
+                "status_orth_flag": "sticky: an orthogonal input was seen since reset",
+                "status_framing_errors": "input beats whose tlast disagreed with the d/k beat count",
+                "status_count": "stored directions (k once warm-up is over)",
+                "status_busy": "a token is buffered or the sequencer is not idle",
+            },
+            "blocks": {"row_unit": {"acc_latency": c.rows.acc_latency, "acc_width": c.rows.acc_width,
+                                    "dsp": self.dsp},
+                       "token_chain": {"scalar_unit": c.chain.su_config.to_json()}},
+            "reset": "synchronous; after reset the core zeroes U (d cycles) before the first token",
+            "cycles_per_token": {
+                "full_steady_state": measured,
+                "full_steady_state_source": (
+                    "measured in simulation (Amaranth and Verilator), full tokens back to back" if measured else
+                    "not measured for this configuration; a full token costs pass_cycles plus the token "
+                    "chain (~70-80 cycles at k = 4..8), see docs/annihilation.md"),
+                "measured": {f"d={d},k={k},{p}": v for (d, k, p), v in V2_MEASURED_CYCLES.items()},
+                "pass_cycles": c.pass_cycles(),
+                "pass_cycles_note": "one pass over U as the core counts it (AnnihilationCoreV2.pass_cycles(): "
+                                    "dispatch, d rows, the block-RAM read and, where the sequencer waits for it, "
+                                    "the row unit's drain)",
+                "floor_d": self.d,
+                "note": "full token: the token chain on the previous pass's accumulators, then one pass (its "
+                        "rank-two update fused with the next token's co-accumulation); warm-up, zero and "
+                        "evicting tokens run one pass without the update (evicting ones after the chain)",
+            },
+        }
 
 
 class VLATop(wiring.Component):

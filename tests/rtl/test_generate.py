@@ -61,7 +61,7 @@ def test_ecp5_engine_instantiates_registered_dsps(tmp_path):
 @pytest.mark.parametrize("algo,params,match", [
     ("engine", {"dsp": "xilinx"}, "dsp: must be one of fabric, registered, ecp5"),
     ("engine", {"tree": 2}, "tree: not a parameter of engine"),
-    ("annihilation", {"dsp": "ecp5"}, "dsp: not a parameter of annihilation"),
+    ("annihilation", {"dsp": "ecp5"}, r"dsp: only the annihilation core v2 \(int18/int16/int8\) takes it"),
 ])
 def test_generate_rejects_bad_engine_parameters(tmp_path, algo, params, match):
     with pytest.raises(ValueError, match=match):
@@ -82,14 +82,51 @@ def test_lint_reports_warnings(tmp_path):
         (("lattice", 16, 4, "legacy-int8"), "algo: must be one of"),
         (("engine", 18, 4, "legacy-int8"), "d: must be a multiple of k"),
         (("engine", 16, 4, "int3"), "preset: the RTL implements legacy-int8, legacy-int16, legacy-wide"),
-        (("annihilation", 16, 4, "int8"), "preset: the RTL implements .*'int8' is the scaled golden-model format"),
+        (("annihilation", 16, 4, "wide"), "preset: the RTL implements legacy-int8, legacy-int16, legacy-wide .*core "
+                                          "v1.*int18, int16, int8 \\(core v2\\); got 'wide'"),
+        (("annihilation", 16, 4, "int18", {"core": "v1"}), "core: core v1 implements legacy-int8.*'int18' is a core v2"),
+        (("annihilation", 16, 4, "legacy-int8", {"core": "v2"}), "core: core v2 implements int18.*'legacy-int8' is a "
+                                                                "core v1"),
+        (("annihilation", 16, 4, "int18", {"core": "v3"}), "core: must be one of v1, v2"),
+        (("annihilation", 16, 4, "legacy-int8", {"dsp": "ecp5"}), "dsp: only the annihilation core v2"),
+        (("annihilation", 16, 4, "int18", {"dsp": "fabric"}), "dsp: core v2's row unit takes registered"),
+        (("annihilation", 16, 4, "int18", {"in_range": 2.0}), "in_range: core v2 takes the preset's input range"),
+        (("annihilation", 16, 4, "int18", {"lambda0": 2.0}), "lambda0: not a parameter of annihilation"),
         (("vla", 16, 4, "int18"), "preset: the RTL implements .*'int18' is the scaled golden-model format"),
         (("engine", 16, 4, "int16"), "preset: .*'int16' is a golden-model preset, not built in RTL"),
     ],
 )
 def test_generate_rejects_bad_arguments(tmp_path, args, match):
+    params = args[4] if len(args) > 4 else {}
     with pytest.raises(ValueError, match=match):
-        generate(*args, tmp_path)
+        generate(*args[:4], tmp_path, **params)
+
+
+def test_generated_annihilation_core_v2_top_lints_clean(tmp_path):
+    """``--format int18`` generates the core v2 top (``--core`` agrees): the same module name and
+    ports as core v1's top, a clean lint, a manifest that names the core, the golden model it is
+    bit-exact with, the saturation counter's tensors and how its cycles per token are known."""
+    m = generate("annihilation", 16, 4, "int18", tmp_path, core="v2")
+    assert m["top"] == "specmem_annihilation" and m["core"] == "v2"
+    res = lint(m["paths"]["verilog"], models=model_sources(m))
+    assert res.clean, res.output
+    ports = [(p["name"], p["direction"]) for p in m["ports"]]
+    assert sorted(ports) == sorted([
+        ("clk", "input"), ("rst", "input"), ("s_axis_tdata", "input"), ("s_axis_tvalid", "input"),
+        ("s_axis_tready", "output"), ("s_axis_tlast", "input"), ("m_axis_tdata", "output"),
+        ("m_axis_tvalid", "output"), ("m_axis_tready", "input"), ("m_axis_tlast", "output"),
+        ("status_tokens", "output"), ("status_saturations", "output"), ("status_orth_count", "output"),
+        ("status_framing_errors", "output"), ("status_orth_flag", "output"), ("status_count", "output"),
+        ("status_busy", "output")])
+    widths = {p["name"]: p["width"] for p in m["ports"]}
+    assert widths["s_axis_tdata"] == 4 * m["formats"]["tensors"]["x"]["width"]
+    assert widths["m_axis_tdata"] == 4 * m["formats"]["tensors"]["y"]["width"]
+    on_disk = json.loads((tmp_path / "specmem_annihilation.json").read_text())
+    assert on_disk["parameters"]["gram"] == "coaccumulate" and on_disk["parameters"]["preset"] == "int18"
+    assert on_disk["parameters"]["orthogonal_input_policy"].startswith("evict")
+    assert on_disk["status"]["status_saturation_tensors"] == ["u", "ahat", "q", "t", "y"]
+    cpt = on_disk["cycles_per_token"]
+    assert cpt["floor_d"] == 16 and cpt["pass_cycles"] > 16 and "measured" in cpt["full_steady_state_source"]
 
 
 def test_generated_annihilation_top_lints_clean(tmp_path):
