@@ -417,7 +417,8 @@ class BaselineCore(wiring.Component):
         m.d.sync += [s2_p[l].eq(row_w * key_lane[l]) for l in range(k)]
         if self.gated:  # g S of the written token, on the RAM's output register
             fg = F["g"].frac
-            g_w = materialise(m, Array(g_slot)[pslot], "g_w")
+            g_w = Signal(unsigned(F["g"].width), name="g_w")  # registered: pslot settles a cycle before a pass
+            m.d.sync += g_w.eq(Array(g_slot)[pslot])
             s2_gS = [Signal(signed(F["s"].width + F["g"].width + 1), name=f"s2_gS{l}") for l in range(k)]
             m.d.sync += [s2_gS[l].eq(smem.rd_data[l] * g_w) for l in range(k)]
 
@@ -471,7 +472,8 @@ class BaselineCore(wiring.Component):
             fe_, fb = F["e"].frac, F["beta"].frac
             sk = self.e_sk.o.payload.sum
             if self.gated:  # the read token's g: e = narrow(v - g sk), o = narrow(g sq + (round(be c) << fg))
-                g_c = materialise(m, Array(g_slot)[cslot], "g_c")
+                g_c = Signal(unsigned(F["g"].width), name="g_c")  # registered: rows leave the engines later
+                m.d.sync += g_c.eq(Array(g_slot)[cslot])
                 e_val, e_ovf = requantize(m, (v_row << (Fr + fg - fin)) - sk * g_c, Fr + fg, F["e"], name="e_q")
             else:
                 e_val, e_ovf = requantize(m, (v_row << (Fr - fin)) - sk, Fr, F["e"], name="e_q")
