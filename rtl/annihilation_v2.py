@@ -1,27 +1,32 @@
-"""The annihilation core v2 (issue 13), first complete version: one pass over ``U`` per token,
-bit-exact with :func:`specmem.golden.fixed.annihilation.annihilation_fixed` in the co-accumulated
-schedule (``gram="coaccumulate"``, the ``int18`` / ``int16`` / ``int8`` presets, orthogonal
-inputs evicted: the model's defaults for those presets).
+"""The annihilation core v2 (issue 13): one pass over ``U`` per token, ``heads`` independent
+memories interleaved on one datapath, bit-exact with
+:func:`specmem.golden.fixed.annihilation.annihilation_fixed` in the co-accumulated schedule
+(``gram="coaccumulate"``, presets ``int18`` / ``int16`` / ``int8``, orthogonal inputs evicted: the
+model's defaults for those presets), each head a batch row of the model.
 
-Blocks: the state ``U`` (``d`` rows of ``k·w_u`` bits) in a :class:`~specmem.rtl.bram.RegisteredRAM`
-(read through its output register), the :class:`~specmem.rtl.row_unit.RowUnit` (one row per
-cycle: the rank-two update of token ``t`` and the co-accumulation of ``a' = Uᵀx_{t+1}`` and the
-exact Gram ``G'``), the :class:`~specmem.rtl.token_chain.TokenChain` (accumulators to the next
-pass's controls), a three-slot token buffer and an output FIFO.
+Blocks: the states ``U`` of all heads (``H·d`` rows of ``k·w_u`` bits) in one
+:class:`~specmem.rtl.bram.RegisteredRAM` (read through its output register); the
+:class:`~specmem.rtl.row_unit.RowUnit` with *travelling* controls (each row carries its pass's
+controls, so passes of different heads follow each other with no gap), which also co-accumulates
+``a' = Uᵀx_next`` and the exact Gram ``G'`` and snapshots them at each pass's last row; the
+:class:`~specmem.rtl.token_chain.TokenChain`; a token buffer of ``H + 2`` slots; an output FIFO.
 
-Per token ``t`` (its ``d/k`` input beats complete) the sequencer picks the pass:
+Tokens arrive in stream order ``n = t·H + h`` (time step, then head), ``d/k`` beats each, and
+leave in the same order. Three engines:
 
-* zero input: a pass that writes nothing (``y = 0``);
-* warm-up (``count < k``): column ``count`` <- ``x``;
-* full memory: the chain runs on the accumulators of the previous pass (if that pass could not
-  see ``x_t``, because it had not arrived, a read-only *A pass* accumulates them first), then
-  either the rank-two update with column ``j`` <- ``x`` (``y_i = r_i rsqrt(n²)``), or, for an
-  orthogonal input, column ``evict_j`` <- ``x`` (``y = 0``, counted and flagged).
+* the *chain engine* walks the tokens in order and fills one mailbox per head with the controls
+  of the head's next pass: zero input (no write), warm-up (column ``count`` <- ``x``), or, with the
+  memory full, the chain on the head's snapshot: the rank-two update (``y = r rsqrt(n²)``) or,
+  for an orthogonal input, an eviction (counted, flagged). If the head's previous pass could not
+  see ``x`` (it had not arrived), it asks for a read-only *A pass* first;
+* the *dispatcher* takes the mailboxes in token order and issues one pass at a time: ``d`` rows,
+  the next token of the same head (``x_{n+H}``) fed to the co-accumulation when already buffered;
+* the *output side* writes each row back and turns ``r_i`` into ``y_i`` with the descriptor of
+  the pass it belongs to.
 
-Every pass reads all ``d`` rows and feeds the next token's elements to the co-accumulation when
-that token is already buffered. The sequencer is deliberately simple (one pass or chain at a
-time, each pass drained before the chain): :meth:`cycles_per_token` states the resulting count,
-which the tests measure; overlapping the chain with passes (heads) is the next step.
+The chain of one head runs while the other heads' passes stream, so with enough heads a token
+costs ``max(d + 4, chain)`` cycles per head instead of pass + drain + chain; the counts are in
+``docs/annihilation.md`` (measured by the tests' harness). ``count`` reports head 0.
 """
 
 from __future__ import annotations
@@ -37,12 +42,12 @@ from .token_chain import TokenChain, _sat
 
 __all__ = ["AnnihilationCoreV2"]
 
-_NONE, _WARM, _EVICT, _FULL = 0, 1, 2, 3
+_NONE, _WARM, _EVICT, _FULL, _APASS = 0, 1, 2, 3, 4
 
 
 class AnnihilationCoreV2(wiring.Component):
-    """Annihilation memory for dimension ``d``, ``k`` stored directions, one preset (``int18``,
-    ``int16``, ``int8``), on the v2 blocks.
+    """Annihilation memory for dimension ``d``, ``k`` stored directions, ``heads`` memories, one
+    preset (``int18``, ``int16``, ``int8``), on the v2 blocks.
 
     Members as the v1 core's (``AnnihilationCore``): ``x_in`` (``k`` signed elements per beat,
     ``d/k`` beats a token), ``y_out`` (``k`` elements of ``y`` and ``last``), ``tokens``,
@@ -50,9 +55,7 @@ class AnnihilationCoreV2(wiring.Component):
     ``count``, ``busy``.
     """
 
-    SLOTS = 3
-
-    def __init__(self, d: int, k: int, preset: str = "int18", *, dsp: str = "registered",
+    def __init__(self, d: int, k: int, preset: str = "int18", *, heads: int = 1, dsp: str = "registered",
                  bram: str = "behavioural"):
         for name, v in (("d", d), ("k", k)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -61,8 +64,11 @@ class AnnihilationCoreV2(wiring.Component):
             raise ValueError(f"k: must be <= d ({d}), got {k}")
         if d % k:
             raise ValueError(f"d: must be a multiple of k ({k}), got {d}")
-        self.d, self.k, self.preset, self.dsp, self.bram = d, k, preset, dsp, bram
-        self.rows = RowUnit(d, k, preset, dsp=dsp)
+        if isinstance(heads, bool) or not isinstance(heads, int) or not 1 <= heads <= 16:
+            raise ValueError(f"heads: must be an integer in [1, 16], got {heads!r}")
+        self.d, self.k, self.preset, self.dsp, self.bram, self.heads = d, k, preset, dsp, bram, heads
+        self.slots = heads + 2  # x_n, x_{n+H} (the head's next token) and one filling
+        self.rows = RowUnit(d, k, preset, dsp=dsp, travelling_controls=True)
         # the chain's bank has operands wider than one MULT18X18D (g_j beta: 36 bits): portable registers
         self.chain = TokenChain(d, k, preset, acc_width=self.rows.acc_width, dsp="registered")
         self.fmt = F = self.rows.fmt
@@ -83,102 +89,248 @@ class AnnihilationCoreV2(wiring.Component):
         })
 
     def pass_cycles(self) -> int:
-        """Cycles of one pass: ``d`` rows issued, then the drain until the accumulators are final."""
-        return 1 + self.d + BRAM_READ_LATENCY + 1 + self.rows.acc_latency
+        """Cycles the row issue spends on one pass: dispatch, ``d`` rows, the RAM's read latency."""
+        return 1 + self.d + BRAM_READ_LATENCY + 1
 
     def elaborate(self, platform):
         m = Module()
-        d, k, F, B, NS = self.d, self.k, self.fmt, self.beats, self.SLOTS
+        d, k, F, B, H, NS = self.d, self.k, self.fmt, self.beats, self.heads, self.slots
         ru, tc = self.rows, self.chain
         m.submodules.rows, m.submodules.chain = ru, tc
-        uram = RegisteredRAM(d, k * self.wu, self.bram)
+        uram = RegisteredRAM(H * d, k * self.wu, self.bram)
         m.submodules.uram = uram
         xmem = memory.Memory(shape=self.x_layout, depth=NS * B, init=[])
         m.submodules.xmem = xmem
         xw, xr_cur, xr_nxt = xmem.write_port(), xmem.read_port(), xmem.read_port()
-        yfifo = fifo.SyncFIFOBuffered(width=len(Cat(*[Signal(self.wy)] * k)) + 1, depth=2 * B)
+        DEPTH = 3 * B
+        yfifo = fifo.SyncFIFOBuffered(width=k * self.wy + 1, depth=DEPTH)
         m.submodules.yfifo = yfifo
         m.d.comb += ru.en.eq(1)
 
-        # -- token buffer: slots filled in order, consumed in order
-        full = Signal(NS)
-        nzs = Signal(NS)
+        def nxt_slot(s, n=1):
+            out = Signal(range(NS), name=f"slot_plus{n}")
+            m.d.comb += out.eq(Mux(s + n >= NS, (s + n - NS)[:len(out)], s + n))
+            return out
+
+        # -- token buffer: slots filled and consumed in stream order
+        full, nzs = Signal(NS), Signal(NS)
         wr_slot, wr_beat, wr_nz = Signal(range(NS)), Signal(range(B)), Signal()
-        cur = Signal(range(NS))
-        nxt = Signal(range(NS))
-        m.d.comb += nxt.eq(Mux(cur == NS - 1, 0, cur + 1))
-        release = Signal()
         m.d.comb += self.x_in.ready.eq(~full.bit_select(wr_slot, 1))
         m.d.comb += [xw.addr.eq(wr_slot * B + wr_beat), xw.data.eq(self.x_in.payload),
                      xw.en.eq(self.x_in.valid & self.x_in.ready)]
         beat_nz = Signal()
         m.d.comb += beat_nz.eq(sum(self.x_in.payload[l] != 0 for l in range(k)) != 0)
-        set_full = Signal(NS)
-        clr_full = Signal(NS)
+        set_full, clr_full = Signal(NS), Signal(NS)
         with m.If(self.x_in.valid & self.x_in.ready):
             with m.If(wr_beat == B - 1):
-                m.d.sync += [wr_beat.eq(0), wr_nz.eq(0), wr_slot.eq(Mux(wr_slot == NS - 1, 0, wr_slot + 1))]
+                m.d.sync += [wr_beat.eq(0), wr_nz.eq(0), wr_slot.eq(nxt_slot(wr_slot))]
                 m.d.comb += set_full.eq(1 << wr_slot)
                 m.d.sync += nzs.bit_select(wr_slot, 1).eq(wr_nz | beat_nz)
             with m.Else():
                 m.d.sync += [wr_beat.eq(wr_beat + 1), wr_nz.eq(wr_nz | beat_nz)]
-        m.d.comb += clr_full.eq(Mux(release, 1 << cur, 0))
         m.d.sync += full.eq((full | set_full) & ~clr_full)
 
-        # -- per-memory state
-        count = Signal(range(k + 1))
-        ptr = Signal(range(k))
-        acc_valid = Signal()
+        # -- per-head state and the mailbox between the chain engine and the dispatcher
+        def per_head(shape, name):
+            return [Signal(shape, name=f"{name}{h}") for h in range(H)]
+
+        count, ptr = per_head(range(k + 1), "count"), per_head(range(k), "ptr")
+        acc_valid, pending, ready = per_head(1, "acc_valid"), per_head(1, "pending"), per_head(1, "ctl_ready")
+        c_mode = per_head(3, "c_mode")
+        c_wsel = per_head(k, "c_wsel")
+        c_a = per_head(data.ArrayLayout(signed(ru.wa), k), "c_a")
+        c_p = per_head(data.ArrayLayout(signed(ru.wp), k), "c_p")
+        c_q = per_head(data.ArrayLayout(signed(ru.wq), k), "c_q")
+        c_psh = per_head(signed(8), "c_psh")
+        c_ysm, c_ysf = per_head(signed(tc.P), "c_ysm"), per_head(signed(12), "c_ysf")
+        snap_a = [[Signal(signed(ru.acc_width), name=f"snap_a{h}_{l}") for l in range(k)] for h in range(H)]
+        snap_g = [[Signal(signed(ru.acc_width), name=f"snap_g{h}_{n}") for n in range(ru.n_gram)] for h in range(H)]
         tokens, orth_count, orth_flag, sat_extra = Signal(32), Signal(32), Signal(1), Signal(32)
         m.d.comb += [self.tokens.eq(tokens), self.orth_count.eq(orth_count), self.orth_flag.eq(orth_flag),
-                     self.count.eq(count), self.saturations.eq(ru.sat_u + sat_extra)]
+                     self.count.eq(count[0]), self.saturations.eq(ru.sat_u + sat_extra)]
+        A = Array
+        set_pending, clr_pending = Signal(H), Signal(H)
+        set_ready, clr_ready = Signal(H), Signal(H)
+        for h in range(H):
+            with m.If(set_pending[h]):
+                m.d.sync += pending[h].eq(1)
+            with m.Elif(clr_pending[h]):
+                m.d.sync += pending[h].eq(0)
+            with m.If(set_ready[h]):
+                m.d.sync += ready[h].eq(1)
+            with m.Elif(clr_ready[h]):
+                m.d.sync += ready[h].eq(0)
 
-        # -- pass controls (held for the pass) and the row issue
-        mode = Signal(2)
-        a_ctl = Signal(data.ArrayLayout(signed(ru.wa), k))
-        p_ctl, q_ctl = Signal(data.ArrayLayout(signed(ru.wp), k)), Signal(data.ArrayLayout(signed(ru.wq), k))
-        p_shift = Signal(signed(8))
-        wsel = Signal(k)
-        ys_m, ys_f = Signal(signed(tc.P)), Signal(signed(12))
-        emit_y = Signal()     # this pass emits y beats (not an A pass)
-        x_slot = Signal(range(NS))   # slot whose elements are i_x (column writes)
-        xn_slot = Signal(range(NS))  # slot whose elements are i_xn (co-accumulation)
-        xn_en = Signal()
-        m.d.comb += [ru.a.eq(a_ctl), ru.p.eq(p_ctl), ru.q.eq(q_ctl), ru.p_shift.eq(p_shift),
-                     ru.upd.eq(mode == _FULL), ru.wsel.eq(Mux(mode == _NONE, 0, wsel))]
-        issue = Signal()
-        row = Signal(range(d + 1))
-        m.d.comb += [uram.rd_addr.eq(row), uram.rd_en.eq(1), uram.rd_oce.eq(1),
+        # -- the chain engine: tokens in stream order, one mailbox entry per head
+        cslot, chead = Signal(range(NS)), Signal(range(H))
+        c_nz = Signal()
+        m.d.comb += c_nz.eq(nzs.bit_select(cslot, 1))
+        tcp = tc.o.payload
+        with m.FSM(init="WAIT", name="chain_engine"):
+            with m.State("WAIT"):  # token m in cslot, head chead: its head's last pass done, mailbox empty
+                with m.If(full.bit_select(cslot, 1) & ~A(ready)[chead] & ~A(pending)[chead]):
+                    with m.If(~c_nz):
+                        m.d.sync += A(c_mode)[chead].eq(_NONE)
+                        m.next = "POST"
+                    with m.Elif(A(count)[chead] < k):
+                        m.d.sync += [A(c_mode)[chead].eq(_WARM), A(c_wsel)[chead].eq(1 << A(count)[chead]),
+                                     A(count)[chead].eq(A(count)[chead] + 1)]
+                        m.next = "POST"
+                    with m.Elif(~A(acc_valid)[chead]):  # its previous pass did not see x_m: an A pass first
+                        m.d.sync += A(c_mode)[chead].eq(_APASS)
+                        m.d.comb += set_ready.eq(1 << chead)
+                    with m.Else():
+                        m.next = "CHAIN"
+            with m.State("CHAIN"):
+                m.d.comb += tc.i.valid.eq(1)
+                for h in range(H):
+                    with m.If(chead == h):
+                        m.d.comb += [tc.i.payload.a[l].eq(snap_a[h][l]) for l in range(k)]
+                        m.d.comb += [tc.i.payload.g[n].eq(snap_g[h][n]) for n in range(ru.n_gram)]
+                        m.d.comb += tc.i.payload.ptr.eq(ptr[h])
+                with m.If(tc.i.ready):
+                    m.next = "CHAIN_WAIT"
+            with m.State("CHAIN_WAIT"):
+                m.d.comb += tc.o.ready.eq(1)
+                with m.If(tc.o.valid):
+                    with m.If(tcp.orth):
+                        m.d.sync += [A(c_mode)[chead].eq(_EVICT), A(c_wsel)[chead].eq(1 << tcp.evict_j),
+                                     A(ptr)[chead].eq(Mux(tcp.evict_j == k - 1, 0, tcp.evict_j + 1)),
+                                     orth_count.eq(orth_count + 1), orth_flag.eq(1)]
+                    with m.Else():
+                        m.d.sync += [A(c_mode)[chead].eq(_FULL), A(c_wsel)[chead].eq(1 << tcp.j),
+                                     A(c_a)[chead].eq(tcp.a_n), A(c_p)[chead].eq(tcp.p), A(c_q)[chead].eq(tcp.q),
+                                     A(c_psh)[chead].eq(F["r"].frac + tcp.fp - F["u"].frac),
+                                     A(c_ysm)[chead].eq(tcp.ysc_m), A(c_ysf)[chead].eq(tcp.ysc_f),
+                                     sat_extra.eq(sat_extra + tcp.sat)]
+                    m.next = "POST"
+            with m.State("POST"):  # mailbox full; the next token
+                m.d.comb += set_ready.eq(1 << chead)
+                m.d.sync += [cslot.eq(nxt_slot(cslot)), chead.eq(Mux(chead == H - 1, 0, chead + 1))]
+                m.next = "WAIT"
+
+        # -- pass descriptors, in pass order: the output side and the accumulator side pop them
+        DQ = 4
+        q_head = [Signal(range(H), name=f"dq_head{i}") for i in range(DQ)]
+        q_full, q_emit = Signal(DQ), Signal(DQ)
+        q_ysm = [Signal(signed(tc.P), name=f"dq_ysm{i}") for i in range(DQ)]
+        q_ysf = [Signal(signed(12), name=f"dq_ysf{i}") for i in range(DQ)]
+        q_wr, q_out, q_acc = Signal(range(DQ)), Signal(range(DQ)), Signal(range(DQ))
+        q_count = Signal(range(DQ + 1))  # descriptors not yet popped by the accumulator side
+
+        # -- dispatcher and row issue
+        dslot, dhead = Signal(range(NS)), Signal(range(H))
+        x_slot, xn_slot, xn_en = Signal(range(NS)), Signal(range(NS)), Signal()
+        issue, row, base = Signal(), Signal(range(d)), Signal(range(H * d))
+        p_mode, p_wsel = Signal(3), Signal(k)
+        p_a = Signal(data.ArrayLayout(signed(ru.wa), k))
+        p_p, p_q = Signal(data.ArrayLayout(signed(ru.wp), k)), Signal(data.ArrayLayout(signed(ru.wq), k))
+        p_psh = Signal(signed(8))
+        reserved = Signal(range(DEPTH + B + 1))
+        res_add, res_sub = Signal(), Signal()
+        m.d.sync += reserved.eq(reserved + Mux(res_add, B, 0) - res_sub)
+        m.d.comb += [ru.a.eq(p_a), ru.p.eq(p_p), ru.q.eq(p_q), ru.p_shift.eq(p_psh),
+                     ru.upd.eq(p_mode == _FULL), ru.wsel.eq(Mux((p_mode == _WARM) | (p_mode == _EVICT) |
+                                                                (p_mode == _FULL), p_wsel, 0))]
+        d_mode = Signal(3)
+        m.d.comb += d_mode.eq(A(c_mode)[dhead])
+        room = Signal()
+        m.d.comb += room.eq(yfifo.level + reserved + B <= DEPTH)
+        gap = Signal(range(BRAM_READ_LATENCY + 2))
+        with m.FSM(init="CLEAR", name="dispatcher") as fsm:
+            with m.State("CLEAR"):  # U <- 0 after reset
+                m.d.comb += [uram.wr_en.eq(1), uram.wr_addr.eq(base), uram.wr_data.eq(0)]
+                m.d.sync += base.eq(base + 1)
+                with m.If(base == H * d - 1):
+                    m.d.sync += base.eq(0)
+                    m.next = "IDLE"
+            with m.State("IDLE"):
+                apass = d_mode == _APASS
+                with m.If(A(ready)[dhead] & full.bit_select(dslot, 1) & (apass | room) & (q_count < DQ)):
+                    m.d.comb += [clr_ready.eq(1 << dhead), set_pending.eq(1 << dhead)]
+                    m.d.sync += [p_mode.eq(d_mode), p_wsel.eq(A(c_wsel)[dhead]), p_a.eq(A(c_a)[dhead]),
+                                 p_p.eq(A(c_p)[dhead]), p_q.eq(A(c_q)[dhead]), p_psh.eq(A(c_psh)[dhead]),
+                                 row.eq(0), base.eq(dhead * d), x_slot.eq(dslot)]
+                    # the descriptor
+                    for i in range(DQ):
+                        with m.If(q_wr == i):
+                            m.d.sync += [q_head[i].eq(dhead), q_full[i].eq(d_mode == _FULL), q_emit[i].eq(~apass),
+                                         q_ysm[i].eq(A(c_ysm)[dhead]), q_ysf[i].eq(A(c_ysf)[dhead])]
+                    m.d.sync += q_wr.eq(Mux(q_wr == DQ - 1, 0, q_wr + 1))
+                    with m.If(apass):  # accumulate x_m itself; the token stays
+                        m.d.sync += [xn_slot.eq(dslot), xn_en.eq(1), A(acc_valid)[dhead].eq(1)]
+                    with m.Else():
+                        nx = nxt_slot(dslot, H)
+                        m.d.comb += res_add.eq(1)
+                        m.d.sync += [xn_slot.eq(nx), xn_en.eq(full.bit_select(nx, 1)),
+                                     A(acc_valid)[dhead].eq(full.bit_select(nx, 1))]
+                    m.next = "PASS"
+            with m.State("PASS"):
+                m.d.comb += issue.eq(1)
+                m.d.sync += row.eq(row + 1)
+                with m.If(row == d - 1):
+                    m.d.sync += gap.eq(0)
+                    m.next = "GAP"
+            with m.State("GAP"):  # the last rows leave the RAM's read pipeline with this pass's controls
+                m.d.sync += gap.eq(gap + 1)
+                with m.If(gap == BRAM_READ_LATENCY):
+                    with m.If(p_mode != _APASS):
+                        m.d.comb += clr_full.eq(1 << x_slot)
+                        m.d.sync += [dslot.eq(nxt_slot(dslot)), dhead.eq(Mux(dhead == H - 1, 0, dhead + 1)),
+                                     tokens.eq(tokens + 1)]
+                    m.next = "IDLE"
+        m.d.comb += [uram.rd_addr.eq(base + row), uram.rd_en.eq(1), uram.rd_oce.eq(1),
                      xr_cur.addr.eq(x_slot * B + row // k), xr_nxt.addr.eq(xn_slot * B + row // k),
                      xr_cur.en.eq(1), xr_nxt.en.eq(1)]
-        # align the x elements (one-cycle memory read, then a register) with the RAM's two cycles
         lane1 = Signal(range(k))
-        v1, f1, v2, f2 = Signal(), Signal(), Signal(), Signal()
+        v1, f1, l1, v2, f2, l2 = Signal(), Signal(), Signal(), Signal(), Signal(), Signal()
         xc2, xn2 = Signal(signed(self.wx)), Signal(signed(self.wx))
-        m.d.sync += [lane1.eq(row % k), v1.eq(issue), f1.eq(issue & (row == 0)), v2.eq(v1), f2.eq(f1),
+        m.d.sync += [lane1.eq(row % k), v1.eq(issue), f1.eq(issue & (row == 0)), l1.eq(issue & (row == d - 1)),
+                     v2.eq(v1), f2.eq(f1), l2.eq(l1),
                      xc2.eq(xr_cur.data[lane1]), xn2.eq(Mux(xn_en, xr_nxt.data[lane1], 0))]
-        m.d.comb += [ru.i_valid.eq(v2), ru.i_first.eq(f2), ru.i_x.eq(xc2), ru.i_xn.eq(xn2)]
+        m.d.comb += [ru.i_valid.eq(v2), ru.i_first.eq(f2), ru.i_last.eq(l2), ru.i_x.eq(xc2), ru.i_xn.eq(xn2)]
         m.d.comb += [ru.i_u[l].eq(uram.rd_data[l * self.wu:(l + 1) * self.wu].as_signed()) for l in range(k)]
 
-        # -- write-back and y
-        wr_row = Signal(range(d + 1))
+        # -- accumulator side: snapshot into the head's bank, the head's pass is done
+        acc_head = Signal(range(H))
+        m.d.comb += acc_head.eq(A(q_head)[q_acc])
+        q_push = Signal()
+        m.d.comb += q_push.eq(set_pending != 0)
+        with m.If(ru.acc_done):
+            for h in range(H):
+                with m.If(acc_head == h):
+                    m.d.sync += [snap_a[h][l].eq(ru.acc_a[l]) for l in range(k)]
+                    m.d.sync += [snap_g[h][n].eq(ru.acc_g[n]) for n in range(ru.n_gram)]
+            m.d.comb += clr_pending.eq(1 << acc_head)
+            m.d.sync += q_acc.eq(Mux(q_acc == DQ - 1, 0, q_acc + 1))
+        m.d.sync += q_count.eq(q_count + q_push - ru.acc_done)
+
+        # -- output side: write-back and y, with the descriptor of the pass the rows belong to
+        out_row = Signal(range(d))
+        o_head, o_full, o_emit = Signal(range(H)), Signal(), Signal()
+        o_ysm, o_ysf = Signal(signed(tc.P)), Signal(signed(12))
+        m.d.comb += [o_head.eq(A(q_head)[q_out]), o_full.eq(q_full.bit_select(q_out, 1)),
+                     o_emit.eq(q_emit.bit_select(q_out, 1)), o_ysm.eq(A(q_ysm)[q_out]), o_ysf.eq(A(q_ysf)[q_out])]
         with m.If(ru.o_valid):
-            m.d.sync += wr_row.eq(wr_row + 1)
-        m.d.comb += [uram.wr_addr.eq(wr_row), uram.wr_en.eq(ru.o_valid),
-                     uram.wr_data.eq(Cat(*[ru.o_u[l] for l in range(k)]))]
+            m.d.sync += out_row.eq(Mux(out_row == d - 1, 0, out_row + 1))
+            with m.If(out_row == d - 1):
+                m.d.sync += q_out.eq(Mux(q_out == DQ - 1, 0, q_out + 1))
+        with m.If(~fsm.ongoing("CLEAR")):
+            m.d.comb += [uram.wr_addr.eq(o_head * d + out_row), uram.wr_en.eq(ru.o_valid),
+                         uram.wr_data.eq(Cat(*[ru.o_u[l] for l in range(k)]))]
         fr, fy = F["r"].frac, F["y"].frac
         yv1, yv2, yv3 = Signal(), Signal(), Signal()
         yp = Signal(signed(len(ru.o_r) + tc.P))
+        ysf1, ysf2 = Signal(signed(12)), Signal(signed(12))
         ysh = Signal(signed(len(yp) + 5))
         yq, yov = Signal(signed(self.wy)), Signal()
-        m.d.sync += [yv1.eq(ru.o_valid & emit_y), yp.eq(Mux(mode == _FULL, ru.o_r * ys_m, 0))]
-        m.d.sync += [yv2.eq(yv1), ysh.eq(round_shift_var(m, yp, ys_f + fr - fy, "rne", max_left=4, name="y_rs"))]
+        m.d.sync += [yv1.eq(ru.o_valid & o_emit), yp.eq(Mux(o_full, ru.o_r * o_ysm, 0)), ysf1.eq(o_ysf)]
+        m.d.sync += [yv2.eq(yv1), ysh.eq(round_shift_var(m, yp, ysf1 + fr - fy, "rne", max_left=4, name="y_rs"))]
         ysat, yov_c = _sat(m, ysh, self.wy, "y_sat")
         m.d.sync += [yv3.eq(yv2), yq.eq(ysat), yov.eq(yv2 & yov_c)]
         with m.If(yov):
             m.d.sync += sat_extra.eq(sat_extra + 1)
-        ylane = Signal(range(k))
-        ybeat = Signal(range(B))
+        ylane, ybeat = Signal(range(k)), Signal(range(B))
         ybuf = [Signal(signed(self.wy), name=f"ybuf{l}") for l in range(k - 1)]
         with m.If(yv3):
             m.d.sync += ylane.eq(Mux(ylane == k - 1, 0, ylane + 1))
@@ -187,83 +339,9 @@ class AnnihilationCoreV2(wiring.Component):
                     m.d.sync += ybuf[l].eq(yq)
             with m.If(ylane == k - 1):
                 m.d.sync += ybeat.eq(Mux(ybeat == B - 1, 0, ybeat + 1))
-        m.d.comb += [yfifo.w_en.eq(yv3 & (ylane == k - 1)),
-                     yfifo.w_data.eq(Cat(*ybuf, yq, ybeat == B - 1))]
+        m.d.comb += [yfifo.w_en.eq(yv3 & (ylane == k - 1)), yfifo.w_data.eq(Cat(*ybuf, yq, ybeat == B - 1)),
+                     res_sub.eq(yv3 & (ylane == k - 1))]
         m.d.comb += [self.y_out.valid.eq(yfifo.r_rdy), yfifo.r_en.eq(self.y_out.ready),
                      self.y_out.payload.eq(yfifo.r_data)]
-
-        # -- the sequencer
-        drain = Signal(range(self.pass_cycles() + 2))
-        is_apass = Signal()
-        cur_nz = Signal()
-        m.d.comb += cur_nz.eq(nzs.bit_select(cur, 1))
-        tcp = tc.o.payload
-        with m.FSM(init="CLEAR") as fsm:
-            with m.State("CLEAR"):  # U <- 0 after reset
-                m.d.comb += [uram.wr_en.eq(1), uram.wr_addr.eq(row), uram.wr_data.eq(0)]
-                m.d.sync += row.eq(row + 1)
-                with m.If(row == d - 1):
-                    m.d.sync += row.eq(0)
-                    m.next = "IDLE"
-            with m.State("IDLE"):
-                with m.If(full.bit_select(cur, 1)):
-                    m.d.sync += [x_slot.eq(cur), is_apass.eq(0)]
-                    with m.If(~cur_nz):
-                        m.d.sync += mode.eq(_NONE)
-                        m.next = "PASS_WAIT"
-                    with m.Elif(count < k):
-                        m.d.sync += [mode.eq(_WARM), wsel.eq(1 << count)]
-                        m.next = "PASS_WAIT"
-                    with m.Elif(~acc_valid):  # the previous pass did not see x_t: accumulate first
-                        m.d.sync += [mode.eq(_NONE), is_apass.eq(1)]
-                        m.next = "PASS_WAIT"
-                    with m.Else():
-                        m.next = "CHAIN"
-            with m.State("CHAIN"):
-                m.d.comb += tc.i.valid.eq(1)
-                m.d.comb += [tc.i.payload.a[l].eq(ru.acc_a[l]) for l in range(k)]
-                m.d.comb += [tc.i.payload.g[n].eq(ru.acc_g[n]) for n in range(ru.n_gram)]
-                m.d.comb += tc.i.payload.ptr.eq(ptr)
-                with m.If(tc.i.ready):
-                    m.next = "CHAIN_WAIT"
-            with m.State("CHAIN_WAIT"):
-                m.d.comb += tc.o.ready.eq(1)
-                with m.If(tc.o.valid):
-                    with m.If(tcp.orth):
-                        m.d.sync += [mode.eq(_EVICT), wsel.eq(1 << tcp.evict_j),
-                                     ptr.eq(Mux(tcp.evict_j == k - 1, 0, tcp.evict_j + 1)),
-                                     orth_count.eq(orth_count + 1), orth_flag.eq(1)]
-                    with m.Else():
-                        m.d.sync += [mode.eq(_FULL), wsel.eq(1 << tcp.j), a_ctl.eq(tcp.a_n), p_ctl.eq(tcp.p),
-                                     q_ctl.eq(tcp.q), p_shift.eq(F["r"].frac + tcp.fp - F["u"].frac),
-                                     ys_m.eq(tcp.ysc_m), ys_f.eq(tcp.ysc_f), sat_extra.eq(sat_extra + tcp.sat)]
-                    m.next = "PASS_WAIT"
-            with m.State("PASS_WAIT"):  # room for a whole token of y beats; the next token's slot
-                with m.If(is_apass | (yfifo.level <= B)):
-                    m.d.sync += [row.eq(0), wr_row.eq(0), emit_y.eq(~is_apass)]
-                    with m.If(is_apass):  # the A pass accumulates x_t itself
-                        m.d.sync += [xn_slot.eq(cur), xn_en.eq(1)]
-                    with m.Else():
-                        m.d.sync += [xn_slot.eq(nxt), xn_en.eq(full.bit_select(nxt, 1))]
-                    m.next = "PASS"
-            with m.State("PASS"):
-                m.d.comb += issue.eq(1)
-                m.d.sync += row.eq(row + 1)
-                with m.If(row == d - 1):
-                    m.d.sync += drain.eq(0)
-                    m.next = "DRAIN"
-            with m.State("DRAIN"):
-                m.d.sync += drain.eq(drain + 1)
-                with m.If(drain == self.pass_cycles() - d - 1):
-                    m.d.sync += acc_valid.eq(xn_en)
-                    with m.If(is_apass):
-                        m.d.sync += [mode.eq(_NONE), is_apass.eq(0)]
-                        m.next = "CHAIN"
-                    with m.Else():
-                        m.d.comb += release.eq(1)
-                        m.d.sync += [cur.eq(nxt), tokens.eq(tokens + 1)]
-                        with m.If(mode == _WARM):
-                            m.d.sync += count.eq(count + 1)
-                        m.next = "IDLE"
-        m.d.comb += self.busy.eq(~fsm.ongoing("IDLE") | (full != 0))
+        m.d.comb += self.busy.eq(~fsm.ongoing("IDLE") | (full != 0) | (q_count != 0))
         return m
