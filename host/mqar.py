@@ -9,7 +9,9 @@ capacity curve; a longer ``T`` pads with a filler token between the pairs and th
 a final norm and a head tied to the embedding; AdamW (lr 3e-4, betas 0.9/0.999, weight decay
 0.01), 10 % warmup then cosine decay, gradient clip 1.0, batch 64, fresh random batches each
 step, evaluation on 15 held-out batches of 64. ``specmem mqar`` runs sweeps (one JSON and one
-checkpoint per run, resumable), the fixed-point evaluation of trained models and the report.
+checkpoint per run, resumable), the fixed-point evaluation of trained models (``int8``; with
+``--verilator N`` also N sequences through the Verilated RTL, compared bit for bit with the
+fixed-point model: :func:`eval_verilator`) and the report.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy as np
 from specmem.golden.common import SpecmemInputError
 
 __all__ = ["MQARConfig", "make_batch", "build_model", "train_run", "time_steps", "run_sweep", "eval_formats", "QUICK",
+           "eval_verilator", "verilator_unsupported", "VERILATOR_PRESET", "VERILATOR_LANES",
            "add_mqar_arguments", "cmd_mqar", "DEFAULT_OUT"]
 
 DEFAULT_OUT = "out/mqar"
@@ -399,6 +402,130 @@ def eval_formats(checkpoint: str, n_seqs: int = 64, formats=None, progress=None)
             "n_queries": int(min(n_seqs, len(tok)) * cfg.n_pairs), "formats": res}
 
 
+#: the Verilator comparison's defaults: the RTL preset and the design's lane count k (must divide d_h)
+VERILATOR_PRESET = "legacy-int8"
+VERILATOR_LANES = 4
+#: the result arrays compared bit for bit (where the rule has them): the output stream, its exponents (VLA),
+#: the final states read back from the simulated RAMs, and the outputs as floats
+VERILATOR_COMPARED = ("o", "o_raw", "o_frac", "s_raw", "a_raw", "z_raw")
+
+
+def verilator_unsupported(cfg: MQARConfig, lanes: int = VERILATOR_LANES) -> str | None:
+    """Why ``cfg``'s model cannot run its memory on the Verilator backend (one line), or None when it can."""
+    from specmem.nn.layers import VERILATOR_ALGO
+
+    rule = "vla" if cfg.rule == "vla_eq8" else cfg.rule
+    if cfg.rule == "softmax":
+        return "softmax: no recurrent memory step (attention over the whole prefix), no RTL core"
+    if rule == "gated_deltanet":
+        return ("gated_deltanet: the Verilator backend runs vla, linear and deltanet only (the gated core's "
+                "legacy-preset RTL has no backend path yet)")
+    if rule not in VERILATOR_ALGO:
+        return f"{cfg.rule}: no RTL core with a Verilator backend ({', '.join(VERILATOR_ALGO)} have one)"
+    d = cfg.d_model // cfg.num_heads
+    if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes < 2 or d % lanes:
+        return (f"{cfg.rule}: head dimension d_h = {d} (d_model {cfg.d_model} / {cfg.num_heads} heads) does not fit "
+                f"an RTL core with k = {lanes} lanes (k >= 2 must divide d)")
+    return None
+
+
+def eval_verilator(checkpoint: str, n_seqs: int = 4, preset: str = VERILATOR_PRESET, lanes: int = VERILATOR_LANES,
+                   reference: str | None = None, progress=None) -> dict:
+    """Every mixer layer's memory on the Verilated RTL for the first ``n_seqs`` held-out sequences.
+
+    The model runs twice on the same sequences: with the bit-exact fixed-point memory in ``reference``
+    (default ``preset``, the fixed-point model the hardware implements) and with the Verilator backend
+    in ``preset`` (design ``d = d_h``, ``k = lanes``; every (sequence, head) of a layer a stream, after a
+    reset). Per layer, :data:`VERILATOR_COMPARED` are compared bit for bit, per stream. Returns
+    ``{preset, reference, lanes, d, sequences, layers, heads, streams, tokens, equal, mismatches (streams
+    differing), mismatched_values, compared, per_layer, acc_fixed, acc_verilator, predictions_equal,
+    seconds, seconds_fixed}``, or ``{preset, lanes, sequences, unsupported: why}`` for a model without an
+    RTL core that fits. A simulation whose testbench fails (its scoreboard model disagreeing with the
+    hardware) counts as not equal, with the error in ``error``.
+    """
+    import torch
+
+    from specmem.backend_verilator import VerilatorBackendError
+    from specmem.nn.layers import VERILATOR_PREFIX
+
+    ck = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    cfg = MQARConfig(**ck["config"])
+    reference = preset if reference is None else reference
+    base = {"preset": preset, "reference": reference, "lanes": lanes, "sequences": int(n_seqs)}
+    why = verilator_unsupported(cfg, lanes)
+    if why is not None:
+        if progress:
+            progress(f"{cfg.name()}: verilator: not run: {why}")
+        return {**base, "unsupported": why}
+    from specmem.rtl.presets import check_rtl_preset
+
+    check_rtl_preset(preset, SpecmemInputError, "verilator_preset")
+    model = build_model(cfg).double()
+    model.load_state_dict(ck["state_dict"])
+    tok, tgt = (np.concatenate(a) for a in zip(*_eval_set(cfg, math.ceil(n_seqs / cfg.batch))))
+    tok, tgt = torch.from_numpy(tok[:n_seqs]), torch.from_numpy(tgt[:n_seqs])
+    n = int(tok.shape[0])
+    mask = tgt >= 0
+    mixers = [b.mixer for b in model.blocks]
+    for m in mixers:
+        m.keep_memory_io = True
+        m.verilator_options = {"lanes": lanes}
+
+    def run(memory):
+        model.set_memory(memory)
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            pred = model(tok).argmax(-1)[mask]
+        io = [m.last_memory_io for m in mixers]
+        for m in mixers:
+            del m.last_memory_io
+        return pred, io, time.perf_counter() - t0
+
+    pred_f, io_f, sec_f = run(reference)
+    H, d, L = cfg.num_heads, cfg.d_model // cfg.num_heads, len(mixers)
+    res = {**base, "d": d, "layers": L, "heads": H, "streams": n * H * L, "tokens": n * H * L * cfg.T}
+    if progress:
+        progress(f"{cfg.name()}: verilator: {res['streams']} streams ({n} sequences x {H} heads x {L} layers, "
+                 f"T = {cfg.T}) on the {preset} RTL, d = {d}, k = {lanes}")
+    try:
+        pred_v, io_v, sec_v = run(VERILATOR_PREFIX + preset)
+    except VerilatorBackendError as exc:
+        res.update(equal=False, mismatches=None, error=str(exc)[:2000])
+        if progress:
+            progress(f"{cfg.name()}: verilator: FAILED: {str(exc)[:300]}")
+        return res
+    per_layer, total, values, compared = [], 0, 0, []
+    for li, (f, v) in enumerate(zip(io_f, io_v)):
+        keys = [k for k in VERILATOR_COMPARED if k in f["result"] and k in v["result"]]
+        compared += [k for k in keys if k not in compared]
+        differ = np.zeros((n, H), dtype=bool)
+        nval = 0
+        for k in keys:
+            a, b = np.asarray(f["result"][k]), np.asarray(v["result"][k])
+            if a.shape != b.shape:
+                differ[:] = True
+                nval += max(a.size, b.size)
+                continue
+            ne = a != b
+            nval += int(ne.sum())
+            differ |= ne.reshape(n, H, -1).any(-1)
+        inputs_equal = all(np.array_equal(f["inputs"][k], v["inputs"][k]) for k in f["inputs"])
+        per_layer.append({"layer": li, "streams": n * H, "mismatches": int(differ.sum()),
+                          "mismatched_values": nval, "inputs_equal": inputs_equal})
+        total += int(differ.sum())
+        values += nval
+    acc_f = float((pred_f == tgt[mask]).float().mean())
+    acc_v = float((pred_v == tgt[mask]).float().mean())
+    res.update(equal=total == 0, mismatches=total, mismatched_values=values, compared=compared, per_layer=per_layer,
+               acc_fixed=acc_f, acc_verilator=acc_v, predictions_equal=bool(torch.equal(pred_f, pred_v)),
+               n_queries=int(mask.sum()), seconds=sec_v, seconds_fixed=sec_f)
+    if progress:
+        verdict = "bit-exact" if total == 0 else f"{total} of {res['streams']} streams differ"
+        progress(f"{cfg.name()}: verilator {preset} vs fixed {reference}: {verdict} ({', '.join(compared)}); "
+                 f"accuracy {acc_v:.3f} vs {acc_f:.3f}, {sec_v:.1f} s")
+    return res
+
+
 # ------------------------------------------------------------------------------------------
 # command line
 
@@ -445,6 +572,17 @@ def add_mqar_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                                                 "folders, an absent one read from the record (default: the "
                                                 "record's own folders)")
     p.add_argument("--sample", type=int, default=64, help="int8: held-out sequences per model (default 64)")
+    p.add_argument("--verilator", type=int, default=0, metavar="N",
+                   help="int8: also run every mixer layer's memory on the Verilated RTL for N held-out sequences "
+                        "(per head, one stream each) and compare it bit for bit with the fixed-point model in "
+                        "the same preset; the result goes under 'verilator' in the evaluation JSON (default 0: no)")
+    p.add_argument("--verilator-preset", default=VERILATOR_PRESET,
+                   help=f"int8 --verilator: the RTL preset (legacy-int8, legacy-int16, legacy-wide; "
+                        f"default {VERILATOR_PRESET})")
+    p.add_argument("--verilator-lanes", type=int, default=VERILATOR_LANES,
+                   help=f"int8 --verilator: the design's lane count k, dividing d_h (default {VERILATOR_LANES})")
+    p.add_argument("--only", default=None, metavar="GLOB",
+                   help="int8: only the checkpoints whose name matches this pattern (fnmatch, e.g. 'deltanet_*')")
     p.add_argument("--doc", default="docs/mqar.md", help="report: the markdown file to write")
     p.add_argument("--notes", default=None, help="report: a markdown file of prose to put under the title")
     p.add_argument("--record", default="", help="report: the compact record of the runs (default "
@@ -484,14 +622,36 @@ def cmd_mqar(args) -> int:
         # a checkpoint counts once its run record exists (the record is written after it, atomically)
         cks = sorted(f for f in os.listdir(args.out)
                      if f.endswith(".pt") and os.path.exists(os.path.join(args.out, f[:-3] + ".json")))
+        if args.only:
+            import fnmatch
+
+            cks = [f for f in cks if fnmatch.fnmatch(f[:-3], args.only)]
         if not cks:
-            raise SpecmemInputError(f"out: no trained checkpoints (*.pt) in {args.out}")
+            raise SpecmemInputError(f"out: no trained checkpoints (*.pt) in {args.out}"
+                                    + (f" matching {args.only!r}" if args.only else ""))
+        if args.verilator < 0:
+            raise SpecmemInputError(f"verilator: a number of sequences >= 0, got {args.verilator}")
+        if args.verilator:
+            from specmem.rtl.presets import check_rtl_preset
+
+            check_rtl_preset(args.verilator_preset, SpecmemInputError, "verilator_preset")
         for f in cks:
             path = os.path.join(args.out, f[:-3] + f".int8-{args.sample}.json")
+            ev = None
             if os.path.exists(path):
-                _progress(f"{f}: fixed-point evaluation done already")
-                continue
-            _write_json(path, eval_formats(os.path.join(args.out, f), args.sample, progress=_progress))
+                with open(path) as fh:
+                    ev = json.load(fh)
+                vl = ev.get("verilator", {})
+                if not args.verilator or (vl.get("preset") == args.verilator_preset and vl.get("lanes") ==
+                                          args.verilator_lanes and vl.get("sequences") == args.verilator):
+                    _progress(f"{f}: fixed-point evaluation done already")
+                    continue
+            if ev is None:
+                ev = eval_formats(os.path.join(args.out, f), args.sample, progress=_progress)
+            if args.verilator:
+                ev["verilator"] = eval_verilator(os.path.join(args.out, f), args.verilator, args.verilator_preset,
+                                                 args.verilator_lanes, progress=_progress)
+            _write_json(path, ev)
         return 0
     rules = [r for r in args.rules.split(",") if r]
     if args.action == "speed":

@@ -101,13 +101,24 @@ def _expand_run(c: dict) -> dict:
     return r
 
 
+#: the Verilator comparison's fields kept in the record (``specmem mqar int8 --verilator N``)
+VERILATOR_KEYS = ("preset", "reference", "lanes", "d", "sequences", "layers", "heads", "streams", "tokens", "equal",
+                  "mismatches", "mismatched_values", "compared", "acc_fixed", "acc_verilator", "predictions_equal",
+                  "n_queries", "seconds", "seconds_fixed", "unsupported", "error")
+
+
+def _compact_verilator(v: dict) -> dict:
+    return {k: (_r(v[k], 2) if k.startswith("seconds") else v[k]) for k in VERILATOR_KEYS if k in v}
+
+
 def _compact_eval(e: dict) -> dict:
     return {"source": e["_dir"], "name": e["name"], "config": e["config"], "n_seqs": e["n_seqs"],
             "n_queries": e["n_queries"],
             "formats": {f: {"acc": x["acc"], "agree_float64": x["agree_float64"],
                             **({"saturated": {k: v for k, v in x["saturated"].items() if v}}
                                if any(x.get("saturated", {}).values()) else {})}
-                        for f, x in e["formats"].items()}}
+                        for f, x in e["formats"].items()},
+            **({"verilator": _compact_verilator(e["verilator"])} if "verilator" in e else {})}
 
 
 def _expand_eval(c: dict) -> dict:
@@ -551,7 +562,52 @@ def _int8_section(runs, evals) -> list[str]:
                 cells.append(f"{x['acc'] - ref:+.3f} ({1 - x['agree_float64']:.1%})" + (f" sat {sat}" if sat else ""))
         L.append(f"| {e['name']} | {setup_label(e['config'])} | {dev_of.get((e['_dir'], e['name']), '?')} | "
                  f"{e['n_seqs']} ({e['n_queries']}) | " + " | ".join(cells) + " |")
-    return L + ["", "</details>", ""]
+    return L + ["", "</details>", ""] + _verilator_section(runs, evals)
+
+
+def _verilator_section(runs, evals) -> list[str]:
+    """The Verilated RTL against the fixed-point model on trained weights (``specmem mqar int8 --verilator N``)."""
+    vl = [e for e in evals if "verilator" in e]
+    if not vl:
+        return []
+    dev_of = {(r["_dir"], r["name"]): device_label(r) for r in runs}
+    L = ["### The Verilator backend on trained weights", "",
+         "`specmem mqar int8 --verilator N`: for the first N held-out sequences, every mixer layer's memory step "
+         "runs on the Verilated RTL (`specmem run --backend verilator`; design d = d_h, k lanes), one stream per "
+         "(sequence, head) after a reset, since each core holds one memory; the same model runs with the "
+         "fixed-point model in the same preset. Bit-exact: every output integer (`o_raw`, VLA's exponents "
+         "`o_frac`), the outputs as floats and the final state RAMs read back from the simulation equal the "
+         "fixed-point model's, in every stream of every layer. Accuracy: exact match at the query positions of "
+         "those sequences, fixed-point model vs RTL.", "",
+         "| run | rule | setup | trained on | preset | d, k | sequences (queries) | streams simulated (tokens) | "
+         "bit-exact | accuracy fixed / RTL | predictions equal | RTL time |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    skipped = []
+
+    def key(e):
+        return (_rule_key(e["config"]["rule"]), _var_key(setup_label(e["config"])), e["config"]["n_pairs"],
+                e["config"]["seed"], e["name"])
+
+    for e in sorted(vl, key=key):
+        v = e["verilator"]
+        c = e["config"]
+        head = (f"| {e['name']} | {RULE_NAMES.get(c['rule'], c['rule'])} | {setup_label(c)} | "
+                f"{dev_of.get((e['_dir'], e['name']), '?')} | ")
+        if "unsupported" in v:
+            skipped.append(f"{e['name']}: {v['unsupported']}")
+            continue
+        ref = "" if v.get("reference", v["preset"]) == v["preset"] else f" (vs fixed {v['reference']})"
+        if v.get("error"):
+            L.append(head + f"{v['preset']}{ref} | {v['d']}, {v['lanes']} | {v['sequences']} | {v['streams']} "
+                            f"({v['tokens']}) | **no**: simulation failed | – | – | – |")
+            continue
+        exact = "yes" if v["equal"] else f"**no** ({v['mismatches']} streams, {v['mismatched_values']} values)"
+        L.append(head + f"{v['preset']}{ref} | {v['d']}, {v['lanes']} | {v['sequences']} ({v['n_queries']}) | "
+                        f"{v['streams']} ({v['tokens']}) | {exact} | {v['acc_fixed']:.3f} / {v['acc_verilator']:.3f} "
+                        f"| {'yes' if v['predictions_equal'] else 'no'} | {v['seconds']:.0f} s |")
+    if skipped:
+        L += ["", "Not run on the RTL: " + "; ".join(skipped) + "."]
+    return L + [""]
 
 
 def write_report(out_dirs, doc: str = "docs/mqar.md", progress=None, notes: str | None = None,

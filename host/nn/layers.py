@@ -9,7 +9,15 @@ and projects the heads back. The memory step is chosen by ``layer.memory``:
 * ``"golden"``: the NumPy float64 golden model (``specmem.golden``), inference only;
 * a fixed-point preset name (``formats.PRESETS``: ``int8``, ``int18``, ...): the bit-exact
   fixed-point model ``specmem.golden.fixed.run_fixed``, inference only, every (sequence, head)
-  an independent stream.
+  an independent stream;
+* ``"verilator:<preset>"`` (an RTL preset, ``legacy-int8`` ...; VLA, DeltaNet and linear attention):
+  the Verilated RTL through :func:`specmem.backend_verilator.verilator_backend`, every
+  (sequence, head) a stream after a reset (the cores hold one memory), inference only and slow
+  (a few sequences); ``layer.verilator_options`` are the backend's options (``lanes``: the
+  design's ``k``).
+
+With ``layer.keep_memory_io = True`` the NumPy memories (golden excepted) keep their last inputs
+and full result in ``layer.last_memory_io`` (``{"inputs", "result"}``), for bit-level comparisons.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from specmem.golden.common import SpecmemInputError
 from . import ops
 
 __all__ = ["VLA", "DeltaNet", "GatedDeltaNet", "LinearAttention", "SoftmaxAttention", "LAYERS", "MEMORY_BACKENDS",
+           "VERILATOR_ALGO", "verilator_memory_error",
            "fixed_formats_for"]
 
 #: memory backends other than the fixed-point presets
@@ -45,6 +54,20 @@ def fixed_formats_for(rule: str) -> list[str]:
 
 _FIXED_ALGO = {"vla": "vla", "deltanet": "deltanet", "gated_deltanet": "gated-deltanet", "linear": "linear"}
 
+#: the rules the Verilator backend runs (their RTL cores), layer rule -> backend algo
+VERILATOR_ALGO = {"vla": "vla", "deltanet": "deltanet", "linear": "linear"}
+VERILATOR_PREFIX = "verilator:"
+
+
+def verilator_memory_error(rule: str, value: str) -> str | None:
+    """Why ``value`` (``verilator:<preset>``) is not a memory of ``rule``'s layer, or None when it is."""
+    from specmem.rtl.presets import rtl_preset_error
+
+    if rule not in VERILATOR_ALGO:
+        return (f"memory: the Verilator backend runs {', '.join(VERILATOR_ALGO)} (their RTL cores); "
+                f"{rule} has none there")
+    return rtl_preset_error(value[len(VERILATOR_PREFIX):], "memory")
+
 
 class _MemoryLayer(nn.Module):
     """Shared projections, head reshaping and memory-backend dispatch of the recurrent layers."""
@@ -52,6 +75,8 @@ class _MemoryLayer(nn.Module):
     rule = ""
     extra_vectors: tuple[str, ...] = ()  # per-head vectors besides q, k, v (VLA: "u")
     token_scalars: tuple[str, ...] = ()  # per-head scalars per token ("beta", "g")
+    verilator_options: dict = {}  # the Verilator backend's options (``lanes``), set per layer
+    keep_memory_io = False  # keep the NumPy memories' inputs and results in ``last_memory_io``
 
     def __init__(self, hidden_size: int, num_heads: int, head_dim: int | None = None, *, mode: str = "chunk",
                  chunk_size: int = 64, memory: str = "torch", **params):
@@ -83,7 +108,11 @@ class _MemoryLayer(nn.Module):
 
     @memory.setter
     def memory(self, value: str) -> None:
-        if value not in MEMORY_BACKENDS and value not in fixed_formats_for(self.rule):
+        if isinstance(value, str) and value.startswith(VERILATOR_PREFIX):
+            err = verilator_memory_error(self.rule, value)
+            if err is not None:
+                raise SpecmemInputError(err)
+        elif value not in MEMORY_BACKENDS and value not in fixed_formats_for(self.rule):
             raise SpecmemInputError(f"memory: for {self.rule} one of {', '.join(MEMORY_BACKENDS)} or a fixed-point "
                                     f"preset ({', '.join(fixed_formats_for(self.rule)) or 'none'}), got {value!r}")
         self._memory = value
@@ -124,6 +153,18 @@ class _MemoryLayer(nn.Module):
         inputs = {n: t.detach().to("cpu", torch.float64).numpy() for n, t in args.items()}
         if self.memory == "golden":
             out = self._golden(inputs)
+        elif self.memory.startswith(VERILATOR_PREFIX):
+            from specmem.backend_verilator import verilator_backend
+            from specmem.golden.fixed import SaturationWarning
+
+            options = {**self.verilator_options, "format": self.memory[len(VERILATOR_PREFIX):]}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", SaturationWarning)
+                r = verilator_backend(VERILATOR_ALGO[self.rule], inputs, self._fixed_params(), options)
+            self.last_saturation = {k: int(v) for k, v in r.items() if k.startswith("sat_")}
+            if self.keep_memory_io:
+                self.last_memory_io = {"inputs": inputs, "result": r}
+            out = r["o"]
         else:
             from specmem.golden.fixed import SaturationWarning, run_fixed
 
@@ -131,6 +172,8 @@ class _MemoryLayer(nn.Module):
                 warnings.simplefilter("ignore", SaturationWarning)  # counts are in sat_*; callers read them
                 r = run_fixed(_FIXED_ALGO[self.rule], inputs, self.memory, self._fixed_params())
             self.last_saturation = {k: int(v) for k, v in r.items() if k.startswith("sat_")}
+            if self.keep_memory_io:
+                self.last_memory_io = {"inputs": inputs, "result": r}
             out = r["o"]
         return torch.from_numpy(np.ascontiguousarray(out))
 
