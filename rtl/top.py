@@ -140,7 +140,7 @@ class AnnihilationTop(wiring.Component):
 #: drain, then the token chain, whose length is counted, not derived (``rtl/token_chain.py``).
 #: Keys ``(d, k, preset)``; measured by ``tests/rtl/test_annihilation_v2.py`` (Amaranth) and the
 #: Verilator ``steady_state`` test (``tests/sim/test_core_v2.py`` checks the d=16 k=4 entry).
-V2_MEASURED_CYCLES = {(16, 4, "int18"): 123, (64, 8, "int18"): 183}
+V2_MEASURED_CYCLES = {(16, 4, "int18"): 122, (64, 8, "int18"): 182}
 
 
 class AnnihilationTopV2(AnnihilationTop):
@@ -169,7 +169,8 @@ class AnnihilationTopV2(AnnihilationTop):
             "core": "v2",
             "parameters": {"d": self.d, "k": self.k, "preset": self.preset, "in_range": F.preset.in_range,
                            "orthogonal_input_policy": "evict (round-robin column), count and flag",
-                           "gram": "coaccumulate", "dsp": self.dsp, "bram": self.bram},
+                           "gram": "coaccumulate", "dsp": self.dsp, "bram": self.bram,
+                           "heads": getattr(c, "heads", 1)},
             "golden_model": "annihilation_fixed(x, k, preset, gram='coaccumulate', orth_policy='evict')",
             # vendor primitives the simulator needs beside the generated file
             "sim_models": (["MULT18X18D"] if self.dsp == "ecp5" else []) + (["DP16KD"] if self.bram == "ecp5" else []),
@@ -202,9 +203,9 @@ class AnnihilationTopV2(AnnihilationTop):
                     "chain (~70-80 cycles at k = 4..8), see docs/annihilation.md"),
                 "measured": {f"d={d},k={k},{p}": v for (d, k, p), v in V2_MEASURED_CYCLES.items()},
                 "pass_cycles": c.pass_cycles(),
-                "pass_cycles_note": "one pass over U as the core counts it (AnnihilationCoreV2.pass_cycles(): "
-                                    "dispatch, d rows, the block-RAM read and, where the sequencer waits for it, "
-                                    "the row unit's drain)",
+                "pass_cycles_note": "the row issue of one pass over U, from the design "
+                                    "(AnnihilationCoreV2.pass_cycles(): dispatch, d rows, the block-RAM read); a "
+                                    "full token adds the wait for the accumulators and the token chain",
                 "floor_d": self.d,
                 "note": "full token: the token chain on the previous pass's accumulators, then one pass (its "
                         "rank-two update fused with the next token's co-accumulation); warm-up, zero and "

@@ -62,7 +62,8 @@ KINDS = ("top", "engine", "scalar_unit", "vla", "linear", "deltanet", "bram")
 
 @dataclass(frozen=True)
 class Design:
-    """One simulated configuration. ``kind``: ``top`` (annihilation memory, AXI4-Stream ports),
+    """One simulated configuration. ``kind``: ``top`` (annihilation memory, AXI4-Stream ports; core
+    v1 for the ``legacy-*`` presets, core v2 for ``int18``/``int16``/``int8``),
     ``engine`` (``DotEngine(k, d // k)``), ``scalar_unit`` (the preset's scalar unit), ``vla``
     (``VLATop``; ``params``: the rule's parameters as ``((name, value), ...)``, e.g.
     ``(("refresh_period", 3),)``, passed to ``generate``'s ``build("vla", ...)`` and to the model),
@@ -86,7 +87,13 @@ class Design:
                 raise ValueError(f"{name}: must be an integer >= 1, got {v!r}")
         if self.d % self.k:
             raise ValueError(f"d: must be a multiple of k ({self.k}), got {self.d}")
-        check_rtl_preset(self.preset)  # the RTL is bit-exact with the legacy formats only
+        if self.kind == "top":  # the annihilation: legacy-* -> core v1, int18/int16/int8 -> core v2
+            from specmem.rtl.generate import annihilation_core_for
+
+            if annihilation_core_for(self.preset) == "v2" and self.in_range is not None:
+                raise ValueError("in_range: core v2 takes its preset's input range, not in_range")
+        else:
+            check_rtl_preset(self.preset)  # the other RTL is bit-exact with the legacy formats only
         if self.params and self.kind not in ("vla", "linear", "deltanet", "engine", "bram"):
             raise ValueError(f"params: only the vla, linear, deltanet, engine and bram designs take parameters, "
                              f"got {self.params!r}")
@@ -187,12 +194,12 @@ def verilog_for(design: Design) -> tuple[str, str, str]:
 
     from specmem.rtl.generate import verilog_ports
 
-    if design.kind == "top":
-        from specmem.rtl.top import AnnihilationTop
+    if design.kind == "top":  # core v1 or v2, as the preset says (rtl/generate.py)
+        from specmem.rtl.generate import build as rtl_build
 
-        comp = AnnihilationTop(design.d, design.k, preset=design.preset, in_range=design.in_range)
-        top = "specmem_annihilation"
-        manifest = comp.manifest()
+        built = rtl_build("annihilation", design.d, design.k, design.preset,
+                          **({} if design.in_range is None else {"in_range": design.in_range}))
+        comp, top, manifest = built.component, built.top, dict(built.manifest)
     elif design.kind in ("engine", "vla", "linear", "deltanet"):
         from specmem.rtl.generate import build as rtl_build
 

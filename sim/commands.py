@@ -21,6 +21,7 @@ from .suite import coverage_suite, run_mutants, run_rule, run_top
 __all__ = ["SimResult", "simulate", "bench_sim", "coverage_command", "mutation_command", "SIM_ALGOS"]
 
 SIM_ALGOS = ("annihilation", "vla", "linear", "deltanet")
+_V2_PRESETS = ("int18", "int16", "int8")  # the annihilation core v2's (rtl/generate.py: V2_PRESETS)
 
 
 @dataclass
@@ -75,6 +76,14 @@ def _check(algo, d, k, tokens, seed, preset):
             f"tokens: {tokens} tokens at d={d} need about {need / 2**30:.1f} GiB for the stimulus, the model's "
             f"outputs and the observed outputs (held for the whole stream); {avail / 2**30:.1f} GiB is available. "
             f"Use at most {max(1, tokens * (avail // 2) // need)} tokens per run")
+    if algo == "annihilation":  # legacy-* -> core v1, int18/int16/int8 -> core v2
+        from specmem.rtl.generate import annihilation_core_for
+
+        try:
+            annihilation_core_for(preset)
+        except ValueError as exc:
+            raise SpecmemInputError(str(exc)) from None
+        return
     from specmem.rtl.presets import check_rtl_preset
 
     check_rtl_preset(preset, SpecmemInputError)  # the RTL is bit-exact with the legacy formats only
@@ -141,10 +150,13 @@ def _heartbeat(label: str, tokens: int, rate: float | None, enabled: bool = True
 
 
 def simulate(algo: str, d: int, k: int, tokens: int, seed: int, preset: str = "legacy-int8", coverage: bool = False,
-             waves: bool = False, *, idle: float = 0.3, stall: float = 0.3, kind: str = "mixed",
+             waves: bool = False, *, idle: float = 0.3, stall: float = 0.3, kind: str | None = None,
              quiet: bool = False, params: dict | None = None) -> SimResult:
-    """Simulate ``tokens`` tokens of a seeded ``kind`` stream (Gaussian with zero, orthogonal and
-    large tokens mixed in) through the Verilated top; print pass/fail and the first mismatch.
+    """Simulate ``tokens`` tokens of a seeded ``kind`` stream (default ``mixed``: Gaussian with zero,
+    orthogonal and large tokens mixed in; for the annihilation core v2, ``evictions``: many
+    orthogonal tokens, each evicting a column) through the Verilated top; print pass/fail and the
+    first mismatch. The annihilation's ``preset`` picks the core: ``legacy-*`` v1, ``int18``,
+    ``int16``, ``int8`` v2 (bit-exact with the co-accumulated, evicting golden model).
 
     ``waves``: record a VCD waveform (``dump.vcd`` in the run folder). ``coverage``: build with
     line/toggle coverage, run the directed cases as well, and print the coverage summary with what
@@ -168,6 +180,8 @@ def simulate(algo: str, d: int, k: int, tokens: int, seed: int, preset: str = "l
         design = Design("top", d, k, preset)
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
     t0 = time.perf_counter()
+    if kind is None:
+        kind = "evictions" if algo == "annihilation" and preset in _V2_PRESETS else "mixed"
     stream = {"kind": kind, "T": tokens, "seed": seed, "idle": idle, "stall": stall}
     flavour = "cov" if coverage else ("waves" if waves else "plain")
     from specmem.progress import Heartbeat
@@ -268,14 +282,16 @@ def coverage_command(d: int = 16, k: int = 4, preset: str = "legacy-int8", *, se
     return rep
 
 
-def mutation_command(*, ci: bool = True, seeds=(0, 1), tokens: int = 24, quiet: bool = False):
-    """Build the mutant schema and show that the testbench catches each mutant; returns
+def mutation_command(*, ci: bool = True, seeds=(0, 1), tokens: int = 24, quiet: bool = False,
+                     preset: str = "legacy-int8"):
+    """Build the mutant schema of the annihilation top at d=16, k=4 (``preset``: legacy-int8, core
+    v1; int18, core v2) and show that the testbench catches each mutant; returns
     ``(baseline_run, [MutantResult])``."""
     from specmem.progress import Heartbeat
 
     with Heartbeat("specmem sim: mutation check (one build of the mutant schema, then the testbench on each "
                    "mutant)", 10.0, enabled=False if quiet else None):
-        base, res = run_mutants(ci=ci, seeds=seeds, T=tokens)
+        base, res = run_mutants(Design("top", 16, 4, preset), ci=ci, seeds=seeds, T=tokens)
     if not quiet:
         print(f"specmem sim: unmodified design {'PASS' if base.passed else 'FAIL'}")
         for r in res:

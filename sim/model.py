@@ -22,12 +22,20 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["StreamModel", "AnnihilationModel", "VLAModel", "BaselineModel", "Scoreboard", "Mismatch",
-           "expected_saturations"]
+           "expected_saturations", "V2_SAT_TENSORS"]
 
 
-def expected_saturations(sat: dict) -> int:
+#: the tensors whose saturations the annihilation core v2 counts (its manifest's
+#: ``status_saturation_tensors``): the ``U`` writes, ``ahat``, ``q``, ``t`` and ``y``
+V2_SAT_TENSORS = ("u", "ahat", "q", "t", "y")
+
+
+def expected_saturations(sat: dict, tensors=None) -> int:
     """The hardware's saturation counter: every narrowing the golden model counts except the
-    host-side quantisation of ``x`` (the manifest's ``status_saturations``)."""
+    host-side quantisation of ``x`` (the manifest's ``status_saturations``); with ``tensors``
+    (core v2: :data:`V2_SAT_TENSORS`) the saturations of those tensors only."""
+    if tensors is not None:
+        return int(sum(int(sat[name]) for name in tensors))
     return int(sum(int(n) for name, n in sat.items() if name != "x"))
 
 
@@ -111,11 +119,22 @@ class StreamModel:
 
 
 class AnnihilationModel(StreamModel):
-    """The annihilation memory: raw ``x`` tokens ``[d]``; predictions ``y``, ``orth``, ``count``."""
+    """The annihilation memory: raw ``x`` tokens ``[d]``; predictions ``y``, ``orth``, ``count``.
 
-    def __init__(self, d: int, k: int, preset: str = "legacy-int8", in_range: float | None = None):
+    ``core``: ``"v1"`` (the legacy presets: the golden model's defaults for them, the recomputed
+    Gram and skip; every saturation but ``x`` counted) or ``"v2"`` (``int18``/``int16``/``int8``:
+    ``gram="coaccumulate"``, ``orth_policy="evict"``, stated explicitly; the saturations of
+    :data:`V2_SAT_TENSORS` counted)."""
+
+    def __init__(self, d: int, k: int, preset: str = "legacy-int8", in_range: float | None = None,
+                 core: str = "v1"):
         from specmem.golden.fixed.formats import formats_for
 
+        if core not in ("v1", "v2"):
+            raise ValueError(f"core: must be v1 or v2, got {core!r}")
+        self.core = core
+        self.sat_tensors = V2_SAT_TENSORS if core == "v2" else None
+        self.golden_kwargs = {"gram": "coaccumulate", "orth_policy": "evict"} if core == "v2" else {}
         self.in_range = in_range
         self.fmt = formats_for("annihilation", preset, d, {"k": k, "in_range": in_range})
         self.x_frac = self.fmt["x"].frac
@@ -132,7 +151,7 @@ class AnnihilationModel(StreamModel):
         from specmem.golden.fixed.annihilation import annihilation_fixed
 
         x = np.ldexp(np.asarray(X, dtype=np.float64), -self.x_frac)
-        return annihilation_fixed(x, self.k, self.preset, in_range=self.in_range, trace=False)
+        return annihilation_fixed(x, self.k, self.preset, in_range=self.in_range, trace=False, **self.golden_kwargs)
 
     def _on_observe(self, token: np.ndarray) -> None:
         self._nonzero += bool(np.any(token != 0))
@@ -144,7 +163,8 @@ class AnnihilationModel(StreamModel):
 
     def _totals(self, r: dict, n: int) -> dict:
         """``tokens``, ``saturations``, ``orth_count``, ``orth_flag``, ``count``, ``u_raw``, ``sat``."""
-        return {"tokens": n, "saturations": expected_saturations(r["sat"]), "orth_count": int(np.sum(r["orth"])),
+        return {"tokens": n, "saturations": expected_saturations(r["sat"], self.sat_tensors),
+                "orth_count": int(np.sum(r["orth"])),
                 "orth_flag": int(np.any(r["orth"])), "count": int(r["count"]), "u_raw": r["u_raw"],
                 "sat": {k: int(v) for k, v in r["sat"].items()}}
 

@@ -16,7 +16,8 @@ makes the mutation fail loudly instead of silently testing nothing):
 * :func:`port`: an instance port connection is replaced;
 * :func:`bypass`: a pipeline register is removed: its readers in continuous assigns see its
   next-state value (the data arrives a cycle early, its ``valid`` does not);
-* :func:`next_state`: a register's clocked update is rewritten.
+* :func:`next_state`: a register's clocked update is rewritten;
+* :func:`either`: the first of several sites that exists.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = ["Mutant", "MUTANTS", "RULE_MUTANTS", "apply_schema", "MutationError", "tie", "rewrite", "port", "bypass",
-           "next_state"]
+__all__ = ["Mutant", "MUTANTS", "RULE_MUTANTS", "V2_MUTANTS", "apply_schema", "MutationError", "tie", "rewrite", "port", "bypass",
+           "next_state", "either"]
 
 SELECT = "specmem_mutant"
 _ATTR = re.compile(r"\(\*.*?\*\)\s*")
@@ -153,6 +154,26 @@ def next_state(reg: str, fn: Callable[[str, str], str]):
     return apply
 
 
+def either(*ops):
+    """The first of ``ops`` whose site exists (a design whose signal names differ between versions,
+    e.g. core v2's per-head registers ``ptr0`` where the one-memory core has ``ptr``); when none
+    applies, the last one's :class:`MutationError`."""
+
+    def apply(lines, n, m):
+        err = None
+        for op in ops:
+            trial = list(lines)
+            try:
+                count = op(trial, n, m)
+            except MutationError as exc:
+                err = exc
+                continue
+            lines[:] = trial
+            return count
+        raise err
+    return apply
+
+
 CORE = "specmem_annihilation.core"
 MUTANTS: list[Mutant] = [
     Mutant("round_floor", "one rounding step changed: the narrowing of U into the multiplier format "
@@ -245,3 +266,24 @@ def apply_schema(text: str, mutants: list[Mutant] = MUTANTS) -> tuple[str, dict[
             "  end",
         ]
     return "\n".join(lines) + "\n", ids
+
+
+#: mutants of the annihilation core v2's top (``specmem_annihilation`` at int18/int16/int8; the
+#: same testbench, ``sim/tb_top.py``): one per kind of defect the new design can have
+V2_MUTANTS: list[Mutant] = [
+    Mutant("y_round_floor", "one rounding step changed: y = round(r_i rsqrt(n^2)) truncates (its rounding bit "
+           "dropped) instead of rounding half to even", CORE, tie("y_rs_rb", "1'h0"), expect="bit-exact scoreboard"),
+    Mutant("pointer_stuck", "the round-robin eviction pointer never advances (ties among evictions always "
+           "start from column 0)", CORE, either(next_state("ptr", lambda nxt, reg: reg), next_state("ptr0", lambda nxt, reg: reg)),
+           expect="scoreboard / final state on the round-robin ties"),
+    Mutant("a_pass_skipped", "stale per-token control: the chain runs on the accumulators of a pass that did "
+           "not see the token (the A pass for a token that arrived late is skipped)", CORE,
+           either(next_state("acc_valid", lambda nxt, reg: "1'h1"), next_state("acc_valid0", lambda nxt, reg: "1'h1")),
+           expect="scoreboard on isolated full tokens (warm_up_and_latency)"),
+    Mutant("orth_not_counted", "evictions are not counted", CORE,
+           next_state("orth_count", lambda nxt, reg: reg), expect="status counters vs the model"),
+    Mutant("input_ready_ignored", "s_axis ready ignored: the token buffer accepts beats while full", CORE,
+           tie("x_in__ready", "1'h1"), expect="scoreboard (buffered tokens overwritten)"),
+    Mutant("output_ready_ignored", "m_axis ready ignored: the output FIFO pops whether or not the sink took the "
+           "beat", CORE, port("r_en", "1'h1"), expect="scoreboard / missing outputs under backpressure"),
+]

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["x_format", "quantize", "gaussian", "with_orthogonal", "with_zeros", "saturating", "KINDS", "make",
+__all__ = ["x_format", "quantize", "gaussian", "with_orthogonal", "with_zeros", "saturating", "evictions", "units",
+           "KINDS", "make",
            "VLA_KINDS", "vla_make", "BASELINE_KINDS", "baseline_make"]
 
 
@@ -60,7 +61,40 @@ def saturating(seed: int, T: int, d: int) -> np.ndarray:
     return x
 
 
-KINDS = ("gaussian", "mixed", "saturating", "orthogonal", "zeros")
+def evictions(seed: int, T: int, d: int, k: int) -> np.ndarray:
+    """For the annihilation core v2 (orthogonal inputs evict a column): Gaussian tokens on the first
+    half of the coordinates, and every 9th token from ``k + 3`` on a unit vector ``1.25 e_i`` on the
+    second half (``i`` cycling through it), orthogonal to everything stored until that coordinate
+    was stored: evictions, then updates of the evicted-into columns; a zero token (2), one that
+    quantises to zero (``k + 1``) and a few tokens scaled by 3 (as ``tests/rtl/test_annihilation_v2.py``'s
+    ``_stream``)."""
+    rng = np.random.default_rng(seed)
+    x = np.zeros((T, d))
+    h = d // 2
+    x[:, :h] = rng.standard_normal((T, h))
+    for m, t in enumerate(range(k + 3, T, 9)):
+        x[t] = 0
+        x[t, h + m % (d - h)] = 1.25
+    if T > 2:
+        x[2] = 0
+    if T > k + 1:
+        x[k + 1] *= 1e-9
+    big = rng.choice(T, size=max(1, T // 20), replace=False)
+    x[big] *= 3
+    return x
+
+
+def units(seed: int, T: int, d: int) -> np.ndarray:
+    """Unit vectors ``1.25 e_t`` for the first ``d`` tokens (warm-up, then evictions among columns of
+    equal energy: the round-robin pointer decides which), then Gaussian tokens whose ``y`` depends on
+    which columns were kept."""
+    x = np.random.default_rng(seed).standard_normal((T, d))
+    n = min(T, d)
+    x[:n] = 1.25 * np.eye(d)[:n]
+    return x
+
+
+KINDS = ("gaussian", "mixed", "saturating", "orthogonal", "zeros", "evictions", "units")
 
 
 def make(kind: str, seed: int, T: int, d: int, k: int) -> np.ndarray:
@@ -70,6 +104,10 @@ def make(kind: str, seed: int, T: int, d: int, k: int) -> np.ndarray:
         return gaussian(seed, T, d)
     if kind == "saturating":
         return saturating(seed, T, d)
+    if kind == "evictions":
+        return evictions(seed, T, d, k)
+    if kind == "units":
+        return units(seed, T, d)
     rng = np.random.default_rng(seed + 7919)
     x = gaussian(seed, T, d)
     if kind == "orthogonal":

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from .build import BUILD_ROOT, REPO_ROOT, Build, Design, SimRun, build, run_cocotb
 from .coverage import CoverageReport, merge, summarise, write_report
-from .mutants import MUTANTS, RULE_MUTANTS, Mutant, apply_schema
+from .mutants import MUTANTS, RULE_MUTANTS, V2_MUTANTS, Mutant, apply_schema
 
-__all__ = ["TOP_TB", "RULE_TB", "VLA_TB", "VLA_DIRECTED", "BASELINE_DIRECTED", "RULE_DIRECTED", "run_rule", "run_vla",
+__all__ = ["TOP_TB", "V2_DIRECTED", "top_directed", "RULE_TB", "VLA_TB", "VLA_DIRECTED", "BASELINE_DIRECTED", "RULE_DIRECTED", "run_rule", "run_vla",
            "ENGINE_TB", "SCALAR_UNIT_TB", "BRAM_TB", "run_bram", "DIRECTED", "run_top", "run_engine",
            "run_scalar_unit", "coverage_suite", "MutantResult", "run_mutants", "DEFAULT_SEEDS"]
 
@@ -27,6 +27,9 @@ BRAM_TB = "specmem.sim.tb_bram"
 #: the directed cocotb tests of the top (everything but the generic ``stream`` test)
 DIRECTED = ("steady_state", "warm_up_and_latency", "orthogonal_and_zero", "saturating", "reset_mid_stream",
             "framing_errors", "random_stream")
+#: ... and of the annihilation core v2's top (int18/int16/int8): the same, plus round-robin ties
+#: among evictions (``round_robin_ties``)
+V2_DIRECTED = DIRECTED + ("round_robin_ties",)
 DEFAULT_SEEDS = tuple(range(10))
 #: the directed cocotb tests of the VLA top (``sim/tb_rules.py``)
 VLA_DIRECTED = ("steady_state", "latency", "saturating", "reset_mid_stream", "framing_errors", "random_stream")
@@ -35,11 +38,22 @@ BASELINE_DIRECTED = ("steady_state", "saturating", "reset_mid_stream", "framing_
 RULE_DIRECTED = {"vla": VLA_DIRECTED, "linear": BASELINE_DIRECTED, "deltanet": BASELINE_DIRECTED}
 
 
-def run_top(design: Design = Design(), testcases=DIRECTED, *, seeds=DEFAULT_SEEDS, stream: dict | None = None,
+def top_directed(design: Design) -> tuple:
+    """The directed tests of an annihilation top: :data:`DIRECTED` (core v1), :data:`V2_DIRECTED`
+    (core v2: the int18/int16/int8 presets)."""
+    from specmem.rtl.generate import annihilation_core_for
+
+    return V2_DIRECTED if annihilation_core_for(design.preset) == "v2" else DIRECTED
+
+
+def run_top(design: Design = Design(), testcases=None, *, seeds=DEFAULT_SEEDS, stream: dict | None = None,
             flavour: str = "plain", waves: bool = False, plusargs=(), name: str = "top", b: Build | None = None,
             quiet: bool = True) -> SimRun:
-    """Build (or reuse) ``design`` and run the top testbench's ``testcases`` in one simulator
-    process. ``stream``: ``{kind, T, seed, idle, stall}`` for ``random_stream``/``stream``."""
+    """Build (or reuse) ``design`` and run the top testbench's ``testcases`` (default: the design's
+    directed tests, :func:`top_directed`) in one simulator process. ``stream``: ``{kind, T, seed,
+    idle, stall}`` for ``random_stream``/``stream``."""
+    if testcases is None:
+        testcases = top_directed(design)
     b = b or build(design, "waves" if waves else flavour, quiet=quiet)
     case = {"name": name, "seeds": list(seeds), "stream": dict(stream or {})}
     if waves:
@@ -129,10 +143,14 @@ def run_mutants(design: Design = Design(), mutants: list[Mutant] | None = None, 
     """Build the mutant schema of ``design`` once, run the testbench on the unmodified design
     (``+SPECMEM_MUTANT=0``, must pass) and on each mutant (must fail). Returns the baseline run and
     one :class:`MutantResult` per mutant. ``ci=True`` keeps the small default set. The annihilation
-    top (``kind="top"``) uses :data:`~specmem.sim.mutants.MUTANTS` and ``sim/tb_top.py``; the rule
+    top (``kind="top"``) uses :data:`~specmem.sim.mutants.MUTANTS` (core v2, the int18/int16/int8
+    presets: :data:`~specmem.sim.mutants.V2_MUTANTS`) and ``sim/tb_top.py``; the rule
     tops (``vla``, ``linear``, ``deltanet``) their :data:`~specmem.sim.mutants.RULE_MUTANTS` and
     ``sim/tb_rules.py``; ``testcases`` default to the design's directed tests."""
-    if design.kind == "top":
+    if design.kind == "top" and top_directed(design) is V2_DIRECTED:
+        schema, runner = V2_MUTANTS, run_top
+        testcases = V2_DIRECTED if testcases is None else testcases
+    elif design.kind == "top":
         schema, runner = MUTANTS, run_top
         testcases = DIRECTED if testcases is None else testcases
     elif design.kind in RULE_MUTANTS:

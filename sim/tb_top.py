@@ -70,6 +70,7 @@ class AnnihilationEnv:
         p = MANIFEST["parameters"]
         self.dut = dut
         self.d, self.k, self.preset = int(p["d"]), int(p["k"]), p["preset"]
+        self.core_version = MANIFEST.get("core", "v1")  # v2: int18/int16/int8, co-accumulated Gram, evict
         self.in_range = MANIFEST.get("design", {}).get("in_range")
         self.xw = int(MANIFEST["streams"]["s_axis"]["format"]["width"])
         self.yw = int(MANIFEST["streams"]["m_axis"]["format"]["width"])
@@ -115,7 +116,7 @@ class AnnihilationEnv:
         return self.d + 2
 
     def make_model(self):
-        return AnnihilationModel(self.d, self.k, self.preset, self.in_range)
+        return AnnihilationModel(self.d, self.k, self.preset, self.in_range, core=self.core_version)
 
     # -- monitors ----------------------------------------------------------------------------
     async def _input_loop(self):
@@ -246,11 +247,20 @@ class AnnihilationEnv:
 
     def read_state(self) -> np.ndarray:
         """``U`` (``d x k`` raw) read through the simulator from the RAM banks (a backdoor: the
-        design has no port for it)."""
-        mem = self.dut.core.mem
-        banks = [getattr(mem, f"bank{l}") for l in range(self.k)]
+        design has no port for it). Core v2 keeps a row of ``U`` in one word of ``core.uram.mem``,
+        lane ``l`` at bits ``[l w_u, (l+1) w_u)``."""
         U = np.zeros((self.d, self.k), dtype=np.int64)
         uw = int(MANIFEST["formats"]["tensors"]["u"]["width"])
+        if self.core_version == "v2":
+            mem = self.dut.core.uram.mem
+            for i in range(self.d):
+                word = int(mem[i].value)
+                for l in range(self.k):
+                    v = (word >> (l * uw)) & ((1 << uw) - 1)
+                    U[i, l] = v - (1 << uw) if v >> (uw - 1) else v
+            return U
+        mem = self.dut.core.mem
+        banks = [getattr(mem, f"bank{l}") for l in range(self.k)]
         for l, b in enumerate(banks):
             for i in range(self.d):
                 v = int(b[i].value)
@@ -305,6 +315,12 @@ class AnnihilationEnv:
         return rec
 
 
+def default_kind(env: AnnihilationEnv) -> str:
+    """The random stream's kind when the case names none: ``mixed`` (core v1), ``evictions`` (core
+    v2: orthogonal inputs evict, and a stream needs many of them)."""
+    return "evictions" if env.core_version == "v2" else "mixed"
+
+
 def _raw(kind: str, seed: int, T: int, env: AnnihilationEnv) -> np.ndarray:
     return stimulus.quantize(stimulus.make(kind, seed, T, env.d, env.k), env.k, env.preset, env.in_range)
 
@@ -313,6 +329,7 @@ async def _run_stream(dut, name: str, kind: str, seed: int, T: int, idle: float,
     t0 = time.perf_counter()
     env = AnnihilationEnv(dut, seed=seed, idle=idle, stall=stall)
     await env.reset()
+    kind = kind or default_kind(env)
     X = _raw(kind, seed, T, env)
     env.start_stream(X)
     await env.wait_outputs(T, env.deadline(T, idle, stall))
@@ -333,7 +350,7 @@ async def random_stream(dut, seed):
     """A mixed stream (Gaussian, zero, orthogonal and large tokens) under random idle gaps and
     random backpressure; every output bit, the counters and the final state checked."""
     s = CASE.get("stream", {})
-    await _run_stream(dut, f"random_stream/seed={seed}", s.get("kind", "mixed"), seed, int(s.get("T", 64)),
+    await _run_stream(dut, f"random_stream/seed={seed}", s.get("kind"), seed, int(s.get("T", 64)),
                       float(s.get("idle", 0.3)), float(s.get("stall", 0.3)))
 
 
@@ -341,7 +358,7 @@ async def random_stream(dut, seed):
 async def stream(dut):
     """One stream as the case describes it (``specmem sim``, the long run, the back-end)."""
     s = CASE.get("stream", {})
-    await _run_stream(dut, "stream", s.get("kind", "mixed"), int(s.get("seed", 0)), int(s.get("T", 64)),
+    await _run_stream(dut, "stream", s.get("kind"), int(s.get("seed", 0)), int(s.get("T", 64)),
                       float(s.get("idle", 0.3)), float(s.get("stall", 0.3)))
 
 
@@ -430,8 +447,9 @@ async def warm_up_and_latency(dut):
 
 @cocotb.test()
 async def orthogonal_and_zero(dut):
-    """Orthogonal tokens (skip and flag: ``U`` unchanged, ``y = 0``, counter and sticky flag) and
-    all-zero tokens, warm-up and full, under gaps and backpressure."""
+    """Orthogonal tokens (core v1: skip and flag, ``U`` unchanged; core v2: evict, the token
+    written over the round-robin column; both ``y = 0``, counter and sticky flag) and all-zero
+    tokens, warm-up and full, under gaps and backpressure."""
     t0 = time.perf_counter()
     env = AnnihilationEnv(dut, seed=5, idle=0.3, stall=0.3)
     await env.reset()
@@ -442,6 +460,10 @@ async def orthogonal_and_zero(dut):
     x = stimulus.gaussian(31, T, env.d)
     x[:k + 1, env.d // 2:] = 0
     x[k + 1:k + 3, :env.d // 2] = 0
+    if env.core_version == "v2":  # token k+1 is evicted into U: k+2 must also be orthogonal to it
+        q = env.d // 2 + env.d // 4
+        x[k + 1, q:] = 0
+        x[k + 2, env.d // 2:q] = 0
     x = stimulus.with_zeros(x, [1, k + 4, k + 5])
     X = stimulus.quantize(x, k, env.preset, env.in_range)
     env.start_stream(X)
@@ -451,6 +473,25 @@ async def orthogonal_and_zero(dut):
     if sum(orth) < 2:
         env.errors.append(f"stimulus: expected at least 2 orthogonal tokens, model flags {sum(orth)}")
     env.finish("orthogonal_and_zero", t0, status=status, orth=orth)
+
+
+@cocotb.test()
+async def round_robin_ties(dut):
+    """Unit vectors ``1.25 e_t`` (``sim/stimulus.units``): warm-up, then, on core v2, one eviction
+    after another among columns of equal energy, where the round-robin pointer picks the column (on
+    core v1, skipped orthogonal inputs); Gaussian tokens after them, whose ``y`` shows which columns
+    were kept. Under gaps and backpressure; every bit, the counters and ``U`` checked."""
+    t0 = time.perf_counter()
+    env = AnnihilationEnv(dut, seed=9, idle=0.3, stall=0.3)
+    await env.reset()
+    T = env.d + 8
+    env.start_stream(_raw("units", 71, T, env))
+    await env.wait_outputs(T, env.deadline(T, 0.3, 0.3))
+    status = await env.check_end_of_stream()
+    orth = sum(bool(env.model.predict(t)["orth"]) for t in range(T))
+    if orth < 2:
+        env.errors.append(f"stimulus: expected at least 2 orthogonal tokens, model flags {orth}")
+    env.finish("round_robin_ties", t0, status=status, orth=orth)
 
 
 @cocotb.test()
@@ -478,8 +519,8 @@ async def reset_mid_stream(dut, cut):
     env = AnnihilationEnv(dut, seed=7, idle=0.3, stall=0.4)
     await env.reset()
     k, beats = env.k, env.d // env.k
-    A = _raw("mixed", 51, k + 8, env)
-    B = _raw("mixed", 52, k + 6, env)
+    A = _raw(default_kind(env), 51, k + 8, env)
+    B = _raw(default_kind(env), 52, k + 6, env)
     env.start_stream(A)
     target = {"in_token": k + 2, "between": k + 3, "in_output": k + 1}[cut]
     # count the beats the DUT accepts (sampled as the monitors do: right after each edge) and cut
