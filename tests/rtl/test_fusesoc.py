@@ -96,8 +96,8 @@ def test_generator_parameters_named_when_wrong(params, match):
 
 def test_generator_defaults():
     assert check_parameters({"algo": "engine", "d": 16, "k": 4})["tokens"] == 0
-    assert check_parameters({"algo": "vla", "d": 16, "k": 4}) == {
-        "algo": "vla", "d": 16, "k": 4, "format": "legacy-int8", "tokens": 24, "seed": 0}
+    assert check_parameters({"algo": "vla", "d": 16, "k": 4}) == {"algo": "vla", "d": 16, "k": 4, "tokens": 24, "seed": 0}
+    assert check_parameters({"algo": "annihilation", "d": 16, "k": 4, "core": "v2"})["core"] == "v2"
 
 
 @pytest.mark.parametrize("algo", ["annihilation", "vla", "linear", "deltanet"])
