@@ -1,8 +1,10 @@
 """The ``verilator`` backend: run an input through the Verilated RTL of the annihilation memory, of
 variational linear attention (VLA), of linear attention or of DeltaNet.
 
-The RTL implements the legacy fixed-binary-point formats only (``RTL_PRESETS``; default
-``legacy-int8``); any other format, the scaled ``int8`` included, is an input error.
+The RTL implements the legacy fixed-binary-point formats (``RTL_PRESETS``; default
+``legacy-int8``); the annihilation also ``int18``, ``int16`` and ``int8`` (its core v2: the
+co-accumulated Gram, orthogonal inputs evicted, those presets' defaults in the fixed model). Any
+other format is an input error.
 
 ``verilator_backend("annihilation", {"x": x}, {"k": 4}, {"format": "legacy-int8"})`` returns the same
 names, shapes and dtypes as the ``fixed`` backend (:func:`specmem.golden.fixed.run_fixed`) with the
@@ -14,7 +16,8 @@ same format, bit for bit when the hardware is right:
   exactly as the golden model derives its own;
 * the hardware counts saturations in one counter, so the per-tensor ``sat_<tensor>`` counts and
   ``formats`` come from the golden model, after checking that their sum equals the hardware's
-  counter (``sat_x`` is the host-side quantisation, the same code in both backends).
+  counter (``sat_x`` is the host-side quantisation, the same code in both backends; core v2
+  counts ``u``, ``ahat``, ``q``, ``t`` and ``y`` only, and that sum is the one checked).
 
 VLA (``verilator_backend("vla", {"k": .., "v": .., "q": .., "u": ..}, {"refresh_period": 3}, ...)``;
 the parameters are generics of the generated design, one build per parameter set):
@@ -59,10 +62,18 @@ class VerilatorBackendError(RuntimeError):
     """The simulated hardware disagreed with the fixed-point model, or the simulation failed."""
 
 
-def _options(options: dict) -> tuple[str, dict]:
+def _options(options: dict, algo: str = "") -> tuple[str, dict]:
     opts = dict(options)
-    # the RTL is bit-exact with the legacy fixed-binary-point formats only (not the scaled int8)
-    preset = check_rtl_preset(opts.pop("format", None) or "legacy-int8", SpecmemInputError, "format")
+    preset = opts.pop("format", None) or "legacy-int8"
+    if algo == "annihilation":  # legacy-* -> core v1, int18/int16/int8 -> core v2
+        from specmem.rtl.generate import annihilation_core_for
+
+        try:
+            annihilation_core_for(preset)
+        except ValueError as exc:
+            raise SpecmemInputError(str(exc).replace("preset:", "format:", 1)) from None
+    else:  # the other RTL is bit-exact with the legacy fixed-binary-point formats only
+        check_rtl_preset(preset, SpecmemInputError, "format")
     sim = {}
     if "lanes" in opts:  # VLA, linear, deltanet: the design's lane count k (the result does not depend on it)
         sim["lanes"] = opts.pop("lanes")
@@ -84,7 +95,7 @@ def verilator_backend(algo: str, inputs: dict, params: dict, options: dict) -> d
     if algo not in ("annihilation", "vla", "linear", "deltanet"):
         raise SpecmemInputError(f"algo: the verilator backend implements annihilation, vla, linear and deltanet, "
                                 f"got {algo!r}")
-    preset, sim_opts = _options(options)
+    preset, sim_opts = _options(options, algo)
     lanes = sim_opts.pop("lanes", None)
     if algo == "vla":
         return _vla(inputs, params, preset, sim_opts, lanes)
@@ -93,9 +104,19 @@ def verilator_backend(algo: str, inputs: dict, params: dict, options: dict) -> d
     if lanes is not None:
         raise SpecmemInputError("lanes: an option of vla, linear and deltanet (the annihilation's lane count is its "
                                 "parameter k)")
-    if params.get("orth_policy", "skip") != "skip":
-        raise SpecmemInputError(f"orth_policy: the annihilation RTL implements 'skip' (skip and flag); "
-                                f"got {params['orth_policy']!r} (evict comes with the core v2, issue 13)")
+    from specmem.rtl.generate import annihilation_core_for
+
+    v2 = annihilation_core_for(preset) == "v2"
+    policy, gram = ("evict", "coaccumulate") if v2 else ("skip", "recompute")
+    if params.get("orth_policy", policy) != policy:
+        raise SpecmemInputError(f"orth_policy: the annihilation RTL at {preset} (core {'v2' if v2 else 'v1'}) "
+                                f"implements {policy!r}; got {params['orth_policy']!r}"
+                                + ("" if v2 else " (evict: core v2, --format int18, int16 or int8)"))
+    if params.get("gram", gram) != gram:
+        raise SpecmemInputError(f"gram: the annihilation RTL at {preset} (core {'v2' if v2 else 'v1'}) implements "
+                                f"{gram!r}; got {params['gram']!r}")
+    if v2 and params.get("in_range") is not None:
+        raise SpecmemInputError(f"in_range: the annihilation core v2 ({preset}) takes its preset's input range")
     # the fixed-point model validates inputs and parameters exactly as --backend fixed does
     ref = run_fixed(algo, inputs, preset, params)
     x = np.asarray(inputs["x"], dtype=np.float64)
@@ -125,7 +146,12 @@ def verilator_backend(algo: str, inputs: dict, params: dict, options: dict) -> d
     if y_raw.shape != (B, T, d) or orth.shape != (B, T):
         raise VerilatorBackendError(f"verilator: got outputs {y_raw.shape} and flags {orth.shape}, expected "
                                     f"{(B, T, d)} and {(B, T)} ({run.log})")
-    sat_model = sum(int(v) for n, v in ref.items() if n.startswith("sat_") and n != "sat_x")
+    if v2:  # core v2 counts the saturations of u, ahat, q, t and y (its manifest's status_saturation_tensors)
+        from specmem.sim.model import V2_SAT_TENSORS
+
+        sat_model = sum(int(ref[f"sat_{n}"]) for n in V2_SAT_TENSORS)
+    else:
+        sat_model = sum(int(v) for n, v in ref.items() if n.startswith("sat_") and n != "sat_x")
     sat_hw = int(status[:, 1].sum())
     if not run.passed or sat_hw != sat_model:
         rec = run.record.get("streams", {})

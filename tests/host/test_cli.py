@@ -143,20 +143,28 @@ def test_fixed_format_errors(tmp_path, capsys):
     assert "format:" in _error(capsys, base + ["--format", "int8"])
 
 
-def test_rtl_commands_take_only_the_legacy_formats(tmp_path, capsys):
-    """The RTL is bit-exact with the legacy fixed-binary-point formats only: ``--backend
-    verilator``, ``specmem rtl`` and ``specmem sim`` reject the scaled int8 (and the other
-    golden-model presets) with one line, before anything is built."""
+def test_rtl_commands_take_only_the_rtl_formats(tmp_path, capsys):
+    """The RTL is bit-exact with the legacy fixed-binary-point formats and, for the annihilation
+    (core v2), int18/int16/int8: ``--backend verilator``, ``specmem rtl`` and ``specmem sim``
+    reject the others (the scaled int8 of the other rules, the reference wide) with one line,
+    before anything is built."""
     inp = _vectors(tmp_path, "annihilation")
     run = ["run", "--algo", "annihilation", "--in", str(inp), "--out", str(tmp_path / "o.npz"), "--param", "k=3",
            "--backend", "verilator"]
     legacy = "the RTL implements legacy-int8, legacy-int16, legacy-wide"
-    err = _error(capsys, run + ["--format", "int8"])
-    assert f"format: {legacy}" in err and "'int8' is the scaled golden-model format" in err
-    assert f"format: {legacy}" in _error(capsys, run + ["--format", "wide"])
+    err = _error(capsys, run + ["--format", "wide"])
+    assert f"format: {legacy}" in err and "int18, int16, int8 (core v2); got 'wide'" in err
+    assert "orth_policy: the annihilation RTL at int18 (core v2) implements 'evict'" in _error(
+        capsys, run + ["--format", "int18", "--param", "orth_policy=skip"])
     rtl = ["rtl", "--algo", "annihilation", "--d", "16", "--k", "4", "--out", str(tmp_path / "rtl"), "--no-lint"]
-    assert f"preset: {legacy}" in _error(capsys, rtl + ["--format", "int8"])
-    assert f"preset: {legacy}" in _error(capsys, ["sim", "--format", "int8"])
+    assert f"preset: {legacy}" in _error(capsys, rtl + ["--format", "wide"])
+    assert "core: core v1 implements" in _error(capsys, rtl + ["--format", "int18", "--core", "v1"])
+    assert "core: only the annihilation" in _error(capsys, ["rtl", "--algo", "vla", "--d", "16", "--k", "4", "--out",
+                                                            str(tmp_path / "rtl"), "--core", "v2"])
+    assert f"preset: {legacy}" in _error(capsys, ["sim", "--format", "wide"])
+    vla = ["run", "--algo", "vla", "--in", str(_vectors(tmp_path, "vla")), "--out", str(tmp_path / "o.npz"),
+           "--backend", "verilator"]
+    assert "'int8' is the scaled golden-model format" in _error(capsys, vla + ["--format", "int8"])
     assert not (tmp_path / "o.npz").exists() and not (tmp_path / "rtl").exists()
 
 

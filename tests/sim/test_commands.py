@@ -24,7 +24,8 @@ def test_simulate_passes_and_reports(capsys):
     ({"d": 18}, "d: must be a multiple of k"),
     ({"tokens": 0}, "tokens: must be an integer >= 1"),
     ({"preset": "int3"}, "preset: the RTL implements legacy-int8, legacy-int16, legacy-wide"),
-    ({"preset": "int8"}, "preset: the RTL implements .*'int8' is the scaled golden-model format"),
+    ({"preset": "wide"}, "preset: the RTL implements .*int18, int16, int8 \\(core v2\\); got 'wide'"),
+    ({"preset": "int8", "algo": "vla"}, "preset: the RTL implements .*'int8' is the scaled golden-model format"),
 ])
 def test_simulate_rejects_bad_arguments(kwargs, match):
     args = {"algo": "annihilation", "d": 16, "k": 4, "tokens": 10, "seed": 0, **kwargs}
@@ -77,7 +78,7 @@ def test_verilator_backend_unbatched_and_options(verilator_registered):
           run("annihilation", {"x": x}, backend="verilator", params={"k": 4}, format="legacy-int8"))
     with pytest.raises(SpecmemInputError, match="unknown option"):
         run("annihilation", {"x": x}, backend="verilator", params={"k": 4}, color="red")
-    for fmt in ("int8", "int18", "int16", "wide", "int3"):  # the RTL implements the legacy formats only
+    for fmt in ("wide", "int3"):  # the legacy formats (core v1) and int18/int16/int8 (core v2) only
         with pytest.raises(SpecmemInputError, match="^format: the RTL implements legacy-int8, legacy-int16, legacy-wide"):
             run("annihilation", {"x": x}, backend="verilator", params={"k": 4}, format=fmt)
     with pytest.raises(SpecmemInputError, match="variant"):

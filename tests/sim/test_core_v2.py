@@ -14,8 +14,13 @@ which each test takes seconds.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from specmem.backend_verilator import verilator_backend
+from specmem.backends import BACKENDS, register_backend, run
+from specmem.golden.common import SpecmemInputError
+from specmem.sim import stimulus
 from specmem.sim.build import Design
 from specmem.sim.commands import simulate
 from specmem.sim.mutants import V2_MUTANTS
@@ -95,6 +100,35 @@ def test_simulate_int18(capsys):
     assert res.passed and res.tokens == 300 and res.first_mismatch is None, res.errors
     assert res.record["kind"] == "evictions" and res.record["status"]["orth_count"] >= 20
     assert "PASS" in capsys.readouterr().out
+
+
+@pytest.fixture
+def verilator_registered():
+    saved = dict(BACKENDS)
+    register_backend("verilator", verilator_backend)
+    yield
+    BACKENDS.clear()
+    BACKENDS.update(saved)
+
+
+def _same(a, b):
+    assert list(a) == list(b)
+    for name in a:
+        va, vb = np.asarray(a[name]), np.asarray(b[name])
+        assert va.dtype == vb.dtype and va.shape == vb.shape, name
+        assert np.array_equal(va, vb), name
+
+
+def test_verilator_backend_int18_equals_fixed_bit_for_bit(verilator_registered):
+    """``specmem run --backend verilator --format int18`` equals ``--backend fixed --format int18``
+    (a batch of two streams, evictions and round-robin ties among them)."""
+    x = np.stack([stimulus.evictions(4, 60, 16, 4), stimulus.units(5, 60, 16)])
+    fixed = run("annihilation", {"x": x}, backend="fixed", params={"k": 4}, format="int18")
+    hw = run("annihilation", {"x": x}, backend="verilator", params={"k": 4}, format="int18")
+    assert fixed["orth"].sum() >= 10
+    _same(fixed, hw)
+    with pytest.raises(SpecmemInputError, match="orth_policy: the annihilation RTL at int18 .* 'evict'"):
+        run("annihilation", {"x": x}, backend="verilator", params={"k": 4, "orth_policy": "skip"}, format="int18")
 
 
 #: the mutants this file requires caught, and the directed tests that run on each
