@@ -26,7 +26,8 @@ from .dsp import check_dsp
 from .engine import DotEngine
 from .presets import RTL_PRESETS, check_rtl_preset
 
-__all__ = ["ALGOS", "ANNIHILATION_CORES", "V2_PRESETS", "annihilation_core_for", "PRESETS", "WAIVERS", "generate", "lint", "LintResult", "build", "payload_fields", "verilog_ports",
+__all__ = ["ALGOS", "ANNIHILATION_CORES", "V2_PRESETS", "annihilation_core_for", "PRESETS",
+           "WAIVERS", "generate", "lint", "LintResult", "build", "payload_fields", "verilog_ports",
            "stream_packing"]
 
 WAIVERS = Path(__file__).with_name("lint_waivers.vlt")

@@ -26,8 +26,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = ["Mutant", "MUTANTS", "RULE_MUTANTS", "V2_MUTANTS", "apply_schema", "MutationError", "tie", "rewrite", "port", "bypass",
-           "next_state", "either"]
+__all__ = ["Mutant", "MUTANTS", "RULE_MUTANTS", "V2_MUTANTS", "apply_schema", "MutationError", "tie", "rewrite",
+           "port", "bypass", "next_state", "either"]
 
 SELECT = "specmem_mutant"
 _ATTR = re.compile(r"\(\*.*?\*\)\s*")
@@ -274,7 +274,8 @@ V2_MUTANTS: list[Mutant] = [
     Mutant("y_round_floor", "one rounding step changed: y = round(r_i rsqrt(n^2)) truncates (its rounding bit "
            "dropped) instead of rounding half to even", CORE, tie("y_rs_rb", "1'h0"), expect="bit-exact scoreboard"),
     Mutant("pointer_stuck", "the round-robin eviction pointer never advances (ties among evictions always "
-           "start from column 0)", CORE, either(next_state("ptr", lambda nxt, reg: reg), next_state("ptr0", lambda nxt, reg: reg)),
+           "start from column 0)", CORE,
+           either(next_state("ptr", lambda nxt, reg: reg), next_state("ptr0", lambda nxt, reg: reg)),
            expect="scoreboard / final state on the round-robin ties"),
     Mutant("a_pass_skipped", "stale per-token control: the chain runs on the accumulators of a pass that did "
            "not see the token (the A pass for a token that arrived late is skipped)", CORE,

@@ -13,7 +13,8 @@ from .build import BUILD_ROOT, REPO_ROOT, Build, Design, SimRun, build, run_coco
 from .coverage import CoverageReport, merge, summarise, write_report
 from .mutants import MUTANTS, RULE_MUTANTS, V2_MUTANTS, Mutant, apply_schema
 
-__all__ = ["TOP_TB", "V2_DIRECTED", "top_directed", "RULE_TB", "VLA_TB", "VLA_DIRECTED", "BASELINE_DIRECTED", "RULE_DIRECTED", "run_rule", "run_vla",
+__all__ = ["TOP_TB", "V2_DIRECTED", "top_directed", "RULE_TB",
+           "VLA_TB", "VLA_DIRECTED", "BASELINE_DIRECTED", "RULE_DIRECTED", "run_rule", "run_vla",
            "ENGINE_TB", "SCALAR_UNIT_TB", "BRAM_TB", "run_bram", "DIRECTED", "run_top", "run_engine",
            "run_scalar_unit", "coverage_suite", "MutantResult", "run_mutants", "DEFAULT_SEEDS"]
 
