@@ -168,6 +168,9 @@ def design_for(algo: str, d: int, k: int, preset: str = "legacy-int8", params: d
                                 f"(the tops with AXI4-Stream ports and a stream model); got {algo!r}")
     if algo == "annihilation" and params:
         raise SpecmemInputError("params: the annihilation top takes no parameters here (k is an argument)")
+    if algo == "annihilation" and preset in ("int18", "int16", "int8"):  # rtl/generate.py: V2_PRESETS
+        raise SpecmemInputError(f"format: the native engine simulates the annihilation core v1 (legacy-* formats); "
+                                f"{preset} is core v2, which runs on the cocotb engine (leave out --engine native)")
     try:
         return Design(NATIVE_ALGOS[algo], d, k, preset, params=dict(params or {}))
     except ValueError as exc:
