@@ -439,7 +439,8 @@ def eval_verilator(checkpoint: str, n_seqs: int = 4, preset: str = VERILATOR_PRE
     reset). Per layer, :data:`VERILATOR_COMPARED` are compared bit for bit, per stream. Returns
     ``{preset, reference, lanes, d, sequences, layers, heads, streams, tokens, equal, mismatches (streams
     differing), mismatched_values, compared, per_layer, acc_fixed, acc_verilator, predictions_equal,
-    seconds, seconds_fixed}``, or ``{preset, lanes, sequences, unsupported: why}`` for a model without an
+    seconds (the simulations), seconds_fixed, setup_seconds (the design's build, or finding it cached, and a
+    one-token run)}``, or ``{preset, lanes, sequences, unsupported: why}`` for a model without an
     RTL core that fits. A simulation whose testbench fails (its scoreboard model disagreeing with the
     hardware) counts as not equal, with the error in ``error``.
     """
@@ -488,6 +489,12 @@ def eval_verilator(checkpoint: str, n_seqs: int = 4, preset: str = VERILATOR_PRE
         progress(f"{cfg.name()}: verilator: {res['streams']} streams ({n} sequences x {H} heads x {L} layers, "
                  f"T = {cfg.T}) on the {preset} RTL, d = {d}, k = {lanes}")
     try:
+        # the design's build (or the cached build's check) and a one-token run first, outside the timing
+        t0 = time.perf_counter()
+        model.set_memory(VERILATOR_PREFIX + preset)
+        with torch.no_grad():
+            model(tok[:1, :1])
+        res["setup_seconds"] = time.perf_counter() - t0
         pred_v, io_v, sec_v = run(VERILATOR_PREFIX + preset)
     except VerilatorBackendError as exc:
         res.update(equal=False, mismatches=None, error=str(exc)[:2000])

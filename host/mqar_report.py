@@ -104,7 +104,7 @@ def _expand_run(c: dict) -> dict:
 #: the Verilator comparison's fields kept in the record (``specmem mqar int8 --verilator N``)
 VERILATOR_KEYS = ("preset", "reference", "lanes", "d", "sequences", "layers", "heads", "streams", "tokens", "equal",
                   "mismatches", "mismatched_values", "compared", "acc_fixed", "acc_verilator", "predictions_equal",
-                  "n_queries", "seconds", "seconds_fixed", "unsupported", "error")
+                  "n_queries", "seconds", "seconds_fixed", "setup_seconds", "unsupported", "error")
 
 
 def _compact_verilator(v: dict) -> dict:

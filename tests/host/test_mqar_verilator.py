@@ -39,7 +39,7 @@ def _check_equal(v, cfg, n):
     assert all(p["mismatches"] == 0 and p["inputs_equal"] for p in v["per_layer"])
     # the same memory outputs give the same model: predictions and accuracy agree
     assert v["predictions_equal"] is True and v["acc_fixed"] == v["acc_verilator"]
-    assert v["n_queries"] == n * cfg.n_pairs and v["seconds"] > 0
+    assert v["n_queries"] == n * cfg.n_pairs and v["seconds"] > 0 and v["setup_seconds"] > 0
 
 
 def test_deltanet_quick_model_bit_exact_and_a_wrong_reference_is_caught(tmp_path, capsys):
