@@ -55,8 +55,8 @@ class AnnihilationCoreV2(wiring.Component):
     ``count``, ``busy``.
     """
 
-    def __init__(self, d: int, k: int, preset: str = "int18", *, heads: int = 1, dsp: str = "registered",
-                 bram: str = "behavioural"):
+    def __init__(self, d: int, k: int, preset: str = "int18", *, heads: int = 1, chains: int = 1,
+                 dsp: str = "registered", bram: str = "behavioural"):
         for name, v in (("d", d), ("k", k)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name}: must be an integer >= 1, got {v!r}")
@@ -66,11 +66,15 @@ class AnnihilationCoreV2(wiring.Component):
             raise ValueError(f"d: must be a multiple of k ({k}), got {d}")
         if isinstance(heads, bool) or not isinstance(heads, int) or not 1 <= heads <= 16:
             raise ValueError(f"heads: must be an integer in [1, 16], got {heads!r}")
+        if isinstance(chains, bool) or not isinstance(chains, int) or not 1 <= chains <= heads:
+            raise ValueError(f"chains: must be an integer in [1, heads = {heads}], got {chains!r}")
         self.d, self.k, self.preset, self.dsp, self.bram, self.heads = d, k, preset, dsp, bram, heads
         self.slots = heads + 2  # x_n, x_{n+H} (the head's next token) and one filling
         self.rows = RowUnit(d, k, preset, dsp=dsp, travelling_controls=True)
         # the chain's bank has operands wider than one MULT18X18D (g_j beta: 36 bits): portable registers
-        self.chain = TokenChain(d, k, preset, acc_width=self.rows.acc_width, dsp="registered")
+        self.chain_units = [TokenChain(d, k, preset, acc_width=self.rows.acc_width, dsp="registered")
+                            for _ in range(chains)]
+        self.chain = self.chain_units[0]
         self.fmt = F = self.rows.fmt
         self.wx, self.wy, self.wu = F["x"].width, F["y"].width, F["u"].width
         self.beats = d // k
@@ -95,8 +99,10 @@ class AnnihilationCoreV2(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         d, k, F, B, H, NS = self.d, self.k, self.fmt, self.beats, self.heads, self.slots
-        ru, tc = self.rows, self.chain
-        m.submodules.rows, m.submodules.chain = ru, tc
+        ru, tc, TCS = self.rows, self.chain, self.chain_units
+        m.submodules.rows = ru
+        for c, unit in enumerate(TCS):
+            m.submodules[f"chain{c}"] = unit
         uram = RegisteredRAM(H * d, k * self.wu, self.bram)
         m.submodules.uram = uram
         xmem = memory.Memory(shape=self.x_layout, depth=NS * B, init=[])
@@ -136,6 +142,7 @@ class AnnihilationCoreV2(wiring.Component):
 
         count, ptr = per_head(range(k + 1), "count"), per_head(range(k), "ptr")
         acc_valid, pending, ready = per_head(1, "acc_valid"), per_head(1, "pending"), per_head(1, "ctl_ready")
+        inflight = per_head(1, "inflight")  # a chain unit works on the head's next token
         c_mode = per_head(3, "c_mode")
         c_wsel = per_head(k, "c_wsel")
         c_a = per_head(data.ArrayLayout(signed(ru.wa), k), "c_a")
@@ -145,18 +152,19 @@ class AnnihilationCoreV2(wiring.Component):
         c_ysm, c_ysf = per_head(signed(tc.P), "c_ysm"), per_head(signed(12), "c_ysf")
         snap_a = [[Signal(signed(ru.acc_width), name=f"snap_a{h}_{l}") for l in range(k)] for h in range(H)]
         snap_g = [[Signal(signed(ru.acc_width), name=f"snap_g{h}_{n}") for n in range(ru.n_gram)] for h in range(H)]
-        tokens, orth_count, orth_flag, sat_extra = Signal(32), Signal(32), Signal(1), Signal(32)
+        tokens, orth_count, orth_flag = Signal(32), Signal(32), Signal(1)
+        sat_chain, sat_y = Signal(32), Signal(32)
         m.d.comb += [self.tokens.eq(tokens), self.orth_count.eq(orth_count), self.orth_flag.eq(orth_flag),
-                     self.count.eq(count[0]), self.saturations.eq(ru.sat_u + sat_extra)]
+                     self.count.eq(count[0]), self.saturations.eq(ru.sat_u + sat_chain + sat_y)]
         A = Array
         set_pending, clr_pending = Signal(H), Signal(H)
-        set_ready, clr_ready = Signal(H), Signal(H)
+        set_ready, set_ready_c, clr_ready = Signal(H), Signal(H), Signal(H)
         for h in range(H):
             with m.If(set_pending[h]):
                 m.d.sync += pending[h].eq(1)
             with m.Elif(clr_pending[h]):
                 m.d.sync += pending[h].eq(0)
-            with m.If(set_ready[h]):
+            with m.If(set_ready[h] | set_ready_c[h]):
                 m.d.sync += ready[h].eq(1)
             with m.Elif(clr_ready[h]):
                 m.d.sync += ready[h].eq(0)
@@ -165,10 +173,10 @@ class AnnihilationCoreV2(wiring.Component):
         cslot, chead = Signal(range(NS)), Signal(range(H))
         c_nz = Signal()
         m.d.comb += c_nz.eq(nzs.bit_select(cslot, 1))
-        tcp = tc.o.payload
+        chain_head = [Signal(range(H), name=f"chain_head{c}") for c in range(len(TCS))]
         with m.FSM(init="WAIT", name="chain_engine"):
             with m.State("WAIT"):  # token m in cslot, head chead: its head's last pass done, mailbox empty
-                with m.If(full.bit_select(cslot, 1) & ~A(ready)[chead] & ~A(pending)[chead]):
+                with m.If(full.bit_select(cslot, 1) & ~A(ready)[chead] & ~A(pending)[chead] & ~A(inflight)[chead]):
                     with m.If(~c_nz):
                         m.d.sync += A(c_mode)[chead].eq(_NONE)
                         m.next = "POST"
@@ -180,34 +188,47 @@ class AnnihilationCoreV2(wiring.Component):
                         m.d.sync += A(c_mode)[chead].eq(_APASS)
                         m.d.comb += set_ready.eq(1 << chead)
                     with m.Else():
-                        m.next = "CHAIN"
-            with m.State("CHAIN"):
-                m.d.comb += tc.i.valid.eq(1)
-                for h in range(H):
-                    with m.If(chead == h):
-                        m.d.comb += [tc.i.payload.a[l].eq(snap_a[h][l]) for l in range(k)]
-                        m.d.comb += [tc.i.payload.g[n].eq(snap_g[h][n]) for n in range(ru.n_gram)]
-                        m.d.comb += tc.i.payload.ptr.eq(ptr[h])
-                with m.If(tc.i.ready):
-                    m.next = "CHAIN_WAIT"
-            with m.State("CHAIN_WAIT"):
-                m.d.comb += tc.o.ready.eq(1)
-                with m.If(tc.o.valid):
-                    with m.If(tcp.orth):
-                        m.d.sync += [A(c_mode)[chead].eq(_EVICT), A(c_wsel)[chead].eq(1 << tcp.evict_j),
-                                     A(ptr)[chead].eq(Mux(tcp.evict_j == k - 1, 0, tcp.evict_j + 1)),
-                                     orth_count.eq(orth_count + 1), orth_flag.eq(1)]
-                    with m.Else():
-                        m.d.sync += [A(c_mode)[chead].eq(_FULL), A(c_wsel)[chead].eq(1 << tcp.j),
-                                     A(c_a)[chead].eq(tcp.a_n), A(c_p)[chead].eq(tcp.p), A(c_q)[chead].eq(tcp.q),
-                                     A(c_psh)[chead].eq(F["r"].frac + tcp.fp - F["u"].frac),
-                                     A(c_ysm)[chead].eq(tcp.ysc_m), A(c_ysf)[chead].eq(tcp.ysc_f),
-                                     sat_extra.eq(sat_extra + tcp.sat)]
-                    m.next = "POST"
-            with m.State("POST"):  # mailbox full; the next token
+                        m.next = "LAUNCH"
+            with m.State("LAUNCH"):  # the first free chain unit takes the head's snapshot
+                taken = Const(0)
+                for c, unit in enumerate(TCS):
+                    with m.If(~taken & unit.i.ready):
+                        m.d.comb += unit.i.valid.eq(1)
+                        for h in range(H):
+                            with m.If(chead == h):
+                                m.d.comb += [unit.i.payload.a[l].eq(snap_a[h][l]) for l in range(k)]
+                                m.d.comb += [unit.i.payload.g[n].eq(snap_g[h][n]) for n in range(ru.n_gram)]
+                                m.d.comb += unit.i.payload.ptr.eq(ptr[h])
+                        m.d.sync += [chain_head[c].eq(chead), A(inflight)[chead].eq(1)]
+                        m.next = "NEXT"
+                    taken = taken | unit.i.ready
+            with m.State("POST"):  # mailbox full
                 m.d.comb += set_ready.eq(1 << chead)
+                m.next = "NEXT"
+            with m.State("NEXT"):  # the next token (a launched chain fills its mailbox when it ends)
                 m.d.sync += [cslot.eq(nxt_slot(cslot)), chead.eq(Mux(chead == H - 1, 0, chead + 1))]
                 m.next = "WAIT"
+
+        # chain results, one per cycle (the first unit with one): the head's mailbox, pointer and counts
+        done_any = Const(0)
+        for c, unit in enumerate(TCS):
+            tcp, hc = unit.o.payload, chain_head[c]
+            with m.If(~done_any):
+                m.d.comb += unit.o.ready.eq(1)
+                with m.If(unit.o.valid):
+                    m.d.comb += set_ready_c.eq(1 << hc)
+                    m.d.sync += A(inflight)[hc].eq(0)
+                    with m.If(tcp.orth):
+                        m.d.sync += [A(c_mode)[hc].eq(_EVICT), A(c_wsel)[hc].eq(1 << tcp.evict_j),
+                                     A(ptr)[hc].eq(Mux(tcp.evict_j == k - 1, 0, tcp.evict_j + 1)),
+                                     orth_count.eq(orth_count + 1), orth_flag.eq(1)]
+                    with m.Else():
+                        m.d.sync += [A(c_mode)[hc].eq(_FULL), A(c_wsel)[hc].eq(1 << tcp.j),
+                                     A(c_a)[hc].eq(tcp.a_n), A(c_p)[hc].eq(tcp.p), A(c_q)[hc].eq(tcp.q),
+                                     A(c_psh)[hc].eq(F["r"].frac + tcp.fp - F["u"].frac),
+                                     A(c_ysm)[hc].eq(tcp.ysc_m), A(c_ysf)[hc].eq(tcp.ysc_f),
+                                     sat_chain.eq(sat_chain + tcp.sat)]
+            done_any = done_any | unit.o.valid
 
         # -- pass descriptors, in pass order: the output side and the accumulator side pop them
         DQ = 4
@@ -329,7 +350,7 @@ class AnnihilationCoreV2(wiring.Component):
         ysat, yov_c = _sat(m, ysh, self.wy, "y_sat")
         m.d.sync += [yv3.eq(yv2), yq.eq(ysat), yov.eq(yv2 & yov_c)]
         with m.If(yov):
-            m.d.sync += sat_extra.eq(sat_extra + 1)
+            m.d.sync += sat_y.eq(sat_y + 1)
         ylane, ybeat = Signal(range(k)), Signal(range(B))
         ybuf = [Signal(signed(self.wy), name=f"ybuf{l}") for l in range(k - 1)]
         with m.If(yv3):
@@ -343,5 +364,6 @@ class AnnihilationCoreV2(wiring.Component):
                      res_sub.eq(yv3 & (ylane == k - 1))]
         m.d.comb += [self.y_out.valid.eq(yfifo.r_rdy), yfifo.r_en.eq(self.y_out.ready),
                      self.y_out.payload.eq(yfifo.r_data)]
-        m.d.comb += self.busy.eq(~fsm.ongoing("IDLE") | (full != 0) | (q_count != 0))
+        m.d.comb += self.busy.eq(~fsm.ongoing("IDLE") | (full != 0) | (q_count != 0) |
+                                 sum(~unit.i.ready for unit in TCS).bool())
         return m

@@ -101,15 +101,17 @@ def test_core_v2_matches_golden(preset, d, k, idle, stall, gap, stream):
                         "count": int(ref["count"]), "saturations": sat}
 
 
-@pytest.mark.parametrize("preset,d,k,heads,idle,stall,gap", [
-    ("int18", 16, 4, 2, 0.0, 0.0, 0),
-    ("int18", 16, 4, 3, 0.2, 0.3, 120),
-    ("int8", 8, 2, 3, 0.0, 0.0, 0),
+@pytest.mark.parametrize("preset,d,k,heads,chains,idle,stall,gap", [
+    pytest.param("int18", 16, 4, 2, 1, 0.0, 0.0, 0, marks=pytest.mark.slow),
+    ("int18", 16, 4, 3, 2, 0.2, 0.3, 120),
+    ("int8", 8, 2, 3, 1, 0.0, 0.0, 0),
+    pytest.param("int18", 16, 4, 3, 3, 0.0, 0.0, 0, marks=pytest.mark.slow),
 ])
-def test_heads_are_independent_memories_on_one_datapath(preset, d, k, heads, idle, stall, gap):
+def test_heads_are_independent_memories_on_one_datapath(preset, d, k, heads, chains, idle, stall, gap):
     """H memories interleaved token by token (stream order: time step, then head): each head's
-    y and the summed counters equal H independent runs of the model."""
-    core = AnnihilationCoreV2(d, k, preset, heads=heads)
+    y and the summed counters equal H independent runs of the model, with one chain unit or more
+    (tokens of different heads in flight on different units)."""
+    core = AnnihilationCoreV2(d, k, preset, heads=heads, chains=chains)
     T = 24
     x = np.stack([(_stream if h % 2 == 0 else _unit_stream)(5 + h, T, d, k) for h in range(heads)])
     ref = annihilation_fixed(x, k, preset, gram="coaccumulate", orth_policy="evict")
