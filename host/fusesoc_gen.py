@@ -10,7 +10,8 @@ finds a Python that has ``specmem`` and runs :func:`generator_main`, which
 1. runs ``specmem rtl --algo ALGO --d D --k K --format F --out .`` (Verilog, JSON manifest,
    waivers, vendor models, register files, ``<top>.core``, and Verilator's lint);
 2. for the stream tops (annihilation, VLA, linear attention, DeltaNet) writes testbench vectors:
-   ``tokens`` tokens of the project's ``mixed`` stimulus (seeded), packed into AXI4-Stream beats,
+   ``tokens`` tokens of the project's stimulus (seeded: two thirds ``mixed``, then ``saturating``
+   tokens, ``specmem.sim.stimulus``), packed into AXI4-Stream beats,
    and the fixed-point golden model's output beats and final status counters
    (``specmem_tb_config.vh``, ``specmem_tb_in.hex``, ``specmem_tb_out.hex``, read by
    ``rtl/fusesoc/specmem_tb.v``);
@@ -127,14 +128,18 @@ def _model_and_tokens(manifest: dict, tokens: int, seed: int):
     d, k = int(p["d"]), int(p["k"])
     if algo == "annihilation":
         model = AnnihilationModel(d, k, preset)
-        X = stimulus.quantize(stimulus.make("mixed", seed, tokens, d, k), k, preset)
+        make = lambda kind, sd, n: stimulus.quantize(stimulus.make(kind, sd, n, d, k), k, preset)  # noqa: E731
     elif algo == "vla":
         model = VLAModel(d, k, preset)
-        X = model.quantize(stimulus.vla_make("mixed", seed, tokens, d))
+        make = lambda kind, sd, n: model.quantize(stimulus.vla_make(kind, sd, n, d))  # noqa: E731
     else:
         model = BaselineModel(algo, d, k, preset)
-        X = model.quantize(stimulus.baseline_make(algo, "mixed", seed, tokens, d))
-    return model, np.asarray(X, dtype=np.int64)
+        make = lambda kind, sd, n: model.quantize(stimulus.baseline_make(algo, kind, sd, n, d))  # noqa: E731
+    # the first two thirds 'mixed' (orthogonal, zero and scaled tokens), the rest 'saturating'
+    # (the saturation counter moves: 18 at annihilation d=16 k=4 over 24 tokens)
+    n_mixed = tokens - tokens // 3
+    parts = [make("mixed", seed, n_mixed)] + ([make("saturating", seed + 1, tokens - n_mixed)] if tokens > n_mixed else [])
+    return model, np.concatenate([np.asarray(x, dtype=np.int64) for x in parts])
 
 
 def tb_vectors(manifest: dict, tokens: int = 24, seed: int = 0) -> dict:
@@ -176,7 +181,8 @@ def write_vectors(manifest: dict, out_dir, tokens: int = 24, seed: int = 0) -> l
     out = Path(out_dir)
     head = (f"// written by the specmem_rtl FuseSoC generator: {manifest['top']} "
             f"(d={manifest['parameters']['d']}, k={manifest['parameters']['k']}, {manifest['preset']}), "
-            f"{tokens} 'mixed' tokens, seed {seed}; expected values from the fixed-point golden model\n")
+            f"{tokens} tokens ('mixed' then 'saturating'), seed {seed}; expected values from the fixed-point "
+            "golden model\n")
     defs = {"TOP": manifest["top"], "IN_WIDTH": v["in_width"], "OUT_WIDTH": v["out_width"],
             "IN_BEATS": v["in_beats"], "OUT_BEATS": v["out_beats"], "TOKENS": tokens,
             "SATURATIONS": v["saturations"], "TIMEOUT": v["timeout_cycles"]}

