@@ -605,6 +605,12 @@ def _verilator_section(runs, evals) -> list[str]:
         L.append(head + f"{v['preset']}{ref} | {v['d']}, {v['lanes']} | {v['sequences']} ({v['n_queries']}) | "
                         f"{v['streams']} ({v['tokens']}) | {exact} | {v['acc_fixed']:.3f} / {v['acc_verilator']:.3f} "
                         f"| {'yes' if v['predictions_equal'] else 'no'} | {v['seconds']:.0f} s |")
+    ran = [e["verilator"] for e in vl if "unsupported" not in e["verilator"]]
+    if ran:
+        exact = sum(1 for v in ran if v.get("equal"))
+        L += ["", f"In all: {len(ran)} model{'s' if len(ran) > 1 else ''}, {sum(v['streams'] for v in ran)} streams and "
+                  f"{sum(v['tokens'] for v in ran)} tokens simulated in {sum(v.get('seconds', 0) for v in ran):.0f} s; "
+                  + ("bit-exact in every one." if exact == len(ran) else f"bit-exact in {exact} of {len(ran)}.")]
     if skipped:
         L += ["", "Not run on the RTL: " + "; ".join(skipped) + "."]
     return L + [""]
