@@ -138,9 +138,10 @@ class AnnihilationTop(wiring.Component):
 #: Cycles per token of core v2 in the steady state (full tokens back to back, the next token
 #: buffered, the sink ready), *measured* in simulation: the sequencer runs a pass over ``U``, its
 #: drain, then the token chain, whose length is counted, not derived (``rtl/token_chain.py``).
-#: Keys ``(d, k, preset)``; measured by ``tests/rtl/test_annihilation_v2.py`` (Amaranth) and the
+#: Keys ``(d, k, preset)``, one head and one chain unit (the top's); measured at commit 5d0c668 with
+#: ``tests/rtl/test_annihilation_v2.py``'s harness (Amaranth, Gaussian tokens at full rate) and the
 #: Verilator ``steady_state`` test (``tests/sim/test_core_v2.py`` checks the d=16 k=4 entry).
-V2_MEASURED_CYCLES = {(16, 4, "int18"): 122, (64, 8, "int18"): 182}
+V2_MEASURED_CYCLES = {(16, 4, "int18"): 121, (64, 8, "int18"): 181}
 
 
 class AnnihilationTopV2(AnnihilationTop):
