@@ -75,6 +75,7 @@ class AnnihilationCoreV2(wiring.Component):
         self.chain_units = [TokenChain(d, k, preset, acc_width=self.rows.acc_width, dsp="registered")
                             for _ in range(chains)]
         self.chain = self.chain_units[0]
+        self.uram = RegisteredRAM(heads * d, k * self.rows.wu, bram)
         self.fmt = F = self.rows.fmt
         self.wx, self.wy, self.wu = F["x"].width, F["y"].width, F["u"].width
         self.beats = d // k
@@ -103,7 +104,7 @@ class AnnihilationCoreV2(wiring.Component):
         m.submodules.rows = ru
         for c, unit in enumerate(TCS):
             m.submodules[f"chain{c}"] = unit
-        uram = RegisteredRAM(H * d, k * self.wu, self.bram)
+        uram = self.uram
         m.submodules.uram = uram
         xmem = memory.Memory(shape=self.x_layout, depth=NS * B, init=[])
         m.submodules.xmem = xmem
@@ -300,7 +301,7 @@ class AnnihilationCoreV2(wiring.Component):
                         m.d.sync += [dslot.eq(nxt_slot(dslot)), dhead.eq(Mux(dhead == H - 1, 0, dhead + 1)),
                                      tokens.eq(tokens + 1)]
                     m.next = "IDLE"
-        m.d.comb += [uram.rd_addr.eq(base + row), uram.rd_en.eq(1), uram.rd_oce.eq(1),
+        m.d.comb += [uram.rd_addr.eq(base + row), uram.rd_en.eq(issue), uram.rd_oce.eq(1),
                      xr_cur.addr.eq(x_slot * B + row // k), xr_nxt.addr.eq(xn_slot * B + row // k),
                      xr_cur.en.eq(1), xr_nxt.en.eq(1)]
         lane1 = Signal(range(k))

@@ -38,7 +38,7 @@ def _unit_stream(seed, T, d, k):
     return x
 
 
-def _run(core, X, *, idle=0.0, stall=0.0, gap=0, seed=0):
+def _run(core, X, *, idle=0.0, stall=0.0, gap=0, seed=0, collisions=None):
     d, k, B = core.d, core.k, core.beats
     ys, marks = [], []
 
@@ -71,8 +71,16 @@ def _run(core, X, *, idle=0.0, stall=0.0, gap=0, seed=0):
         got["counters"] = {n: ctx.get(getattr(core, n)) for n in ("tokens", "orth_count", "orth_flag", "count",
                                                                   "saturations")}
 
+    async def ram_monitor(ctx):
+        """A read and a write of one address at one edge: the DP16KD leaves it undefined."""
+        ram = core.uram
+        async for _, _, ren, wen, ra, wa in ctx.tick().sample(ram.rd_en, ram.wr_en, ram.rd_addr, ram.wr_addr):
+            if ren and wen and ra == wa:
+                collisions.append(wa)
+
     got = {}
-    run_simulation(core, source, sink, deadline_cycles=len(X) * (d + 800) + 2000)
+    run_simulation(core, source, sink, processes=[ram_monitor] if collisions is not None else [],
+                   deadline_cycles=len(X) * (d + 800) + 2000)
     return ys, marks, got["counters"]
 
 
@@ -117,7 +125,9 @@ def test_heads_are_independent_memories_on_one_datapath(preset, d, k, heads, cha
     ref = annihilation_fixed(x, k, preset, gram="coaccumulate", orth_policy="evict")
     X = Datapath(core.fmt, trace=False).quantize("x", x)   # [H, T, d]
     order = X.transpose(1, 0, 2).reshape(T * heads, d)      # token n = t H + h
-    ys, marks, counters = _run(core, order, idle=idle, stall=stall, gap=gap, seed=13)
+    collisions = []
+    ys, marks, counters = _run(core, order, idle=idle, stall=stall, gap=gap, seed=13, collisions=collisions)
+    assert collisions == [], "the state RAM was read and written at one address in one cycle (CLEAR included)"
     B = core.beats
     for t in range(T):
         for h in range(heads):
