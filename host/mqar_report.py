@@ -594,7 +594,7 @@ def _verilator_section(runs, evals) -> list[str]:
         head = (f"| {e['name']} | {RULE_NAMES.get(c['rule'], c['rule'])} | {setup_label(c)} | "
                 f"{dev_of.get((e['_dir'], e['name']), '?')} | ")
         if "unsupported" in v:
-            skipped.append(f"{e['name']}: {v['unsupported']}")
+            skipped.append(e["name"])
             continue
         ref = "" if v.get("reference", v["preset"]) == v["preset"] else f" (vs fixed {v['reference']})"
         if v.get("error"):
@@ -611,8 +611,13 @@ def _verilator_section(runs, evals) -> list[str]:
         L += ["", f"In all: {len(ran)} model{'s' if len(ran) > 1 else ''}, {sum(v['streams'] for v in ran)} streams and "
                   f"{sum(v['tokens'] for v in ran)} tokens simulated in {sum(v.get('seconds', 0) for v in ran):.0f} s; "
                   + ("bit-exact in every one." if exact == len(ran) else f"bit-exact in {exact} of {len(ran)}.")]
-    if skipped:
-        L += ["", "Not run on the RTL: " + "; ".join(skipped) + "."]
+    if skipped:  # grouped by reason
+        why = defaultdict(list)
+        for e in sorted(vl, key=key):
+            if "unsupported" in e["verilator"]:
+                why[e["verilator"]["unsupported"]].append(e["name"])
+        L += ["", "Not run on the RTL: " + "; ".join(f"{w} ({len(n)} model{'s' if len(n) > 1 else ''}: "
+                                                      f"{', '.join(n)})" for w, n in why.items()) + "."]
     return L + [""]
 
 
