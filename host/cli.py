@@ -172,13 +172,17 @@ def _cmd_rtl(args) -> int:
         params["core"] = args.core
     if args.bram:
         params["bram"] = args.bram
+    for name in ("heads", "chains"):
+        if getattr(args, name) is not None:
+            params[name] = getattr(args, name)
     fmt = args.format or ("legacy-int8" if args.algo != "annihilation" or args.core != "v2" else "int18")
     t0 = time.perf_counter()
     try:
         if "core" in params and args.algo != "annihilation":
             raise ValueError(f"core: only the annihilation has two cores (v1, v2), not {args.algo}")
-        if "bram" in params and args.algo != "annihilation":
-            raise ValueError(f"bram: only the annihilation core v2 takes it, not {args.algo}")
+        for name in ("bram", "heads", "chains"):
+            if name in params and args.algo != "annihilation":
+                raise ValueError(f"{name}: only the annihilation core v2 takes it, not {args.algo}")
         if "dsp" in params and args.algo not in ("engine", "annihilation"):
             raise ValueError(f"dsp: only the engine and the annihilation core v2 take it (the other cores use "
                              f"'fabric'), not {args.algo}")
@@ -435,6 +439,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "v2: its row unit's multipliers (registered, default, or ecp5)")
     g.add_argument("--bram", choices=("behavioural", "ecp5"), default=None,
                    help="annihilation core v2 only: the state RAM (behavioural, default, or ecp5 = DP16KD)")
+    g.add_argument("--heads", type=int, default=None,
+                   help="annihilation core v2 only: independent memories interleaved on one datapath, tokens in "
+                        "the order time step then head (default 1)")
+    g.add_argument("--chains", type=int, default=None,
+                   help="annihilation core v2 only: token-chain units, 1..heads (default 1; 2 with 3 heads makes "
+                        "d=64 k=8 pass-bound)")
     g.set_defaults(fn=_cmd_rtl)
 
     rg = sub.add_parser("regs", help="control/status register map of a core (rtl/csr.py) -> C header, Markdown, "

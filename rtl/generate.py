@@ -130,10 +130,10 @@ def build(algo: str, d: int, k: int, preset: str = "legacy-int8", **params) -> B
         if extra:
             raise ValueError(f"{sorted(extra)[0]}: not a parameter of engine (it takes dsp)")
     elif algo == "annihilation":
-        extra = set(params) - {"core", "dsp", "bram", "in_range"}
+        extra = set(params) - {"core", "dsp", "bram", "in_range", "heads", "chains"}
         if extra:
-            raise ValueError(f"{sorted(extra)[0]}: not a parameter of annihilation (it takes core, dsp, bram, "
-                             "in_range)")
+            raise ValueError(f"{sorted(extra)[0]}: not a parameter of annihilation (it takes core, dsp, bram, heads, "
+                             "chains, in_range)")
         return _annihilation(d, k, preset, **params)
     elif params and algo not in ("vla", "linear", "deltanet", "gated-deltanet"):
         raise ValueError(f"{next(iter(params))}: not a parameter of {algo}")
@@ -197,12 +197,13 @@ def annihilation_core_for(preset, core: str | None = None) -> str:
 
 
 def _annihilation(d: int, k: int, preset: str, *, core: str | None = None, dsp: str | None = None,
-                  bram: str | None = None, in_range: float | None = None) -> Built:
+                  bram: str | None = None, in_range: float | None = None, heads: int | None = None,
+                  chains: int | None = None) -> Built:
     from .top import AnnihilationTop, AnnihilationTopV2  # imported lazily: needs the fixed-point golden model
 
     which = annihilation_core_for(preset, core)
     if which == "v1":
-        for name, v in (("dsp", dsp), ("bram", bram)):
+        for name, v in (("dsp", dsp), ("bram", bram), ("heads", heads), ("chains", chains)):
             if v is not None:
                 raise ValueError(f"{name}: only the annihilation core v2 (int18/int16/int8) takes it, not core v1 "
                                  f"({preset})")
@@ -217,7 +218,8 @@ def _annihilation(d: int, k: int, preset: str, *, core: str | None = None, dsp: 
                              f"(MULT18X18D), got {dsp!r}")
         if bram not in (None, "behavioural", "ecp5"):
             raise ValueError(f"bram: must be behavioural or ecp5 (DP16KD), got {bram!r}")
-        top = AnnihilationTopV2(d, k, preset, dsp=dsp or "registered", bram=bram or "behavioural")
+        top = AnnihilationTopV2(d, k, preset, dsp=dsp or "registered", bram=bram or "behavioural",
+                                heads=1 if heads is None else heads, chains=1 if chains is None else chains)
     return Built(top, "specmem_annihilation", top.manifest())
 
 

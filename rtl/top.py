@@ -141,7 +141,12 @@ class AnnihilationTop(wiring.Component):
 #: Keys ``(d, k, preset)``, one head and one chain unit (the top's); measured at commit 5d0c668 with
 #: ``tests/rtl/test_annihilation_v2.py``'s harness (Amaranth, Gaussian tokens at full rate) and the
 #: Verilator ``steady_state`` test (``tests/sim/test_core_v2.py`` checks the d=16 k=4 entry).
-V2_MEASURED_CYCLES = {(16, 4, "int18"): 121, (64, 8, "int18"): 181}
+#: cycles per token (per head) of full tokens back to back, measured in simulation, by
+#: (d, k, preset, heads, chain units); heads > 1: tokens of the H heads interleaved
+V2_MEASURED_CYCLES = {(16, 4, "int18", 1, 1): 121, (64, 8, "int18", 1, 1): 181,
+                      (16, 4, "int18", 2, 1): 67, (16, 4, "int18", 3, 2): 40.3,
+                      (16, 4, "int18", 3, 1): 67,
+                      (64, 8, "int18", 2, 1): 90.5, (64, 8, "int18", 3, 1): 78, (64, 8, "int18", 3, 2): 68}
 
 
 class AnnihilationTopV2(AnnihilationTop):
@@ -154,10 +159,10 @@ class AnnihilationTopV2(AnnihilationTop):
     ``DP16KD``)."""
 
     def __init__(self, d: int, k: int, preset: str = "int18", *, dsp: str = "registered",
-                 bram: str = "behavioural"):
+                 bram: str = "behavioural", heads: int = 1, chains: int = 1):
         from .annihilation_v2 import AnnihilationCoreV2
 
-        self.core = AnnihilationCoreV2(d, k, preset, dsp=dsp, bram=bram)
+        self.core = AnnihilationCoreV2(d, k, preset, dsp=dsp, bram=bram, heads=heads, chains=chains)
         self.d, self.k, self.preset, self.in_range = d, k, preset, None
         self.dsp, self.bram = dsp, bram
         self._ports(k)
@@ -165,13 +170,14 @@ class AnnihilationTopV2(AnnihilationTop):
     def manifest(self) -> dict:
         c = self.core
         F = c.fmt
-        measured = V2_MEASURED_CYCLES.get((self.d, self.k, self.preset))
+        measured = V2_MEASURED_CYCLES.get((self.d, self.k, self.preset, c.heads, len(c.chain_units)))
         return {
             "core": "v2",
             "parameters": {"d": self.d, "k": self.k, "preset": self.preset, "in_range": F.preset.in_range,
                            "orthogonal_input_policy": "evict (round-robin column), count and flag",
                            "gram": "coaccumulate", "dsp": self.dsp, "bram": self.bram,
-                           "heads": getattr(c, "heads", 1)},
+                           "heads": c.heads, "chains": len(c.chain_units),
+                           "token_order": "n = t*heads + h: each time step's token of head 0, then head 1, ..."},
             "golden_model": "annihilation_fixed(x, k, preset, gram='coaccumulate', orth_policy='evict')",
             # vendor primitives the simulator needs beside the generated file
             "sim_models": (["MULT18X18D"] if self.dsp == "ecp5" else []) + (["DP16KD"] if self.bram == "ecp5" else []),
@@ -202,7 +208,8 @@ class AnnihilationTopV2(AnnihilationTop):
                     "measured in simulation (Amaranth and Verilator), full tokens back to back" if measured else
                     "not measured for this configuration; a full token costs pass_cycles plus the token "
                     "chain (~70-80 cycles at k = 4..8), see docs/annihilation.md"),
-                "measured": {f"d={d},k={k},{p}": v for (d, k, p), v in V2_MEASURED_CYCLES.items()},
+                "measured": {f"d={d},k={k},{p},heads={h},chains={n}": v
+                             for (d, k, p, h, n), v in V2_MEASURED_CYCLES.items()},
                 "pass_cycles": c.pass_cycles(),
                 "pass_cycles_note": "the row issue of one pass over U, from the design "
                                     "(AnnihilationCoreV2.pass_cycles(): dispatch, d rows, the block-RAM read); a "
