@@ -50,7 +50,7 @@ FIXED_ALGOS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "vla": (("k", "v", "q", "u"), ("lambda0", "eps", "refresh_period", "eta", "u_scale", "in_range")),
     "linear": (("k", "v", "q"), ("eps", "in_range")),
     "deltanet": (("k", "v", "q", "beta"), ("eps", "in_range")),
-    "gated-deltanet": (("k", "v", "q", "beta", "g"), ("eps",)),
+    "gated-deltanet": (("k", "v", "q", "beta", "g"), ("eps", "in_range")),
 }
 #: the format a rule runs in when none is named: each rule's recommended hardware format
 DEFAULT_FORMAT = {"annihilation": "int18"}
@@ -125,10 +125,6 @@ def run_fixed(algo: str, inputs: dict, preset: str | None = None, params: dict |
         raise SpecmemInputError(f"format: must be one of {', '.join(PRESETS)}, got {preset!r}")
     pr = PRESETS[preset]
     scaled = pr.scheme == "scaled" and algo != "annihilation"
-    if algo == "gated-deltanet" and not scaled:
-        raise SpecmemInputError(
-            f"format: gated-deltanet has a scaled-format model only ({', '.join(n for n, q in PRESETS.items() if q.scheme == 'scaled')}), "
-            f"got {preset!r}")
     if not isinstance(inputs, dict):
         raise SpecmemInputError(f"inputs: expected a dict of arrays, got {type(inputs).__name__}")
     names = FIXED_ALGOS[algo][0]
@@ -163,6 +159,11 @@ def run_fixed(algo: str, inputs: dict, preset: str | None = None, params: dict |
 
         r = linear_attention_fixed(**args, preset=preset, **p)
         out = {n: r[n] for n in ("o", "s", "z", "s_norm", "o_raw", "s_raw", "z_raw")}
+    elif algo == "gated-deltanet":
+        from .gated_deltanet import gated_deltanet_fixed
+
+        r = gated_deltanet_fixed(**args, preset=preset, **p)
+        out = {n: r[n] for n in ("o", "s", "s_norm", "o_raw", "s_raw")}
     else:
         from .deltanet import deltanet_fixed
 

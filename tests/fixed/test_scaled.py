@@ -170,8 +170,13 @@ def test_zero_and_extreme_inputs():
 
 def test_bad_formats_and_parameters():
     vec = make_vectors("deltanet", 8, 4, 0)
-    with pytest.raises(SpecmemInputError, match="^format: gated-deltanet has a scaled-format model only"):
-        run_fixed("gated-deltanet", {**vec, "g": np.ones(8)}, "legacy-int8")
+    # the legacy presets route gated-deltanet to its fixed-binary-point model (no longer refused)
+    from specmem.golden.fixed.gated_deltanet import gated_deltanet_fixed
+
+    g = np.linspace(0.5, 1.0, 8)
+    out = run_fixed("gated-deltanet", {**vec, "g": g}, "legacy-int8")
+    ref = gated_deltanet_fixed(vec["k"], vec["v"], vec["q"], vec["beta"], g, "legacy-int8", trace=False)
+    assert np.array_equal(out["o_raw"], ref["o_raw"]) and np.array_equal(out["s_raw"], ref["s_raw"])
     with pytest.raises(SpecmemInputError, match="^in_range: applies to fixed-binary-point formats only"):
         run_fixed("deltanet", vec, "int8", {"in_range": 4.0})
     with pytest.raises(SpecmemInputError, match="^format: must be one of"):
