@@ -1,5 +1,5 @@
 """The ``verilator`` backend: run an input through the Verilated RTL of the annihilation memory, of
-variational linear attention (VLA), of linear attention or of DeltaNet.
+variational linear attention (VLA), of linear attention, of DeltaNet or of Gated DeltaNet.
 
 The RTL implements the legacy fixed-binary-point formats (``RTL_PRESETS``; default
 ``legacy-int8``); the annihilation also ``int18``, ``int16`` and ``int8`` (its core v2: the
@@ -31,8 +31,9 @@ the parameters are generics of the generated design, one build per parameter set
   ``sat_<tensor>`` and ``formats`` come from the golden model as for the annihilation (sum checked
   against ``status_saturations``).
 
-Linear attention and DeltaNet (``verilator_backend("linear", {"k": .., "v": .., "q": ..}, {}, ...)``,
-``"deltanet"`` with ``beta`` as well; parameters ``eps``, ``in_range``, generics of the design):
+Linear attention, DeltaNet and Gated DeltaNet (``verilator_backend("linear", {"k": .., "v": .., "q": ..},
+{}, ...)``, ``"deltanet"`` with ``beta`` as well, ``"gated-deltanet"`` with ``beta`` and the decay ``g``;
+parameters ``eps``, ``in_range``, generics of the design):
 ``o_raw``, ``s_raw`` and linear attention's ``z_raw`` (the ``z`` memory) come from the simulated
 hardware, ``o``, ``s``, ``z`` are derived from them as the golden model derives its own; ``s_norm``
 comes from the golden model after checking its last entry against the hardware's final ``S``;
@@ -92,18 +93,18 @@ def verilator_backend(algo: str, inputs: dict, params: dict, options: dict) -> d
     """Run ``inputs`` through the simulated design; see the module docstring for the outputs."""
     from specmem.golden.fixed import run_fixed
 
-    if algo not in ("annihilation", "vla", "linear", "deltanet"):
-        raise SpecmemInputError(f"algo: the verilator backend implements annihilation, vla, linear and deltanet, "
-                                f"got {algo!r}")
+    if algo not in ("annihilation", "vla", "linear", "deltanet", "gated-deltanet"):
+        raise SpecmemInputError(f"algo: the verilator backend implements annihilation, vla, linear, deltanet and "
+                                f"gated-deltanet, got {algo!r}")
     preset, sim_opts = _options(options, algo)
     lanes = sim_opts.pop("lanes", None)
     if algo == "vla":
         return _vla(inputs, params, preset, sim_opts, lanes)
-    if algo in ("linear", "deltanet"):
+    if algo in ("linear", "deltanet", "gated-deltanet"):
         return _baseline(algo, inputs, params, preset, sim_opts, lanes)
     if lanes is not None:
-        raise SpecmemInputError("lanes: an option of vla, linear and deltanet (the annihilation's lane count is its "
-                                "parameter k)")
+        raise SpecmemInputError("lanes: an option of vla, linear, deltanet and gated-deltanet (the annihilation's "
+                                "lane count is its parameter k)")
     from specmem.rtl.generate import annihilation_core_for
 
     v2 = annihilation_core_for(preset) == "v2"
@@ -275,8 +276,9 @@ def _baseline(algo: str, inputs: dict, params: dict, preset: str, sim_opts: dict
     shape = np.broadcast_shapes(*(v.shape for v in x.values()))
     x = {n: np.broadcast_to(v, shape) for n, v in x.items()}
     batch, T, d = shape[:-2], shape[-2], shape[-1]
-    if algo == "deltanet":  # a scalar, per-token or per-batch beta, as the model takes it
-        x["beta"] = np.broadcast_to(np.asarray(inputs["beta"], dtype=np.float64), batch + (T,))
+    for name in ("beta", "g"):  # the delta rules' scalars: scalar, per-token or per-batch, as the model takes them
+        if name in inputs and algo != "linear":
+            x[name] = np.broadcast_to(np.asarray(inputs[name], dtype=np.float64), batch + (T,))
     p = dict(params)
     in_range = p.pop("in_range", None)
     k = _lanes(d) if lanes is None else lanes

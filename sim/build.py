@@ -57,7 +57,7 @@ FLAVOURS = {
     "cov": ["--coverage-line", "--coverage-toggle"],
     "waves": [],  # the runner adds --trace (VCD; FST would need the system's lz4 headers)
 }
-KINDS = ("top", "engine", "scalar_unit", "vla", "linear", "deltanet", "bram")
+KINDS = ("top", "engine", "scalar_unit", "vla", "linear", "deltanet", "gated-deltanet", "bram")
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class Design:
     ``engine`` (``DotEngine(k, d // k)``), ``scalar_unit`` (the preset's scalar unit), ``vla``
     (``VLATop``; ``params``: the rule's parameters as ``((name, value), ...)``, e.g.
     ``(("refresh_period", 3),)``, passed to ``generate``'s ``build("vla", ...)`` and to the model),
-    ``linear`` or ``deltanet`` (``BaselineTop``; ``params``: ``eps``) or ``bram``
+    ``linear``, ``deltanet`` or ``gated-deltanet`` (``BaselineTop``; ``params``: ``eps``) or ``bram``
     (``RegisteredRAMPair(d, width)``: both block-RAM styles side by side; ``params``
     ``(("width", w),)``)."""
 
@@ -94,8 +94,9 @@ class Design:
                 raise ValueError("in_range: core v2 takes its preset's input range, not in_range")
         else:
             check_rtl_preset(self.preset)  # the other RTL is bit-exact with the legacy formats only
-        if self.params and self.kind not in ("vla", "linear", "deltanet", "engine", "bram"):
-            raise ValueError(f"params: only the vla, linear, deltanet, engine and bram designs take parameters, "
+        if self.params and self.kind not in ("vla", "linear", "deltanet", "gated-deltanet", "engine", "bram"):
+            raise ValueError(f"params: only the vla, linear, deltanet, gated-deltanet, engine and bram designs take "
+                             f"parameters, "
                              f"got {self.params!r}")
         object.__setattr__(self, "params", tuple(sorted((str(n), v) for n, v in dict(self.params).items())))
 
@@ -200,7 +201,7 @@ def verilog_for(design: Design) -> tuple[str, str, str]:
         built = rtl_build("annihilation", design.d, design.k, design.preset,
                           **({} if design.in_range is None else {"in_range": design.in_range}))
         comp, top, manifest = built.component, built.top, dict(built.manifest)
-    elif design.kind in ("engine", "vla", "linear", "deltanet"):
+    elif design.kind in ("engine", "vla", "linear", "deltanet", "gated-deltanet"):
         from specmem.rtl.generate import build as rtl_build
 
         params = dict(design.params)

@@ -20,7 +20,7 @@ from .suite import coverage_suite, run_mutants, run_rule, run_top
 
 __all__ = ["SimResult", "simulate", "bench_sim", "coverage_command", "mutation_command", "SIM_ALGOS"]
 
-SIM_ALGOS = ("annihilation", "vla", "linear", "deltanet")
+SIM_ALGOS = ("annihilation", "vla", "linear", "deltanet", "gated-deltanet")
 _V2_PRESETS = ("int18", "int16", "int8")  # the annihilation core v2's (rtl/generate.py: V2_PRESETS)
 
 
@@ -96,7 +96,7 @@ _BYTES_PER_ELEMENT = 256
 
 def _stream_bytes(algo: str, d: int, tokens: int) -> int:
     """Rough upper bound of the memory a ``tokens``-long stream holds at once."""
-    per = {"vla": 4, "linear": 3, "deltanet": 4}.get(algo, 1)  # VLA streams k, v, q, u; the baselines k, v, q (beta)
+    per = {"vla": 4, "linear": 3, "deltanet": 4, "gated-deltanet": 4}.get(algo, 1)  # VLA: k, v, q, u; the baselines k, v, q (beta, g)
     return _BYTES_PER_ELEMENT * d * tokens * per
 
 
@@ -165,8 +165,8 @@ def simulate(algo: str, d: int, k: int, tokens: int, seed: int, preset: str = "l
     ``algo="vla"``: the VLA top (``sim/tb_rules.py``; ``kind`` ``mixed``, ``gaussian`` or
     ``saturating``; ``params``: the rule's parameters, generics of the design, e.g.
     ``{"refresh_period": 3}``); every ``o_raw``/``o_frac``, the counters and the final ``A``, ``S``
-    are checked. ``algo="linear"`` / ``"deltanet"``: the linear-attention / DeltaNet top (the same
-    testbench; ``kind`` as for VLA; ``params``: ``eps``); every ``o_raw``, the counters and the final
+    are checked. ``algo="linear"`` / ``"deltanet"`` / ``"gated-deltanet"``: the linear-attention /
+    DeltaNet / Gated DeltaNet top (the same testbench; ``kind`` as for VLA; ``params``: ``eps``); every ``o_raw``, the counters and the final
     ``S`` (and linear attention's ``z``) are checked. ``coverage`` runs the rule's directed cases
     (:data:`~specmem.sim.suite.RULE_DIRECTED`) on the coverage build."""
     _check(algo, d, k, tokens, seed, preset)

@@ -236,59 +236,89 @@ class VLAModel(StreamModel):
 
 
 class BaselineModel(StreamModel):
-    """Linear attention (``algo="linear"``) or DeltaNet (``algo="deltanet"``): a raw token is the
-    ``k``, ``v``, ``q`` vectors one after the other (``3d`` integers) and, for DeltaNet, one more
-    beat of ``k`` lanes whose lane 0 is ``beta`` (the other lanes zero): ``3d + k`` integers, the
-    order of the manifest's beats. Predictions ``y`` = ``o_raw[t]``; totals ``tokens``,
-    ``saturations`` (every tensor but the host-quantised inputs), the final ``s_raw`` and, for
-    linear attention, ``z_raw``. ``params``: the golden model's (``eps``, ``in_range``), the ones
-    the design was generated with."""
+    """Linear attention (``algo="linear"``), DeltaNet (``algo="deltanet"``) or Gated DeltaNet
+    (``algo="gated-deltanet"``): a raw token is the ``k``, ``v``, ``q`` vectors one after the other
+    (``3d`` integers) and, for the delta rules, the scalar beats: scalar ``j`` (``beta``, then the
+    gated core's ``g``) is element ``3d + j`` (beat ``3d/k + j // k``, lane ``j % k``), the other
+    lanes zero: ``3d + k`` integers (``3d + 2`` at ``k = 1`` for the gated core), the order of the
+    manifest's beats. ``g`` is unsigned (``UQ1.(M-1)``, ``g = 1`` is ``2^(M-1)``): its lane holds
+    its bits, which the raw token keeps as the signed ``M``-bit value the input monitor reads
+    (``g = 1`` is ``-2^(M-1)``); :meth:`split` masks them back. Predictions ``y`` = ``o_raw[t]``;
+    totals ``tokens``, ``saturations`` (every tensor but the host-quantised inputs), the final
+    ``s_raw`` and, for linear attention, ``z_raw``. ``params``: the golden model's (``eps``,
+    ``in_range``), the ones the design was generated with."""
+
+    ALGOS = ("linear", "deltanet", "gated-deltanet")
+    #: the per-token scalars of each rule, in beat order
+    SCALARS = {"linear": (), "deltanet": ("beta",), "gated-deltanet": ("beta", "g")}
 
     def __init__(self, algo: str, d: int, k: int, preset: str = "legacy-int8", params: dict | None = None):
         from specmem.golden.fixed.formats import formats_for
 
-        if algo not in ("linear", "deltanet"):
-            raise ValueError(f"algo: must be linear or deltanet, got {algo!r}")
+        if algo not in self.ALGOS:
+            raise ValueError(f"algo: must be one of {', '.join(self.ALGOS)}, got {algo!r}")
         self.algo = algo
         self.params = dict(params or {})
-        self.fmt = formats_for(algo, preset, d, {"in_range": self.params.get("in_range")})
-        self.tensors = ("k", "v", "q") + (("beta",) if algo == "deltanet" else ())
+        if algo == "gated-deltanet":
+            from specmem.golden.fixed.gated_deltanet import gated_deltanet_formats
+
+            self.fmt = gated_deltanet_formats(preset, d, self.params.get("in_range"))
+        else:
+            self.fmt = formats_for(algo, preset, d, {"in_range": self.params.get("in_range")})
+        self.scalars = self.SCALARS[algo]
+        self.tensors = ("k", "v", "q") + self.scalars
         super().__init__(d, k, preset)
 
     @property
     def token_len(self) -> int:
         """Integers per raw token (the input elements of one token's beats)."""
-        return 3 * self.d + (self.k if self.algo == "deltanet" else 0)
+        n = len(self.scalars)
+        return 3 * self.d + -(-n // self.k) * self.k
 
     def quantize(self, x: dict) -> np.ndarray:
-        """Float ``{k, v, q[, beta]}`` (``[T, d]``; ``beta`` ``[T]``) -> the raw tokens
+        """Float ``{k, v, q[, beta[, g]]}`` (``[T, d]``; the scalars ``[T]``) -> the raw tokens
         ``[T, token_len]`` the driver sends (the host-side quantisation, as the golden model's)."""
         parts = [np.asarray(self.fmt[n].quantize(np.asarray(x[n], dtype=np.float64))[0], dtype=np.int64)
                  for n in ("k", "v", "q")]
-        if self.algo == "deltanet":
-            beta = np.asarray(self.fmt["beta"].quantize(np.asarray(x["beta"], dtype=np.float64))[0], dtype=np.int64)
-            lanes = np.zeros(beta.shape + (self.k,), dtype=np.int64)
-            lanes[..., 0] = beta
+        if self.scalars:
+            lead = parts[0].shape[:-1]
+            lanes = np.zeros(lead + (self.token_len - 3 * self.d,), dtype=np.int64)
+            for j, n in enumerate(self.scalars):
+                raw = np.asarray(self.fmt[n].quantize(np.asarray(x[n], dtype=np.float64))[0], dtype=np.int64)
+                if not self.fmt[n].signed:  # the lane's bits, as the monitor reads them back (signed)
+                    w = int(self.fmt[n].width)
+                    raw = np.where(raw >> (w - 1) & 1, raw - (1 << w), raw)
+                lanes[..., j] = raw
             parts.append(lanes)
         return np.concatenate(parts, axis=-1)
 
     def split(self, X: np.ndarray) -> dict:
-        """Raw tokens ``[T, token_len]`` -> ``{k, v, q[, beta]}`` raw (``beta`` ``[T]``)."""
+        """Raw tokens ``[T, token_len]`` -> ``{k, v, q[, beta[, g]]}`` raw (the scalars ``[T]``,
+        unsigned ones masked back to their bits)."""
         X = np.asarray(X, dtype=np.int64).reshape(-1, self.token_len)
         d = self.d
         out = {n: X[:, i * d:(i + 1) * d] for i, n in enumerate(("k", "v", "q"))}
-        if self.algo == "deltanet":
-            out["beta"] = X[:, 3 * d]
+        for j, n in enumerate(self.scalars):
+            raw = X[:, 3 * d + j]
+            if not self.fmt[n].signed:
+                raw = raw & ((1 << int(self.fmt[n].width)) - 1)
+            out[n] = raw
         return out
 
     def _golden(self, X: np.ndarray) -> dict:
         x = {n: np.ldexp(v.astype(np.float64), -self.fmt[n].frac) for n, v in self.split(X).items()}
-        if "beta" in x:  # a beta that quantised to 0 (the float model wants beta > 0): a value that quantises to 0
-            x["beta"] = np.where(x["beta"] == 0, np.ldexp(1.0, -self.fmt["beta"].frac - 2), x["beta"])
+        # a beta or g that quantised to 0 (the float models want them > 0): a value that quantises to 0
+        for n in self.scalars:
+            x[n] = np.where(x[n] == 0, np.ldexp(1.0, -self.fmt[n].frac - 2), x[n])
         if self.algo == "linear":
             from specmem.golden.fixed.linear_attention import linear_attention_fixed
 
             return linear_attention_fixed(x["k"], x["v"], x["q"], preset=self.preset, **self.params, trace=False)
+        if self.algo == "gated-deltanet":
+            from specmem.golden.fixed.gated_deltanet import gated_deltanet_fixed
+
+            return gated_deltanet_fixed(x["k"], x["v"], x["q"], x["beta"], x["g"], self.preset, **self.params,
+                                        trace=False)
         from specmem.golden.fixed.deltanet import deltanet_fixed
 
         return deltanet_fixed(x["k"], x["v"], x["q"], x["beta"], self.preset, **self.params, trace=False)

@@ -228,6 +228,14 @@ RULE_MUTANTS: dict[str, list[Mutant]] = {
         Mutant("saturations_not_counted", "the saturation counter never increments", "specmem_deltanet.core",
                next_state("saturations", lambda nxt, reg: reg), expect="status counters vs the model"),
     ],
+    "gated-deltanet": [
+        Mutant("decay_write_floor", "one rounding step of the decay changed: the decayed state round(g S) of lane "
+               "0's write truncates (floor) instead of rounding half to even (invisible at g = 1, where g S has "
+               "no fraction bits)", "specmem_gated_deltanet.core",
+               tie("wg0", "$signed(wg0_q)"), expect="bit-exact scoreboard / final state S"),
+        Mutant("saturations_not_counted", "the saturation counter never increments", "specmem_gated_deltanet.core",
+               next_state("saturations", lambda nxt, reg: reg), expect="status counters vs the model"),
+    ],
 }
 
 

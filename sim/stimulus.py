@@ -11,7 +11,7 @@ import numpy as np
 
 __all__ = ["x_format", "quantize", "gaussian", "with_orthogonal", "with_zeros", "saturating", "evictions", "units",
            "KINDS", "make",
-           "VLA_KINDS", "vla_make", "BASELINE_KINDS", "baseline_make"]
+           "VLA_KINDS", "vla_make", "BASELINE_KINDS", "baseline_make", "gated_decays"]
 
 
 def x_format(d: int, k: int, preset: str = "legacy-int8", in_range: float | None = None):
@@ -161,26 +161,46 @@ def vla_make(kind: str, seed: int, T: int, d: int) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------
-# linear attention and DeltaNet: a token is k, v, q (and DeltaNet's beta), quantised with
+# linear attention, DeltaNet, Gated DeltaNet: a token is k, v, q (and beta, g), quantised with
 # BaselineModel.quantize
 
 BASELINE_KINDS = ("gaussian", "mixed", "saturating")
 
 
+def gated_decays(rng: np.random.Generator, T: int) -> np.ndarray:
+    """Gated DeltaNet's decays ``g`` ``[T]``: uniform in ``[0.8, 1]`` (the state persists) with the
+    edge cases sprinkled in: ``g = 1`` exactly (the first token and every 7th), ``0`` (the state
+    erased; every 23rd from 5), tiny (``2^-7``, one step at legacy-int8, and ``10^-3``, below half a
+    step there: 0 after quantisation; every 17th from 3 / 31st from 9) and near 1 (``1 - 2^-7``, the
+    largest below 1 at legacy-int8, and ``0.999``, which rounds to 1 there; every 5th from 2 / 13th
+    from 4)."""
+    g = rng.uniform(0.8, 1.0, T)
+    g[4::13] = 0.999
+    g[2::5] = 1.0 - 2.0 ** -7
+    g[9::31] = 1e-3
+    g[3::17] = 2.0 ** -7
+    g[5::23] = 0.0
+    g[::7] = 1.0
+    return g
+
+
 def baseline_make(algo: str, kind: str, seed: int, T: int, d: int) -> dict:
     """Float ``{k, v, q}`` ``[T, d]`` (and for DeltaNet ``beta`` ``[T]`` in ``[0.1, 1]``, the
-    first 1.0) of one of :data:`BASELINE_KINDS`. ``mixed``: Gaussian with an all-zero key, an
-    all-zero query and a few tokens scaled by 3; ``saturating``: linear attention: keys and values
-    at the top of the input range (``S`` saturates from about token 26 at legacy-int8); DeltaNet:
-    one-hot keys (``kn`` saturates at +1), large values and a zero key (the ``||k||`` clamp), as
-    ``tests/rtl/test_baselines.py``'s."""
-    if algo not in ("linear", "deltanet"):
-        raise ValueError(f"algo: must be linear or deltanet, got {algo!r}")
+    first 1.0; for Gated DeltaNet also ``g`` ``[T]``, :func:`gated_decays`) of one of
+    :data:`BASELINE_KINDS`. ``mixed``: Gaussian with an all-zero key, an all-zero query and a few
+    tokens scaled by 3; ``saturating``: linear attention: keys and values at the top of the input
+    range (``S`` saturates from about token 26 at legacy-int8); the delta rules: one-hot keys
+    (``kn`` saturates at +1), large values and a zero key (the ``||k||`` clamp), as
+    ``tests/rtl/test_baselines.py``'s (Gated DeltaNet with its decays as in the other kinds)."""
+    if algo not in ("linear", "deltanet", "gated-deltanet"):
+        raise ValueError(f"algo: must be linear, deltanet or gated-deltanet, got {algo!r}")
     rng = np.random.default_rng(seed)
     x = {n: rng.standard_normal((T, d)) for n in ("k", "v", "q")}
-    if algo == "deltanet":
+    if algo != "linear":
         x["beta"] = rng.uniform(0.1, 1.0, T)
         x["beta"][0] = 1.0
+    if algo == "gated-deltanet":
+        x["g"] = gated_decays(rng, T)
     if kind == "gaussian":
         return x
     if kind == "mixed":

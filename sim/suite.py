@@ -19,7 +19,7 @@ __all__ = ["TOP_TB", "V2_DIRECTED", "top_directed", "RULE_TB",
            "run_scalar_unit", "coverage_suite", "MutantResult", "run_mutants", "DEFAULT_SEEDS"]
 
 TOP_TB = "specmem.sim.tb_top"
-#: one testbench for the attention-rule tops: VLA, linear attention, DeltaNet (``sim/tb_rules.py``)
+#: one testbench for the attention-rule tops: VLA, linear attention, DeltaNet, Gated DeltaNet (``sim/tb_rules.py``)
 RULE_TB = "specmem.sim.tb_rules"
 VLA_TB = RULE_TB
 ENGINE_TB = "specmem.sim.tb_engine"
@@ -36,7 +36,8 @@ DEFAULT_SEEDS = tuple(range(10))
 VLA_DIRECTED = ("steady_state", "latency", "saturating", "reset_mid_stream", "framing_errors", "random_stream")
 #: ... and of the linear-attention and DeltaNet tops (their manifests state no latency)
 BASELINE_DIRECTED = ("steady_state", "saturating", "reset_mid_stream", "framing_errors", "random_stream")
-RULE_DIRECTED = {"vla": VLA_DIRECTED, "linear": BASELINE_DIRECTED, "deltanet": BASELINE_DIRECTED}
+RULE_DIRECTED = {"vla": VLA_DIRECTED, "linear": BASELINE_DIRECTED, "deltanet": BASELINE_DIRECTED,
+                 "gated-deltanet": BASELINE_DIRECTED}
 
 
 def top_directed(design: Design) -> tuple:

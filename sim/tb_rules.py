@@ -1,7 +1,8 @@
 """cocotb testbench of the attention-rule tops: VLA (``specmem_vla``), linear attention
-(``specmem_linear``) and DeltaNet (``specmem_deltanet``), AXI4-Stream ports.
+(``specmem_linear``), DeltaNet (``specmem_deltanet``) and Gated DeltaNet
+(``specmem_gated_deltanet``), AXI4-Stream ports.
 
-One testbench for the three: the annihilation testbench's environment
+One testbench for the four: the annihilation testbench's environment
 (:class:`~specmem.sim.tb_top.AnnihilationEnv`: driver with random idle gaps, passive input
 monitor, output sink with random backpressure, in-order scoreboard, waits) with a rule's parts
 swapped in by :class:`RuleEnv` and its subclasses, picked from the build's manifest
@@ -13,8 +14,10 @@ swapped in by :class:`RuleEnv` and its subclasses, picked from the build's manif
   (``o_frac``) checked on every beat; counters ``tokens``, ``saturations``, ``refreshes``; final
   states ``A``, ``S``.
 * :class:`BaselineEnv`: a token is ``3 d/k`` beats (``k``, ``v``, ``q``) and, for DeltaNet, one
-  more beat whose lane 0 is ``beta`` (``3d + k`` elements); model
-  :class:`~specmem.sim.model.BaselineModel` (``linear_attention_fixed`` / ``deltanet_fixed``);
+  more beat whose lane 0 is ``beta`` (``3d + k`` elements); for Gated DeltaNet lane 1 of that
+  beat holds ``g``'s unsigned bits (at ``k = 1`` two scalar beats); model
+  :class:`~specmem.sim.model.BaselineModel` (``linear_attention_fixed`` / ``deltanet_fixed`` /
+  ``gated_deltanet_fixed``);
   counters ``tokens``, ``saturations``; final state ``S`` and, for linear attention, ``z``.
 
 The model runs the fixed-point golden model with the parameters the design was generated with
@@ -173,8 +176,9 @@ class VLAEnv(RuleEnv):
 
 
 class BaselineEnv(RuleEnv):
-    """Linear attention or DeltaNet (the manifest's ``design.kind``): ``3d``-element tokens
-    (DeltaNet ``3d + k``: one more beat, ``beta`` in lane 0); state ``S`` and linear attention's
+    """Linear attention, DeltaNet or Gated DeltaNet (the manifest's ``design.kind``): ``3d``-element
+    tokens (the delta rules ``3d + k``: one more beat, ``beta`` in lane 0, the gated core's ``g`` in
+    lane 1); state ``S`` and linear attention's
     ``z`` (the hardware keeps a saturated ``z`` element as ``max + 1``, a sticky mark, and reads it
     as ``max``: the read-back clamps the same way)."""
 
@@ -186,7 +190,8 @@ class BaselineEnv(RuleEnv):
 
     @property
     def in_len(self) -> int:
-        return 3 * self.d + (self.k if self.algo == "deltanet" else 0)
+        n = len(BaselineModel.SCALARS[self.algo])  # the scalar beats: as BaselineModel.token_len
+        return 3 * self.d + -(-n // self.k) * self.k
 
     def make_model(self) -> BaselineModel:
         return BaselineModel(self.algo, self.d, self.k, self.preset, self.design_params)
@@ -205,7 +210,7 @@ class BaselineEnv(RuleEnv):
 def env_class(kind: str | None = None) -> type[RuleEnv]:
     """The environment of the design the case's manifest describes (or of ``kind``)."""
     kind = kind or MANIFEST.get("design", {}).get("kind", "vla")
-    envs = {"vla": VLAEnv, "linear": BaselineEnv, "deltanet": BaselineEnv}
+    envs = {"vla": VLAEnv, "linear": BaselineEnv, "deltanet": BaselineEnv, "gated-deltanet": BaselineEnv}
     if kind not in envs:
         raise ValueError(f"design kind {kind!r}: this testbench runs {', '.join(envs)}")
     return envs[kind]
