@@ -39,6 +39,7 @@ from specmem.golden.fixed.formats import formats_for
 from .engine import DotEngine, min_signed_width
 from .fixed import abs_value, materialise, msb_index, requantize, round_shift, round_shift_var, saturate
 from .memory import StateMemory
+from .params import check_dims
 from .presets import check_rtl_preset
 from .scalar_unit import ScalarOp, ScalarUnit
 
@@ -66,13 +67,7 @@ class AnnihilationCore(wiring.Component):
     """
 
     def __init__(self, d: int, k: int, preset: str = "legacy-int8", *, in_range: float | None = None):
-        for name, v in (("d", d), ("k", k)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name}: must be an integer >= 1, got {v!r}")
-        if k > d:
-            raise ValueError(f"k: must be <= d ({d}), got {k}")
-        if d % k:
-            raise ValueError(f"d: must be a multiple of k ({k}), got {d}")
+        check_dims(d, k)
         check_rtl_preset(preset)
         self.d, self.k, self.preset = d, k, preset
         self.fmt = F = formats_for("annihilation", preset, d, {"k": k, "in_range": in_range})

@@ -37,6 +37,7 @@ from amaranth.lib.wiring import In, Out
 
 from .bram import BRAM_READ_LATENCY, RegisteredRAM
 from .fixed import round_shift_var
+from .params import check_dims
 from .row_unit import RowUnit
 from .token_chain import TokenChain, _sat
 
@@ -57,13 +58,7 @@ class AnnihilationCoreV2(wiring.Component):
 
     def __init__(self, d: int, k: int, preset: str = "int18", *, heads: int = 1, chains: int = 1,
                  dsp: str = "registered", bram: str = "behavioural"):
-        for name, v in (("d", d), ("k", k)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name}: must be an integer >= 1, got {v!r}")
-        if k > d:
-            raise ValueError(f"k: must be <= d ({d}), got {k}")
-        if d % k:
-            raise ValueError(f"d: must be a multiple of k ({k}), got {d}")
+        check_dims(d, k)
         if isinstance(heads, bool) or not isinstance(heads, int) or not 1 <= heads <= 16:
             raise ValueError(f"heads: must be an integer in [1, 16], got {heads!r}")
         if isinstance(chains, bool) or not isinstance(chains, int) or not 1 <= chains <= heads:

@@ -43,6 +43,7 @@ from .engine import DotEngine, min_signed_width
 from .lanes import lane_helpers
 from .fixed import materialise, msb_index, requantize, requantize_var, round_shift, round_shift_var, saturate
 from .memory import StateMemory
+from .params import check_dims
 from .presets import check_rtl_preset
 from .scalar_unit import ScalarOp, ScalarUnit
 from .vector_ops import bit_len, elu1_hw, iv, iv_neg, iv_union, normalize_hw, su_f_range
@@ -68,13 +69,7 @@ class BaselineCore(wiring.Component):
                  in_range: float | None = None):
         if algo not in BASELINE_ALGOS:
             raise ValueError(f"algo: must be one of {BASELINE_ALGOS}, got {algo!r}")
-        for name, v in (("d", d), ("k", k)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name}: must be an integer >= 1, got {v!r}")
-        if k > d:
-            raise ValueError(f"k: must be <= d ({d}), got {k}")
-        if d % k:
-            raise ValueError(f"d: must be a multiple of k ({k}), got {d}")
+        check_dims(d, k)
         check_rtl_preset(preset)
         eps = (1e-4 if algo == "linear" else L2_EPS) if eps is None else float(eps)
         if not eps > 0:

@@ -23,6 +23,7 @@ from ..sim.toolchain import verilator_env, verilator_root
 from specmem.golden.fixed.formats import PRESETS as GOLDEN_PRESETS
 
 from .dsp import check_dsp
+from .params import check_dims
 from .engine import DotEngine
 from .presets import RTL_PRESETS, check_rtl_preset
 
@@ -53,11 +54,7 @@ V2_PRESETS = ("int18", "int16", "int8")
 
 
 def _check_dk(d, k):
-    for name, v in (("d", d), ("k", k)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name}: must be an integer >= 1, got {v!r}")
-    if d % k:
-        raise ValueError(f"d: must be a multiple of k ({k}), got {d}")
+    check_dims(d, k, k_le_d=False)
 
 
 def payload_fields(layout, prefix: str = "", offset: int = 0) -> list[dict]:

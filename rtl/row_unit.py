@@ -35,6 +35,7 @@ from specmem.golden.fixed.formats import formats_for
 
 from .dsp import LaneMultiplier, check_dsp
 from .fixed import round_shift
+from .params import check_dims
 from .pipeline import stage_register
 from .saturate import SaturatingNarrow
 from .shift import RoundShiftVar
@@ -65,11 +66,7 @@ class RowUnit(wiring.Component):
 
     def __init__(self, d: int, k: int, preset: str = "int18", *, dsp: str = "registered",
                  travelling_controls: bool = False):
-        for name, v in (("d", d), ("k", k)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name}: must be an integer >= 1, got {v!r}")
-        if k > d:
-            raise ValueError(f"k: must be <= d ({d}), got {k}")
+        check_dims(d, k, divides=False)
         self.d, self.k, self.preset = d, k, preset
         self.travelling_controls = bool(travelling_controls)
         self.fmt = F = formats_for("annihilation", preset, d, {"k": k, "in_range": None})

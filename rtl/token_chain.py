@@ -32,6 +32,7 @@ from .block_norm import BlockNormaliser
 from .dsp import LaneMultiplier, check_dsp
 from .engine import min_signed_width
 from .fixed import round_shift_var
+from .params import check_dims
 from .scalar_unit import ScalarOp, ScalarUnit
 
 __all__ = ["TokenChain"]
@@ -60,11 +61,7 @@ class TokenChain(wiring.Component):
 
     def __init__(self, d: int, k: int, preset: str = "int18", *, acc_width: int | None = None,
                  dsp: str = "registered"):
-        for name, v in (("d", d), ("k", k)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name}: must be an integer >= 1, got {v!r}")
-        if k > d:
-            raise ValueError(f"k: must be <= d ({d}), got {k}")
+        check_dims(d, k, divides=False)
         if not isinstance(preset, str) or preset.startswith("legacy-"):
             raise ValueError(f"preset: the token chain implements the co-accumulated schedule (int8, int16, "
                              f"int18), got {preset!r}")

@@ -8,27 +8,12 @@ from specmem.golden.fixed.annihilation import annihilation_fixed, row_update, to
 from specmem.golden.fixed.datapath import Datapath
 from specmem.golden.fixed.formats import formats_for
 from specmem.golden.fixed.scalar_unit import Scalar
-
-
-def _stream(seed, T, d, k):
-    """Gaussian tokens on the first half of the coordinates; every 17th token after warm-up is a
-    unit vector on the second half (orthogonal to everything stored so far: an eviction); one
-    zero token and one that quantises to zero."""
-    rng = np.random.default_rng(seed)
-    x = np.zeros((T, d))
-    x[:, : d // 2] = rng.standard_normal((T, d // 2))
-    for m, t in enumerate(range(k + 5, T, 17)):
-        if m < d // 2:
-            x[t] = 0
-            x[t, d // 2 + m] = 1.5
-    x[T // 3] = 0
-    x[k + 2] *= 1e-9
-    return x
+from specmem.sim import stimulus
 
 
 @pytest.mark.parametrize("preset,d,k", [("int18", 16, 4), ("int8", 16, 4), ("int16", 12, 3), ("int18", 16, 8)])
 def test_chain_and_row_update_reproduce_the_model(preset, d, k):
-    x = _stream(7, 160, d, k)
+    x = stimulus.evictions(7, 160, d, k)
     ref = annihilation_fixed(x, k, preset, gram="coaccumulate", history=True)
     fmt = formats_for("annihilation", preset, d, {"k": k, "in_range": None})
     dp = Datapath(fmt, trace=False)

@@ -13,29 +13,15 @@ from specmem.golden.fixed.annihilation import annihilation_fixed
 from specmem.golden.fixed.datapath import Datapath
 from specmem.rtl.annihilation_v2 import AnnihilationCoreV2
 from specmem.rtl.testing import run_simulation, stream_put
+from specmem.sim import stimulus  # streams with evictions and round-robin ties (shared with the Verilator bench)
 
 
 def _stream(seed, T, d, k):
-    """Gaussian tokens on the first half of the coordinates, unit vectors on the second half now and
-    then (orthogonal to everything stored: evictions), a zero token, one that quantises to zero."""
-    rng = np.random.default_rng(seed)
-    x = np.zeros((T, d))
-    x[:, : d // 2] = rng.standard_normal((T, d // 2))
-    for m, t in enumerate(range(k + 3, T, 9)):
-        if m < d // 2:
-            x[t] = 0
-            x[t, d // 2 + m] = 1.25
-    x[2] = 0
-    x[k + 1] *= 1e-9
-    return x
+    return stimulus.evictions(seed, T, d, k)
 
 
 def _unit_stream(seed, T, d, k):
-    """Unit vectors ``1.25 e_t`` first (warm-up, then evictions among columns of equal energy: the
-    round-robin pointer decides), then Gaussian tokens whose ``y`` depends on what was kept."""
-    x = np.random.default_rng(seed).standard_normal((T, d))
-    x[:d] = 1.25 * np.eye(d)
-    return x
+    return stimulus.units(seed, T, d)
 
 
 def _run(core, X, *, idle=0.0, stall=0.0, gap=0, seed=0, collisions=None):

@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 
 from specmem.backend_verilator import verilator_backend
-from specmem.backends import BACKENDS, register_backend, run
+from specmem.backends import run
 from specmem.golden.common import SpecmemInputError
 from specmem.sim.commands import bench_sim, simulate
+
+from .conftest import assert_same_outputs
 
 
 def test_simulate_passes_and_reports(capsys):
@@ -40,23 +42,6 @@ def test_bench_prints_speed(capsys):
     assert "cycles/s" in capsys.readouterr().out
 
 
-@pytest.fixture
-def verilator_registered():
-    saved = dict(BACKENDS)
-    register_backend("verilator", verilator_backend)
-    yield
-    BACKENDS.clear()
-    BACKENDS.update(saved)
-
-
-def _same(a, b):
-    assert list(a) == list(b)
-    for name in a:
-        va, vb = np.asarray(a[name]), np.asarray(b[name])
-        assert va.dtype == vb.dtype and va.shape == vb.shape, name
-        assert np.array_equal(va, vb), name
-
-
 def test_verilator_backend_equals_fixed_bit_for_bit(verilator_registered):
     """A batch of two streams with a zero token, an orthogonal token and large (saturating)
     tokens: every array the fixed backend returns, identical."""
@@ -69,12 +54,12 @@ def test_verilator_backend_equals_fixed_bit_for_bit(verilator_registered):
     fixed = run("annihilation", {"x": x}, backend="fixed", params={"k": 4}, format="legacy-int8")  # the RTL's format
     hw = run("annihilation", {"x": x}, backend="verilator", params={"k": 4})  # its default: legacy-int8
     assert fixed["orth"][0, 4] and fixed["sat_x"] > 0
-    _same(fixed, hw)
+    assert_same_outputs(fixed, hw)
 
 
 def test_verilator_backend_unbatched_and_options(verilator_registered):
     x = np.random.default_rng(8).standard_normal((12, 16))
-    _same(run("annihilation", {"x": x}, backend="fixed", params={"k": 4}, format="legacy-int8"),
+    assert_same_outputs(run("annihilation", {"x": x}, backend="fixed", params={"k": 4}, format="legacy-int8"),
           run("annihilation", {"x": x}, backend="verilator", params={"k": 4}, format="legacy-int8"))
     with pytest.raises(SpecmemInputError, match="unknown option"):
         run("annihilation", {"x": x}, backend="verilator", params={"k": 4}, color="red")

@@ -17,14 +17,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specmem.backend_verilator import verilator_backend
-from specmem.backends import BACKENDS, register_backend, run
+from specmem.backends import run
 from specmem.golden.common import SpecmemInputError
 from specmem.sim import stimulus
 from specmem.sim.build import Design
 from specmem.sim.commands import simulate
 from specmem.sim.mutants import V2_MUTANTS
 from specmem.sim.suite import V2_DIRECTED, run_mutants, run_top
+
+from .conftest import assert_same_outputs
 
 SMALL = Design("top", 16, 4, "int18")
 SEEDS = (0, 1)
@@ -102,23 +103,6 @@ def test_simulate_int18(capsys):
     assert "PASS" in capsys.readouterr().out
 
 
-@pytest.fixture
-def verilator_registered():
-    saved = dict(BACKENDS)
-    register_backend("verilator", verilator_backend)
-    yield
-    BACKENDS.clear()
-    BACKENDS.update(saved)
-
-
-def _same(a, b):
-    assert list(a) == list(b)
-    for name in a:
-        va, vb = np.asarray(a[name]), np.asarray(b[name])
-        assert va.dtype == vb.dtype and va.shape == vb.shape, name
-        assert np.array_equal(va, vb), name
-
-
 def test_verilator_backend_int18_equals_fixed_bit_for_bit(verilator_registered):
     """``specmem run --backend verilator --format int18`` equals ``--backend fixed --format int18``
     (a batch of two streams, evictions and round-robin ties among them)."""
@@ -126,7 +110,7 @@ def test_verilator_backend_int18_equals_fixed_bit_for_bit(verilator_registered):
     fixed = run("annihilation", {"x": x}, backend="fixed", params={"k": 4}, format="int18")
     hw = run("annihilation", {"x": x}, backend="verilator", params={"k": 4}, format="int18")
     assert fixed["orth"].sum() >= 10
-    _same(fixed, hw)
+    assert_same_outputs(fixed, hw)
     with pytest.raises(SpecmemInputError, match="orth_policy: the annihilation RTL at int18 .* 'evict'"):
         run("annihilation", {"x": x}, backend="verilator", params={"k": 4, "orth_policy": "skip"}, format="int18")
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specmem.backend_verilator import verilator_backend
-from specmem.backends import BACKENDS, register_backend, run
+from specmem.backends import run
 from specmem.golden.common import SpecmemInputError
 from specmem.sim.build import Design, build
 from specmem.sim.commands import simulate
 from specmem.sim.suite import VLA_DIRECTED, run_vla
+
+from .conftest import assert_same_outputs
 
 PARAMS = {"refresh_period": 3, "eta": 0.05}
 SMALL = Design("vla", 8, 2, "legacy-int8", params=PARAMS)
@@ -91,23 +92,6 @@ def test_simulate_vla(capsys):
     assert "PASS" in capsys.readouterr().out
 
 
-@pytest.fixture
-def verilator_registered():
-    saved = dict(BACKENDS)
-    register_backend("verilator", verilator_backend)
-    yield
-    BACKENDS.clear()
-    BACKENDS.update(saved)
-
-
-def _same(a, b):
-    assert list(a) == list(b)
-    for name in a:
-        va, vb = np.asarray(a[name]), np.asarray(b[name])
-        assert va.dtype == vb.dtype and va.shape == vb.shape, name
-        assert np.array_equal(va, vb), name
-
-
 def test_verilator_backend_vla_equals_fixed_bit_for_bit(verilator_registered):
     """A batch of two streams (one with saturating tokens, one with an all-zero ``u``) across
     refresh periods: every array ``--backend fixed`` returns, identical."""
@@ -120,7 +104,7 @@ def test_verilator_backend_vla_equals_fixed_bit_for_bit(verilator_registered):
     fixed = run("vla", x, backend="fixed", params=PARAMS, format="legacy-int8")  # the RTL's format
     hw = run("vla", x, backend="verilator", params=PARAMS)  # its default: legacy-int8
     assert sum(int(v) for n, v in fixed.items() if n.startswith("sat_")) > 0
-    _same(fixed, hw)
+    assert_same_outputs(fixed, hw)
 
 
 def test_verilator_backend_vla_options(verilator_registered):
