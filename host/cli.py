@@ -357,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where to write the outputs (the folder must exist; written whole or not at all)")
     r.add_argument("--backend", default="float",
                    help="float (default; float64 golden model), fixed (bit-exact fixed-point model), verilator "
-                        "(the RTL: annihilation, vla, linear, deltanet), triton (GPU kernels, where installed)")
+                        "(the RTL: annihilation, vla, linear, deltanet, gated-deltanet), triton (GPU kernels, where installed)")
     r.add_argument("--format", default=None,
                    help="number format for --backend fixed (default: the rule's own, int18 annihilation, int8 the "
                         "others): int8, int18, int16, wide, legacy-int8, legacy-int16, legacy-wide; "
@@ -421,7 +421,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.set_defaults(fn=_cmd_accuracy)
 
     g = sub.add_parser("rtl", help="generate Verilog and a JSON manifest, then lint it")
-    g.add_argument("--algo", required=True, help="annihilation, vla, linear, deltanet, or engine (the bare dot-product engine)")
+    g.add_argument("--algo", required=True, help="annihilation, vla, linear, deltanet, gated-deltanet, or engine (the bare dot-product engine)")
     g.add_argument("--d", type=int, required=True, help="vector dimension d")
     g.add_argument("--k", type=int, required=True,
                    help="memory columns (annihilation) or dot-product lanes (the others); must divide d")
@@ -461,7 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sm = sub.add_parser("sim", help="simulate the RTL in Verilator against the fixed-point golden model")
     sm.add_argument("--algo", default=None,
-                    help="the top to simulate: annihilation (default), vla, linear or deltanet")
+                    help="the top to simulate: annihilation (default), vla, linear, deltanet or gated-deltanet")
     sm.add_argument("--d", type=int, default=None, help="vector dimension (default 16)")
     sm.add_argument("--k", type=int, default=None, help="memory columns / lanes, must divide d (default 4)")
     sm.add_argument("--tokens", type=int, default=None, help="tokens in the random stream (default 256)")
@@ -474,7 +474,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "covered (default off)")
     sm.add_argument("--waves", action="store_true", help="record a VCD waveform; its path is printed (default off)")
     sm.add_argument("--param", action="append", metavar="NAME=VALUE",
-                    help="rule parameter of --algo vla, linear or deltanet, repeatable, e.g. refresh_period=3 "
+                    help="rule parameter of --algo vla, linear, deltanet or gated-deltanet, repeatable, e.g. refresh_period=3 "
                          "(default: the rule's)")
     sm.add_argument("--mutants", action="store_true",
                     help="run the mutation check instead (its own fixed configuration; takes no other option)")

@@ -354,11 +354,12 @@ class VLATop(wiring.Component):
 
 
 class BaselineTop(wiring.Component):
-    """AXI4-Stream wrapper around :class:`~specmem.rtl.baselines.BaselineCore` (linear attention or
-    DeltaNet).
+    """AXI4-Stream wrapper around :class:`~specmem.rtl.baselines.BaselineCore` (linear attention,
+    DeltaNet or Gated DeltaNet).
 
     Ports: ``s_axis_*`` (``k * M`` bits; a token is ``d/k`` beats of ``k``, then of ``v``, ``q``,
-    and for DeltaNet one more beat whose lane 0 is ``beta``; ``tlast`` on the token's last beat,
+    and for DeltaNet one more beat whose lane 0 is ``beta``, for Gated DeltaNet also ``g``'s
+    unsigned bits in lane 1 (at ``k = 1`` a second scalar beat); ``tlast`` on the token's last beat,
     mismatches counted in ``status_framing_errors``), ``m_axis_*`` (``k * Wo`` bits, ``d/k`` beats
     of ``o`` per token in the fixed ``o`` format, ``tlast`` on the last), ``status_tokens``,
     ``status_saturations``, ``status_framing_errors`` (32-bit), ``status_busy``.
@@ -391,13 +392,17 @@ class BaselineTop(wiring.Component):
         c = self.core
         F = c.fmt
         lin = self.algo == "linear"
-        tensors = ["k", "v", "q"] + ([] if lin else ["beta"])
+        tensors = ["k", "v", "q", *c.scalars]
         s_axis = stream_packing(self.d, self.k, F["k"], ", ".join(tensors))
+        if c.gated:  # two scalars: beta in lane 0, g's unsigned bits in lane 1 (k = 1: two beats)
+            scalars = ("; then the scalars (beta, g), scalar j -> beat 3 d/k + j // k, lane j % k (formats 'beta' and "
+                       "'g'; g's lane holds its unsigned bits, UQ1.(M-1)), other lanes ignored")
+        else:
+            scalars = "" if lin else "; beta: one more beat, lane 0 (format 'beta'), other lanes ignored"
         s_axis.update({
             "tensors": tensors,
             "beats_per_token": c.beats_per_token,
-            "element_to_beat": "tensor n (k, v, q = 0, 1, 2), element i -> beat n d/k + i // k, lane i % k"
-                               + ("" if lin else "; beta: one more beat, lane 0 (format 'beta'), other lanes ignored"),
+            "element_to_beat": "tensor n (k, v, q = 0, 1, 2), element i -> beat n d/k + i // k, lane i % k" + scalars,
             "tlast": "on the last beat of each token",
         })
         budget = c.cycle_budget()
