@@ -1,6 +1,7 @@
-"""The linear-attention and DeltaNet tops in Verilator under cocotb (``sim/tb_rules.py``, the
-testbench they share with VLA), bit exact against the fixed-point golden models
-``linear_attention_fixed`` and ``deltanet_fixed`` in the RTL's preset: every ``o_raw`` token by
+"""The linear-attention, DeltaNet and Gated DeltaNet tops in Verilator under cocotb
+(``sim/tb_rules.py``, the testbench they share with VLA), bit exact against the fixed-point golden
+models ``linear_attention_fixed``, ``deltanet_fixed`` and ``gated_deltanet_fixed`` in the RTL's
+preset (Gated DeltaNet's streams carry decays 0, tiny, near 1 and exactly 1): every ``o_raw`` token by
 token, the counters (tokens, saturations, framing errors) and the final ``S`` (and linear
 attention's ``z``); random idle gaps and backpressure, saturating streams, a reset in the middle of
 a token, cycles per token = the manifest's; ``simulate``/``specmem sim --algo`` and the
@@ -19,7 +20,7 @@ from specmem.sim.commands import simulate
 from specmem.sim.mutants import RULE_MUTANTS
 from specmem.sim.suite import BASELINE_DIRECTED, run_mutants, run_rule
 
-ALGOS = ("linear", "deltanet")
+ALGOS = ("linear", "deltanet", "gated-deltanet")
 SEEDS = (0, 1, 2)
 T = 200
 
@@ -132,6 +133,12 @@ def test_verilator_backend_equals_fixed_bit_for_bit(algo, verilator_registered):
         x["k"][0, ::2, 1] = 3.0
         x["v"][0] *= 3.0
         x["beta"] = rng.uniform(0.1, 1.0, (2, 40))
+        if algo == "gated-deltanet":  # decays: exactly 1, near 1, tiny (one step at legacy-int8), uniform
+            x["g"] = rng.uniform(0.5, 1.0, (2, 40))
+            x["g"][:, ::5] = 1.0
+            x["g"][:, 1::7] = 1.0 - 2.0 ** -7
+            x["g"][:, 2::11] = 0.999
+            x["g"][:, 3::13] = 2.0 ** -7
     x["k"][1, 5] = 0.0
     x["q"][1, 7] = 0.0
     fixed = run(algo, x, backend="fixed", format="legacy-int8")  # the RTL's format
@@ -209,5 +216,6 @@ def test_coverage_reported(algo):
     assert res.passed, res.errors
     cov = res.coverage
     assert cov["percent"]["line"] > 90 and cov["percent"]["branch"] > 80, cov["percent"]
-    assert {f"specmem_{algo}.core", f"specmem_{algo}.core.smem", f"specmem_{algo}.core.su_fe"} <= set(cov["modules"])
+    top = f"specmem_{algo.replace('-', '_')}"
+    assert {f"{top}.core", f"{top}.core.smem", f"{top}.core.su_fe"} <= set(cov["modules"])
     assert all(v["line"][0] > 0 for v in cov["modules"].values()), cov["modules"]
