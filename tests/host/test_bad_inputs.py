@@ -61,6 +61,8 @@ CASES = [
                                          UNWRITABLE], "out: "),
     ("rtl-out-is-file", lambda t, f: ["rtl", "--algo", "annihilation", "--d", "16", "--k", "4", "--out",
                                       str(t / "afile")], "out: "),
+    ("regs-out-is-file", lambda t, f: ["regs", "--out", str(t / "afile")], "out: "),
+    ("regs-bad-d", lambda t, f: ["regs", "--d", "0", "--out", str(t / "r")], "d: "),
     ("bench-json-is-dir", lambda t, f: ["bench", "golden", "--json", str(t / "adir")], "json: "),
     ("bench-json-missing-dir", lambda t, f: ["bench", "sim", "--json", str(t / "nope" / "b.json")],
      "json: directory does not exist"),
@@ -84,7 +86,7 @@ CASES = [
      "T: "),
     ("sim-tokens-too-many", lambda t, f: ["sim", "--tokens", str(10 ** 13)], "tokens: "),
     ("sim-mutants-with-options", lambda t, f: ["sim", "--mutants", "--algo", "vla", "--d", "8"], "mutants: "),
-    ("sim-no-testbench", lambda t, f: ["sim", "--algo", "linear"], "algo: "),
+    ("sim-no-testbench", lambda t, f: ["sim", "--algo", "engine"], "algo: "),
     ("sim-waves-with-coverage", lambda t, f: ["sim", "--coverage", "--waves"], "waves: "),
     ("argparse-bad-int", lambda t, f: ["vectors", "--algo", "vla", "--T", "many", "--out", str(t / "v.npz")],
      "argument --T"),
@@ -108,7 +110,7 @@ def test_bad_input_is_one_error_line(work, capsys, case):
     assert sorted(os.listdir(tmp)) == before, "an output (or a temporary file) was left behind"
 
 
-COMMANDS = ["run", "vectors", "claims", "bench", "accuracy", "rtl", "sim", "synth", "mqar", "main"]
+COMMANDS = ["run", "vectors", "claims", "bench", "accuracy", "rtl", "regs", "sim", "synth", "mqar", "main"]
 
 
 def test_every_command_is_in_the_table():
