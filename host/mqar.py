@@ -418,8 +418,9 @@ def verilator_unsupported(cfg: MQARConfig, lanes: int = VERILATOR_LANES) -> str 
     if cfg.rule == "softmax":
         return "softmax: no recurrent memory step (attention over the whole prefix), no RTL core"
     if rule == "gated_deltanet":
-        return ("gated_deltanet: the Verilator backend runs vla, linear and deltanet only (the gated core's "
-                "legacy-preset RTL has no backend path yet)")
+        return ("gated_deltanet: the layers' Verilator memory (specmem.nn.layers.VERILATOR_ALGO) runs vla, linear "
+                "and deltanet only; the gated core has a backend since 2026-11-23 but the layer does not pass it "
+                "the decay yet")
     if rule not in VERILATOR_ALGO:
         return f"{cfg.rule}: no RTL core with a Verilator backend ({', '.join(VERILATOR_ALGO)} have one)"
     d = cfg.d_model // cfg.num_heads

@@ -81,7 +81,7 @@ def test_models_without_a_fitting_core_say_why():
     assert verilator_unsupported(MQARConfig(rule="deltanet")) is None
     assert verilator_unsupported(MQARConfig(rule="vla_eq8")) is None
     assert "no recurrent memory" in verilator_unsupported(MQARConfig(rule="softmax"))
-    assert "vla, linear and deltanet only" in verilator_unsupported(MQARConfig(rule="gated_deltanet"))
+    assert "does not pass it the decay" in verilator_unsupported(MQARConfig(rule="gated_deltanet"))
     why = verilator_unsupported(MQARConfig(rule="vla", d_model=120, num_heads=4), lanes=4)
     assert why == ("vla: head dimension d_h = 30 (d_model 120 / 4 heads) does not fit an RTL core with k = 4 lanes "
                    "(k >= 2 must divide d)")
