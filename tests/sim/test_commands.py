@@ -22,7 +22,7 @@ def test_simulate_passes_and_reports(capsys):
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    ({"algo": "engine"}, "algo: specmem sim has testbenches for annihilation, vla, linear, deltanet only; engine has RTL"),
+    ({"algo": "engine"}, "algo: specmem sim has testbenches for annihilation, vla, linear, deltanet, gated-deltanet only; engine has RTL"),
     ({"d": 18}, "d: must be a multiple of k"),
     ({"tokens": 0}, "tokens: must be an integer >= 1"),
     ({"preset": "int3"}, "preset: the RTL implements legacy-int8, legacy-int16, legacy-wide"),
