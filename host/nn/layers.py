@@ -10,7 +10,8 @@ and projects the heads back. The memory step is chosen by ``layer.memory``:
 * a fixed-point preset name (``formats.PRESETS``: ``int8``, ``int18``, ...): the bit-exact
   fixed-point model ``specmem.golden.fixed.run_fixed``, inference only, every (sequence, head)
   an independent stream;
-* ``"verilator:<preset>"`` (an RTL preset, ``legacy-int8`` ...; VLA, DeltaNet and linear attention):
+* ``"verilator:<preset>"`` (an RTL preset, ``legacy-int8`` ...; VLA, DeltaNet, Gated DeltaNet (its
+  decay ``g`` goes in with ``beta``) and linear attention):
   the Verilated RTL through :func:`specmem.backend_verilator.verilator_backend`, every
   (sequence, head) a stream after a reset (the cores hold one memory), inference only and slow
   (a few sequences); ``layer.verilator_options`` are the backend's options (``lanes``: the
@@ -43,19 +44,17 @@ MEMORY_BACKENDS = ("torch", "float64", "float32", "golden")
 
 
 def fixed_formats_for(rule: str) -> list[str]:
-    """The fixed-point presets whose model covers ``rule`` (Gated DeltaNet: the scaled ones only)."""
+    """The fixed-point presets whose model covers ``rule``: every preset for the recurrent rules
+    (Gated DeltaNet's fixed-binary-point ones run ``gated_deltanet_fixed``, the RTL's model), none for softmax."""
     from specmem.golden.fixed.formats import PRESETS
 
-    algo = _FIXED_ALGO.get(rule)
-    if algo is None:
-        return []
-    return [n for n, p in PRESETS.items() if algo != "gated-deltanet" or p.scheme == "scaled"]
+    return list(PRESETS) if rule in _FIXED_ALGO else []
 
 
 _FIXED_ALGO = {"vla": "vla", "deltanet": "deltanet", "gated_deltanet": "gated-deltanet", "linear": "linear"}
 
 #: the rules the Verilator backend runs (their RTL cores), layer rule -> backend algo
-VERILATOR_ALGO = {"vla": "vla", "deltanet": "deltanet", "linear": "linear"}
+VERILATOR_ALGO = {"vla": "vla", "deltanet": "deltanet", "gated_deltanet": "gated-deltanet", "linear": "linear"}
 VERILATOR_PREFIX = "verilator:"
 
 

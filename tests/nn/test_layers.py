@@ -69,6 +69,7 @@ def test_softmax_is_causal_attention():
 @pytest.mark.parametrize("rule,algo,fmt", [("vla", "vla", "int8"), ("vla_eq8", "vla", "legacy-int8"),
                                             ("deltanet", "deltanet", "int8"),
                                             ("gated_deltanet", "gated-deltanet", "int18"),
+                                            ("gated_deltanet", "gated-deltanet", "legacy-int8"),
                                             ("linear", "linear", "int16")])
 def test_fixed_memory_is_run_fixed_on_the_projections(rule, algo, fmt):
     """The fixed-point memory step is bit for bit run_fixed on the layer's per-head vectors."""
@@ -90,7 +91,9 @@ def test_fixed_memory_is_run_fixed_on_the_projections(rule, algo, fmt):
 
 
 def test_fixed_formats_per_rule():
-    assert fixed_formats_for("gated_deltanet") == ["int8", "int18"]
+    from specmem.golden.fixed.formats import PRESETS
+
+    assert fixed_formats_for("gated_deltanet") == list(PRESETS)  # the legacy presets: gated_deltanet_fixed
     assert {"int8", "int18", "int16", "wide", "legacy-int8"} <= set(fixed_formats_for("vla"))
     assert fixed_formats_for("softmax") == []
 
@@ -100,7 +103,7 @@ def test_bad_input_errors():
     with pytest.raises(SpecmemInputError, match="^memory"):
         layer.memory = "int4"
     with pytest.raises(SpecmemInputError, match="^memory"):
-        _layer("gated_deltanet").memory = "int16"
+        _layer("gated_deltanet").memory = "int4"
     with pytest.raises(SpecmemInputError, match="^memory"):
         _layer("softmax").memory = "int8"
     with pytest.raises(SpecmemInputError, match="^x"):
