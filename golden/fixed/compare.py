@@ -21,9 +21,8 @@ __all__ = ["compare_formats", "formats_for_algo", "format_table"]
 
 
 def formats_for_algo(algo: str) -> list[str]:
-    """The formats ``run_fixed`` accepts for ``algo``."""
-    if algo == "gated-deltanet":
-        return [n for n, p in PRESETS.items() if p.scheme == "scaled"]
+    """The formats ``run_fixed`` accepts for ``algo``: every preset (Gated DeltaNet's fixed-binary-point ones
+    run ``gated_deltanet_fixed``, the scaled ones the scaled model)."""
     return list(PRESETS)
 
 

@@ -66,8 +66,6 @@ def _recall(cfg, progress):
     for rule in RULES:
         algo, params = RECALL_VARIANTS[rule]
         for f in ("float64",) + FORMATS:
-            if f == "legacy-int8" and algo == "gated-deltanet":
-                continue
             if f == "float64":
                 run = lambda a, i, p: _float(a, i, p)  # noqa: E731
             else:
@@ -89,8 +87,6 @@ def _errors(cfg, progress):
     d, T, out = cfg["d"], cfg["T_err"], {}
     for name, algo, params in ERR_RULES:
         for f in FORMATS:
-            if f == "legacy-int8" and algo == "gated-deltanet":
-                continue
             errs, oexp, sexp, sat = [], [], [], 0
             for s in range(cfg["err_seeds"]):
                 vec = _gaussian(algo, T, d, s)
@@ -226,10 +222,12 @@ def _sweep(cfg, progress):
     import warnings
 
     from .deltanet import deltanet_fixed
+    from .gated_deltanet import gated_deltanet_fixed
     from .linear_attention import linear_attention_fixed
     from .vla import vla_fixed
 
-    legacy = {"vla": vla_fixed, "deltanet": deltanet_fixed, "linear": linear_attention_fixed}
+    legacy = {"vla": vla_fixed, "deltanet": deltanet_fixed, "gated-deltanet": gated_deltanet_fixed,
+              "linear": linear_attention_fixed}
     d, T = cfg["d"], cfg["sweep_T"]
     out = {}
     for algo in SWEEP_RULES:
@@ -320,7 +318,7 @@ def _sweep_md(cfg, sw, sens) -> list[str]:
 def _sweep_json(sw, sens) -> dict:
     return {"width_sweep": {f"{a}|{sc}|M{M}|Ws{W}": v for (a, sc, M, W), v in sw.items()},
             "narrowest_scaled_M": {a: narrowest(sw, a) for a in SWEEP_RULES},
-            "narrowest_fixed_M": {a: narrowest(sw, a, "fixed") for a in SWEEP_RULES if a != "gated-deltanet"},
+            "narrowest_fixed_M": {a: narrowest(sw, a, "fixed") for a in SWEEP_RULES},
             "sensitivity": {f"{a}|{dl:g}": v for (a, dl), v in sens.items()}}
 
 

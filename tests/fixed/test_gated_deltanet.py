@@ -119,3 +119,37 @@ def test_formats_and_bad_input():
         gated_deltanet_fixed(**x, g=np.zeros(4))
     with pytest.raises(SpecmemInputError, match="^preset: gated_deltanet_fixed models the fixed"):
         gated_deltanet_fixed(**x, g=np.ones(4), preset="int8")
+
+
+def test_accuracy_reports_measure_the_legacy_presets():
+    """``specmem accuracy --in`` (compare_formats) and the formats report's output-error rows measure Gated
+    DeltaNet's fixed-binary-point presets beside the other rules; each row equals the error computed here
+    from gated_deltanet_fixed against the float64 golden model."""
+    from specmem.golden.fixed import targets
+    from specmem.golden.fixed.compare import compare_formats, formats_for_algo
+
+    assert set(LEGACY) <= set(formats_for_algo("gated-deltanet"))
+    x, rng = _stream(7, 32, 8)
+    g = rng.uniform(0.5, 1.0, 32)
+    rows = {r["format"]: r for r in compare_formats("gated-deltanet", {**x, "g": g}, formats=LEGACY)["rows"]}
+    ref = gated_deltanet(**x, g=g)
+    for p in LEGACY:
+        fx = gated_deltanet_fixed(**x, g=g, preset=p, trace=False)
+        e = np.linalg.norm(fx["o"] - ref["o"], axis=-1) / np.linalg.norm(ref["o"], axis=-1)
+        assert rows[p]["median_o_err"] == pytest.approx(float(np.median(e)), rel=1e-9), p
+        assert rows[p]["max_o_err"] == pytest.approx(float(np.max(e)), rel=1e-9), p
+        assert rows[p]["s_rel_err"] == pytest.approx(_rel(fx["s"], ref["s"]), rel=1e-9), p
+    assert rows["legacy-wide"]["median_o_err"] < rows["legacy-int16"]["median_o_err"] \
+        < rows["legacy-int8"]["median_o_err"]
+
+    cfg = {**targets.CONFIGS["tiny"], "err_seeds": 2}
+    err = targets._errors(cfg, lambda m: None)
+    assert set(targets.FORMATS) == {f for a, f in err if a == "gated-deltanet"}  # legacy-int8 beside int8, int18
+    es = []
+    for s in range(2):
+        vec = targets._gaussian("gated-deltanet", cfg["T_err"], cfg["d"], s)
+        want = gated_deltanet(**vec)["o"]
+        got = gated_deltanet_fixed(**vec, preset="legacy-int8", trace=False)["o"]
+        es.append(np.linalg.norm(got - want, axis=-1) / np.linalg.norm(want, axis=-1))
+    assert err[("gated-deltanet", "legacy-int8")]["median"] == pytest.approx(float(np.median(np.concatenate(es))),
+                                                                             rel=1e-9)

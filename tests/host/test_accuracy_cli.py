@@ -74,12 +74,16 @@ def test_annihilation_needs_k(tmp_path, capsys):
     assert "k: required" in _error(capsys, ["accuracy", "--in", str(inp), "--algo", "annihilation"])
 
 
-def test_unsupported_format_for_rule(tmp_path, capsys):
+def test_gated_deltanet_takes_the_legacy_formats(tmp_path, capsys):
+    """Gated DeltaNet's fixed-binary-point presets have a model (gated_deltanet_fixed): rows, not a refusal."""
     inp = tmp_path / "g.npz"
     import numpy as np
 
     rng = np.random.default_rng(0)
     np.savez(inp, k=rng.standard_normal((10, 4)), v=rng.standard_normal((10, 4)), q=rng.standard_normal((10, 4)),
              beta=np.ones(10), g=np.full(10, 0.9))
-    assert "format: gated-deltanet does not support 'legacy-int8'" in _error(
-        capsys, ["accuracy", "--in", str(inp), "--algo", "gated-deltanet", "--format", "legacy-int8"])
+    out = tmp_path / "g.json"
+    assert main(["accuracy", "--in", str(inp), "--algo", "gated-deltanet", "--format", "legacy-int8,legacy-wide",
+                 "--json", str(out)]) == 0
+    err = {r["format"]: r["median_o_err"] for r in json.loads(out.read_text())["rows"]}
+    assert 0 < err["legacy-wide"] < 1e-5 < err["legacy-int8"] < 0.2
