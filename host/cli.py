@@ -507,6 +507,13 @@ def build_parser() -> argparse.ArgumentParser:
     _fill_help("mqar", mq)
     mq.set_defaults(fn=cmd_mqar)
 
+    from specmem.board import add_board_arguments, cmd_board
+
+    bd = add_board_arguments(sub.add_parser(
+        "board", help="ULX3S-85F: build a bitstream (UART bridge + core + registers); run tokens through the "
+                      "board on a serial port, checked bit for bit against the fixed-point model"))
+    bd.set_defaults(fn=cmd_board)
+
     m = sub.add_parser("main", help="the main job on the small default configuration -> out/main")
     m.add_argument("--out", default="out/main",
                    help="folder for every generated file (default out/main; created if missing)")
@@ -529,6 +536,8 @@ def _check_outputs(args) -> None:
     outputs = list(_OUTPUTS.get(args.cmd, []))
     if args.cmd == "mqar":  # report writes --doc; the other actions write into --out
         outputs = [("doc", "file")] if args.action == "report" else [("out", "dir")]
+    if args.cmd == "board":  # build writes a folder, run an .npz
+        outputs = [("out", "dir")] if args.action == "build" else [("out", "file")]
     for attr, kind in outputs:
         path = getattr(args, attr, None)
         if path is None:

@@ -37,6 +37,26 @@ def _run(t, f):
     return ["run", "--algo", "vla", "--in", f["vla"], "--out", str(t / "o.npz")]
 
 
+def _board_build(t, d=6):
+    """A 'specmem board build' manifest (no bitstream) for a d x 2 build, inside the existing
+    folder adir (so that the listing of the work folder does not change); returns the folder."""
+    import json
+
+    from specmem.board import MANIFEST_NAME
+    from specmem.rtl.board import BoardTop
+
+    folder = t / "adir" / f"board-d{d}"
+    folder.mkdir(exist_ok=True)
+    (folder / MANIFEST_NAME).write_text(json.dumps(BoardTop(d, 2, divisor=217).manifest(), default=str))
+    return str(folder)
+
+
+def _board_run(t, f, **kw):
+    argv = {"--port": "/dev/null", "--in": f["ann"], "--out": str(t / "o.npz"), "--build": str(t / "nobuild")}
+    argv.update(kw)
+    return ["board", "run"] + [x for kv in argv.items() for x in kv]
+
+
 # (id, argv builder, text the error line must contain: the argument's name first)
 CASES = [
     ("run-in-text-file", lambda t, f: ["run", "--algo", "vla", "--in", str(t / "afile"), "--out", str(t / "o.npz")],
@@ -63,6 +83,20 @@ CASES = [
                                       str(t / "afile")], "out: "),
     ("regs-out-is-file", lambda t, f: ["regs", "--out", str(t / "afile")], "out: "),
     ("regs-bad-d", lambda t, f: ["regs", "--d", "0", "--out", str(t / "r")], "d: "),
+    ("board-build-bad-d", lambda t, f: ["board", "build", "--d", "0", "--out", str(t / "b")], "d: "),
+    ("board-build-k-not-dividing", lambda t, f: ["board", "build", "--d", "8", "--k", "3", "--out", str(t / "b")],
+     "d: must be a multiple of k"),
+    ("board-build-bad-preset", lambda t, f: ["board", "build", "--preset", "int18", "--out", str(t / "b")],
+     "preset: "),
+    ("board-build-out-is-file", lambda t, f: ["board", "build", "--out", str(t / "afile")], "out: "),
+    ("board-build-with-port", lambda t, f: ["board", "build", "--port", "/dev/ttyUSB0", "--out", str(t / "b")],
+     "port: "),
+    ("board-run-no-port", lambda t, f: _board_run(t, f)[:2] + _board_run(t, f)[4:], "port: "),
+    ("board-run-no-build", lambda t, f: _board_run(t, f), "build: no "),
+    ("board-run-out-is-dir", lambda t, f: _board_run(t, f, **{"--out": str(t / "adir")}), "out: "),
+    ("board-run-wrong-d", lambda t, f: _board_run(t, f, **{"--build": _board_build(t, 8)}), "in: the board takes"),
+    ("board-run-port-missing", lambda t, f: _board_run(t, f, **{"--build": _board_build(t), "--port":
+                                                                str(t / "ttyUSB9")}), "port: "),
     ("bench-json-is-dir", lambda t, f: ["bench", "golden", "--json", str(t / "adir")], "json: "),
     ("bench-json-missing-dir", lambda t, f: ["bench", "sim", "--json", str(t / "nope" / "b.json")],
      "json: directory does not exist"),
@@ -110,7 +144,8 @@ def test_bad_input_is_one_error_line(work, capsys, case):
     assert sorted(os.listdir(tmp)) == before, "an output (or a temporary file) was left behind"
 
 
-COMMANDS = ["run", "vectors", "claims", "bench", "accuracy", "rtl", "regs", "sim", "synth", "mqar", "main"]
+COMMANDS = ["run", "vectors", "claims", "bench", "accuracy", "rtl", "regs", "sim", "synth", "mqar", "board",
+            "main"]
 
 
 def test_every_command_is_in_the_table():

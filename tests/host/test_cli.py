@@ -214,3 +214,16 @@ def test_sim_prints_the_waveform_path(capsys):
     assert main(["sim", "--tokens", "20", "--waves"]) == 0
     found = re.search(r"specmem sim: waveform (\S+)", capsys.readouterr().out)
     assert found and os.path.exists(found.group(1))
+
+
+def test_board_command_defaults():
+    """``specmem board``: build's small default configuration and folder, run's build folder and
+    timeout (the baud rate comes from the build's manifest unless given)."""
+    from specmem.board import DEFAULT_OUT
+    from specmem.cli import build_parser
+
+    p = build_parser()
+    b = p.parse_args(["board", "build"])
+    assert (b.d, b.k, b.preset, b.out, b.baud) == (16, 4, "legacy-int8", None, None) and DEFAULT_OUT == "out/board"
+    r = p.parse_args(["board", "run", "--port", "/dev/ttyUSB0", "--in", "x.npz", "--out", "o.npz"])
+    assert (r.build, r.timeout, r.baud) == ("out/board", 2.0, None)
