@@ -32,10 +32,12 @@ from specmem.golden.common import SpecmemInputError
 __all__ = ["BoardError", "BoardTimeout", "BoardMismatch", "Transport", "SerialTransport", "BoardLink",
            "pack_beats", "unpack_beats", "check_identity", "run_stream", "expected_outputs",
            "check_against_model", "build_bitstream", "load_manifest", "add_board_arguments", "cmd_board",
-           "CLOCK_HZ", "DEFAULT_BAUD", "DEFAULT_OUT", "MANIFEST_NAME", "BITSTREAM_NAME", "BOARD"]
+           "CLOCK_HZ", "DEFAULT_CLOCK_MHZ", "DEFAULT_BAUD", "pll_config", "DEFAULT_OUT", "MANIFEST_NAME", "BITSTREAM_NAME", "BOARD"]
 
 BOARD = "ULX3S-85F"
 CLOCK_HZ = 25e6                  # the ULX3S oscillator (pin G2)
+#: the core's clock from the PLL: below the core's fmax at k <= 8 (legacy-int8; docs/hardware.md)
+DEFAULT_CLOCK_MHZ = 12.5
 DEFAULT_BAUD = 115200
 DEFAULT_OUT = "out/board"
 MANIFEST_NAME = "specmem_board.json"
@@ -323,15 +325,40 @@ def _report(build_dir: Path, name: str) -> dict:
     return rep
 
 
-def build_bitstream(d: int, k: int, preset: str, baud: int, out: str, progress=print) -> dict:
-    """Elaborate the ULX3S-85F design, run Yosys, nextpnr-ecp5 and ecppack (the yowasp wheels, set
-    through Amaranth's tool variables), and write ``OUT/specmem_board.bit`` and its manifest."""
+def pll_config(mhz: float) -> dict:
+    """``EHXPLLL`` parameters and attributes for ``mhz`` from the 25 MHz oscillator, as ``ecppll``
+    (the yowasp wheel's) computes them, and the frequency it achieves."""
+    import tempfile
+
+    if not 3.125 <= mhz <= 400:
+        raise SpecmemInputError(f"clock: the ECP5 PLL makes 3.125 to 400 MHz, got {mhz:g}")
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = subprocess.run([_tool("yowasp-ecppll"), "-i", f"{CLOCK_HZ / 1e6:g}", "-o", f"{mhz:g}", "-f", "pll.v"],
+                              cwd=tmp, capture_output=True, text=True)
+        text = Path(tmp, "pll.v").read_text() if Path(tmp, "pll.v").exists() else ""
+    achieved = re.search(r"clkout0 frequency:\s*([\d.]+)\s*MHz", proc.stdout + proc.stderr)
+    if proc.returncode or not text or not achieved:
+        raise BoardError(f"board build: ecppll found no PLL setting for {mhz:g} MHz: {(proc.stdout + proc.stderr)[-300:]}")
+    attrs = dict(re.findall(r'\(\*\s*(\w+)="([^"]*)"\s*\*\)', text))
+    body = text[text.index("#(") + 2:text.index(") pll_i")]
+    params = {}
+    for name, value in re.findall(r"\.(\w+)\(([^)]*)\)", body):
+        params[name] = value.strip('"') if value.startswith('"') else int(value)
+    return {"mhz": float(achieved.group(1)), "params": params, "attrs": attrs}
+
+
+def build_bitstream(d: int, k: int, preset: str, baud: int, out: str, progress=print, *,
+                    clock_mhz: float = DEFAULT_CLOCK_MHZ) -> dict:
+    """Elaborate the ULX3S-85F design (the core clocked at ``clock_mhz`` from the PLL), run Yosys,
+    nextpnr-ecp5 and ecppack (the yowasp wheels, set through Amaranth's tool variables), and write
+    ``OUT/specmem_board.bit`` and its manifest."""
     from specmem.rtl.board import divisor_for
     from specmem.rtl.board_ulx3s import ULX3SBoard, platform
 
+    pll = pll_config(clock_mhz)
     try:
-        divisor = divisor_for(CLOCK_HZ, baud)
-        design = ULX3SBoard(d, k, preset, divisor=divisor)
+        divisor = divisor_for(pll["mhz"] * 1e6, baud)
+        design = ULX3SBoard(d, k, preset, divisor=divisor, pll=pll)
     except ValueError as exc:
         raise SpecmemInputError(str(exc)) from None
     plat = platform()
@@ -344,20 +371,25 @@ def build_bitstream(d: int, k: int, preset: str, baud: int, out: str, progress=p
     t0 = time.perf_counter()
     plan = plat.build(design, name=name, do_build=False)
     plan.extract(str(build_dir))
-    progress(f"specmem board: {BOARD}, d={d} k={k} {preset}, {baud} baud (divisor {divisor}); Yosys, nextpnr-ecp5 "
-             f"and ecppack in {build_dir} (minutes)")
+    progress(f"specmem board: {BOARD}, d={d} k={k} {preset}, core clock {pll['mhz']:g} MHz (PLL), {baud} baud "
+             f"(divisor {divisor}); Yosys, nextpnr-ecp5 and ecppack in {build_dir} (minutes)")
     log = build_dir / "build.log"
     with open(log, "w") as fh:
         proc = subprocess.run(["sh", f"build_{name}.sh"], cwd=build_dir, env=env, stdout=fh, stderr=subprocess.STDOUT)
     bit = build_dir / f"{name}.bit"
     if proc.returncode or not bit.exists():
+        rep = _report(build_dir, name)
+        if "fmax_mhz" in rep and rep["fmax_mhz"] < pll["mhz"]:
+            raise BoardError(f"board build: timing fails: fmax {rep['fmax_mhz']:.1f} MHz < the {pll['mhz']:g} MHz "
+                             f"core clock; build again with a lower --clock (log {log})")
         tail = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-3:]
         raise BoardError(f"board build: the toolchain failed (exit {proc.returncode}); log {log}: "
                          + " | ".join(tail))
     shutil.copyfile(bit, out_dir / BITSTREAM_NAME)
     report = _report(build_dir, name)
     manifest = {**design.top.manifest(), "board": BOARD, "device": plat.device, "package": plat.package,
-                "speed": plat.speed, "clock_hz": CLOCK_HZ, "baud": baud, "bitstream": BITSTREAM_NAME,
+                "speed": plat.speed, "clock_hz": pll["mhz"] * 1e6, "oscillator_hz": CLOCK_HZ, "pll": pll,
+                "baud": baud, "bitstream": BITSTREAM_NAME,
                 "pins": design.pins, "build": {**report, "seconds": round(time.perf_counter() - t0, 1),
                                                "log": str(log)}}
     from specmem.exchange import write_atomic
@@ -392,6 +424,9 @@ def add_board_arguments(p):
                    help="build: fixed-point preset the core implements: legacy-int8, legacy-int16 or legacy-wide")
     p.add_argument("--baud", type=int, default=None,
                    help=f"UART rate (default: build {DEFAULT_BAUD}; run the build's, from its manifest)")
+    p.add_argument("--clock", type=float, default=DEFAULT_CLOCK_MHZ, metavar="MHZ",
+                   help="build: the core's clock from the PLL, in MHz (below the core's fmax: about 20 MHz at k=4, "
+                        "14 at k=8, 8 at k=16 for legacy-int8, docs/hardware.md)")
     p.add_argument("--out", default=None,
                    help=f"build: output folder (default {DEFAULT_OUT}); run: the OUT.npz to write (required)")
     p.add_argument("--port", default=None, help="run: the board's serial port, e.g. /dev/ttyUSB0 (required)")
@@ -430,13 +465,13 @@ def _build(args) -> int:
         raise SpecmemInputError(f"d: must be a multiple of k ({args.k}), got {args.d}")
     out = args.out or DEFAULT_OUT
     try:
-        m = build_bitstream(args.d, args.k, args.preset, args.baud or DEFAULT_BAUD, out)
+        m = build_bitstream(args.d, args.k, args.preset, args.baud or DEFAULT_BAUD, out, clock_mhz=args.clock)
     except BoardError as exc:
         print(f"specmem: error: {exc}", file=sys.stderr)
         return 1
     b = m["build"]
     util = ", ".join(f"{v} {n}" for n, v in (("LUTs", b.get("luts")), ("FFs", b.get("ffs"))) if v is not None)
-    fmax = f", fmax {b['fmax_mhz']:.1f} MHz (clock {CLOCK_HZ / 1e6:g} MHz)" if "fmax_mhz" in b else ""
+    fmax = f", fmax {b['fmax_mhz']:.1f} MHz (clock {m['clock_hz'] / 1e6:g} MHz)" if "fmax_mhz" in b else ""
     print(f"specmem board: {Path(out) / BITSTREAM_NAME} and {Path(out) / MANIFEST_NAME} ({util}{fmax}) "
           f"in {b['seconds']:.0f} s; load it with: openFPGALoader -b ulx3s {Path(out) / BITSTREAM_NAME}")
     return 0
