@@ -29,7 +29,7 @@ import numpy as np
 
 from specmem.golden.common import SpecmemInputError
 
-__all__ = ["BoardError", "BoardTimeout", "BoardMismatch", "Transport", "SerialTransport", "BoardLink",
+__all__ = ["DEFAULTS", "BoardError", "BoardTimeout", "BoardMismatch", "Transport", "SerialTransport", "BoardLink",
            "pack_beats", "unpack_beats", "check_identity", "run_stream", "expected_outputs",
            "check_against_model", "build_bitstream", "load_manifest", "add_board_arguments", "cmd_board",
            "CLOCK_HZ", "DEFAULT_CLOCK_MHZ", "DEFAULT_BAUD", "pll_config", "DEFAULT_OUT", "MANIFEST_NAME", "BITSTREAM_NAME", "BOARD"]
@@ -418,10 +418,14 @@ def add_board_arguments(p):
     p.add_argument("action", choices=("build", "run"),
                    help="build: the ULX3S-85F bitstream and its manifest -> OUT/; run: stream IN.npz through the "
                         "board on --port and check it against the fixed-point model -> OUT.npz")
-    p.add_argument("--d", type=int, default=DEFAULTS["d"], help="build: vector dimension d")
-    p.add_argument("--k", type=int, default=DEFAULTS["k"], help="build: memory columns k (must divide d)")
-    p.add_argument("--preset", default=DEFAULTS["preset"],
-                   help="build: fixed-point preset the core implements: legacy-int8, legacy-int16 or legacy-wide")
+    p.add_argument("--d", type=int, default=None,
+                   help=f"build: vector dimension d (default {DEFAULTS['d']}); run: if given, the build's d must be it")
+    p.add_argument("--k", type=int, default=None,
+                   help=f"build: memory columns k, must divide d (default {DEFAULTS['k']}); run: if given, the "
+                        f"build's k must be it")
+    p.add_argument("--preset", default=None,
+                   help=f"build: fixed-point preset the core implements: legacy-int8 (default), legacy-int16 or "
+                        f"legacy-wide; run: if given, the build's preset must be it")
     p.add_argument("--baud", type=int, default=None,
                    help=f"UART rate (default: build {DEFAULT_BAUD}; run the build's, from its manifest)")
     p.add_argument("--clock", type=float, default=DEFAULT_CLOCK_MHZ, metavar="MHZ",
@@ -456,6 +460,10 @@ def cmd_board(args) -> int:
 def _build(args) -> int:
     from specmem.rtl.presets import RTL_PRESETS
 
+    for name, default in DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+
     if args.preset not in RTL_PRESETS:
         raise SpecmemInputError(f"preset: one of {', '.join(RTL_PRESETS)} (the board's core is v1), got {args.preset!r}")
     for name in ("d", "k"):
@@ -484,6 +492,11 @@ def _run(args) -> int:
 
     manifest = load_manifest(args.build)
     d, k, preset = _params(manifest)
+    for name, have in (("d", d), ("k", k), ("preset", preset)):
+        want = getattr(args, name)
+        if want is not None and want != have:
+            raise SpecmemInputError(f"{name}: {want} requested, but the build in {args.build} has {name}={have} "
+                                    f"(build another with 'specmem board build --{name} {want}', or name it with --build)")
     x = np.asarray(load_inputs(args.inp, get_algorithm("annihilation"))["x"], dtype=np.float64)
     if x.ndim != 2 or x.shape[1] != d:
         raise SpecmemInputError(f"in: the board takes one stream x [T, d={d}] (its bitstream's d), got shape {x.shape}")

@@ -47,7 +47,11 @@ def _board_build(t, d=6):
 
     folder = t / "adir" / f"board-d{d}"
     folder.mkdir(exist_ok=True)
-    (folder / MANIFEST_NAME).write_text(json.dumps(BoardTop(d, 2, divisor=217).manifest(), default=str))
+    from specmem.sim.build import _silence
+
+    top = BoardTop(d, 2, divisor=217)
+    (folder / MANIFEST_NAME).write_text(json.dumps(top.manifest(), default=str))
+    _silence(top)  # built for its manifest only
     return str(folder)
 
 
@@ -95,6 +99,8 @@ CASES = [
     ("board-run-no-build", lambda t, f: _board_run(t, f), "build: no "),
     ("board-run-out-is-dir", lambda t, f: _board_run(t, f, **{"--out": str(t / "adir")}), "out: "),
     ("board-run-wrong-d", lambda t, f: _board_run(t, f, **{"--build": _board_build(t, 8)}), "in: the board takes"),
+    ("board-run-requested-k", lambda t, f: _board_run(t, f, **{"--build": _board_build(t), "--k": "3"}),
+     "k: 3 requested, but the build in"),
     ("board-run-port-missing", lambda t, f: _board_run(t, f, **{"--build": _board_build(t), "--port":
                                                                 str(t / "ttyUSB9")}), "port: "),
     ("bench-json-is-dir", lambda t, f: ["bench", "golden", "--json", str(t / "adir")], "json: "),

@@ -58,7 +58,11 @@ def _manifest(folder, d=D, k=K):
     """A build folder as 'specmem board build' leaves it, without the slow part (no bitstream)."""
     from specmem.rtl.board import BoardTop
 
-    m = {**BoardTop(d, k, PRESET, divisor=217).manifest(), "baud": 115200}
+    from specmem.sim.build import _silence
+
+    top = BoardTop(d, k, PRESET, divisor=217)
+    m = {**top.manifest(), "baud": 115200}
+    _silence(top)  # built for its manifest only
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, MANIFEST_NAME), "w") as fh:
         json.dump(m, fh, default=str)

@@ -223,7 +223,11 @@ def test_board_command_defaults():
     from specmem.cli import build_parser
 
     p = build_parser()
+    from specmem.board import DEFAULTS
+
     b = p.parse_args(["board", "build"])
-    assert (b.d, b.k, b.preset, b.out, b.baud) == (16, 4, "legacy-int8", None, None) and DEFAULT_OUT == "out/board"
+    # unset, so that run can tell a requested parameter from none; build fills them from DEFAULTS
+    assert (b.d, b.k, b.preset, b.out, b.baud) == (None, None, None, None, None) and DEFAULT_OUT == "out/board"
+    assert DEFAULTS == {"d": 16, "k": 4, "preset": "legacy-int8"} and b.clock == 12.5
     r = p.parse_args(["board", "run", "--port", "/dev/ttyUSB0", "--in", "x.npz", "--out", "o.npz"])
     assert (r.build, r.timeout, r.baud) == ("out/board", 2.0, None)
