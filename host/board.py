@@ -195,7 +195,8 @@ async def check_identity(link: BoardLink, manifest: dict) -> dict:
     version, nb_in, nb_out = await link.ping()
     if (version, nb_in, nb_out) != (br["protocol_version"], br["nb_in"], br["nb_out"]):
         raise BoardError(f"bitstream: the bridge reports protocol {version} with {nb_in}/{nb_out}-byte beats, the "
-                         f"manifest {br['protocol_version']} with {br['nb_in']}/{br['nb_out']}: not this build's bitstream")
+                         f"manifest {br['protocol_version']} with {br['nb_in']}/{br['nb_out']}: "
+                         f"not this build's bitstream")
     rm = core_register_map("annihilation", d, k, preset)
     ident = await link.csr_read(rm["ID"].offset, "ID")
     if ident != MAGIC:
@@ -251,7 +252,8 @@ async def run_stream(link: BoardLink, X: np.ndarray, manifest: dict, *, max_poll
         regs[name] = await link.csr_read(rm[name].offset, name)
     st = rm["STATUS"]
     fields = {f.name: (regs["STATUS"] >> f.lsb) & ((1 << f.width) - 1) for f in st.fields}
-    return {"y_raw": np.array(ys, dtype=np.int64).reshape(len(X), d), "last": np.array(lasts, dtype=bool).reshape(len(X), beats),
+    return {"y_raw": np.array(ys, dtype=np.int64).reshape(len(X), d),
+            "last": np.array(lasts, dtype=bool).reshape(len(X), beats),
             "tokens": regs["TOKENS"], "saturations": regs["SATURATIONS"], "orth_count": regs["ORTH_INPUTS"],
             "framing_errors": regs["FRAMING_ERRORS"], "count": fields["count"], "orth_flag": fields["orth_flag"],
             "busy": fields["busy"]}
@@ -338,7 +340,8 @@ def pll_config(mhz: float) -> dict:
         text = Path(tmp, "pll.v").read_text() if Path(tmp, "pll.v").exists() else ""
     achieved = re.search(r"clkout0 frequency:\s*([\d.]+)\s*MHz", proc.stdout + proc.stderr)
     if proc.returncode or not text or not achieved:
-        raise BoardError(f"board build: ecppll found no PLL setting for {mhz:g} MHz: {(proc.stdout + proc.stderr)[-300:]}")
+        raise BoardError(f"board build: ecppll found no PLL setting for {mhz:g} MHz: "
+                         f"{(proc.stdout + proc.stderr)[-300:]}")
     attrs = dict(re.findall(r'\(\*\s*(\w+)="([^"]*)"\s*\*\)', text))
     body = text[text.index("#(") + 2:text.index(") pll_i")]
     params = {}
