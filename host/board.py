@@ -32,7 +32,8 @@ from specmem.golden.common import SpecmemInputError
 __all__ = ["DEFAULTS", "BoardError", "BoardTimeout", "BoardMismatch", "Transport", "SerialTransport", "BoardLink",
            "pack_beats", "unpack_beats", "check_identity", "run_stream", "expected_outputs",
            "check_against_model", "build_bitstream", "load_manifest", "add_board_arguments", "cmd_board",
-           "CLOCK_HZ", "DEFAULT_CLOCK_MHZ", "DEFAULT_BAUD", "pll_config", "DEFAULT_OUT", "MANIFEST_NAME", "BITSTREAM_NAME", "BOARD"]
+           "CLOCK_HZ", "DEFAULT_CLOCK_MHZ", "DEFAULT_BAUD", "pll_config", "DEFAULT_OUT", "MANIFEST_NAME",
+           "BITSTREAM_NAME", "BOARD"]
 
 BOARD = "ULX3S-85F"
 CLOCK_HZ = 25e6                  # the ULX3S oscillator (pin G2)
@@ -468,7 +469,8 @@ def _build(args) -> int:
             setattr(args, name, default)
 
     if args.preset not in RTL_PRESETS:
-        raise SpecmemInputError(f"preset: one of {', '.join(RTL_PRESETS)} (the board's core is v1), got {args.preset!r}")
+        raise SpecmemInputError(f"preset: one of {', '.join(RTL_PRESETS)} (the board's core is v1), "
+                                f"got {args.preset!r}")
     for name in ("d", "k"):
         if getattr(args, name) < 1:
             raise SpecmemInputError(f"{name}: must be an integer >= 1, got {getattr(args, name)}")
@@ -499,7 +501,8 @@ def _run(args) -> int:
         want = getattr(args, name)
         if want is not None and want != have:
             raise SpecmemInputError(f"{name}: {want} requested, but the build in {args.build} has {name}={have} "
-                                    f"(build another with 'specmem board build --{name} {want}', or name it with --build)")
+                                    f"(build another with 'specmem board build --{name} {want}', "
+                                    f"or name it with --build)")
     x = np.asarray(load_inputs(args.inp, get_algorithm("annihilation"))["x"], dtype=np.float64)
     if x.ndim != 2 or x.shape[1] != d:
         raise SpecmemInputError(f"in: the board takes one stream x [T, d={d}] (its bitstream's d), got shape {x.shape}")
