@@ -237,3 +237,17 @@ def test_board_build_makes_a_bitstream(tmp_path, capsys):
     assert m["parameters"]["d"] == 8 and m["parameters"]["k"] == 2 and m["board"] == "ULX3S-85F"
     assert m["build"]["luts"] > 0 and m["build"]["fmax_mhz"] >= 25.0
     assert "openFPGALoader -b ulx3s" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("mhz", [12.5, 10.0])
+def test_pll_settings_make_the_clock(mhz):
+    """ecppll's EHXPLLL settings, checked with the ECP5 PLL's equations (feedback from CLKOP):
+    f_out = 25 MHz / CLKI_DIV * CLKFB_DIV, VCO = f_out * CLKOP_DIV within 400..800 MHz."""
+    from specmem.board import pll_config
+
+    pll = pll_config(mhz)
+    p = pll["params"]
+    f_out = 25.0 / p["CLKI_DIV"] * p["CLKFB_DIV"]
+    assert f_out == pytest.approx(mhz) and pll["mhz"] == pytest.approx(mhz)
+    assert 400 <= f_out * p["CLKOP_DIV"] <= 800 and p["FEEDBK_PATH"] == "CLKOP"
+    assert pll["attrs"]["FREQUENCY_PIN_CLKI"] == "25"
