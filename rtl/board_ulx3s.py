@@ -53,7 +53,8 @@ class ULX3SBoard(Elaboratable):
             i_RST=0, i_STDBY=0, i_PHASESEL0=0, i_PHASESEL1=0, i_PHASEDIR=1, i_PHASESTEP=1, i_PHASELOADREG=1,
             i_PLLWAKESYNC=0, i_ENCLKOP=0)
         m.submodules.reset = ResetSynchronizer(~locked, domain="sync")
-        platform.add_clock_constraint(cd.clk, self.pll["mhz"] * 1e6)
+        # no clock constraint here: nextpnr derives the PLL output's from the oscillator's (25 MHz)
+        # and the PLL's dividers ("Derived frequency constraint of 12.5 MHz for net clk")
         m.submodules.top = top = self.top
         uart = platform.request("uart", 0)
         m.d.comb += [top.uart_rx.eq(uart.rx.i), uart.tx.o.eq(top.uart_tx)]
