@@ -90,7 +90,7 @@ def _golden(X: np.ndarray) -> dict:
 @pytest.fixture(scope="module")
 def board_run():
     b = build_board(D, K, PRESET, DIVISOR)
-    X = _stream(1, 12)
+    X = _stream(1, 32)
     Xc = _stream(2, 12)[[0, 1, 3]]          # two warm-up tokens, then a full-rank one (y != 0)
     # the bit to flip: token 2's output beat 1 (the 10th beat read), data byte 1 (the high byte of
     # lane 0: y is 16 bits wide), bit 6
