@@ -21,9 +21,9 @@ arrive while it executes or replies, so the link never needs flow control::
 
 ``NB_IN = ceil(k * x.width / 8)``, ``NB_OUT = ceil(k * y.width / 8)``: one AXI4-Stream beat (the
 top's packing: lane ``l`` of a beat at bits ``[l*w, (l+1)*w)``), ``last`` (bit 0 of the BEAT
-opcode) is its ``tlast``. BEAT waits for ``s_axis_tready`` (the top stalls its input only while
-an earlier output waits to be read, so a host that reads each token's output before sending the
-next never waits for long). READ does not wait: ``flags`` bit 0 says whether a beat was there
+opcode) is its ``tlast``. BEAT waits for ``s_axis_tready`` (the top holds its input back while it
+works on a token, for microseconds, and while an earlier output waits to be read, so a host that
+reads each token's output before sending the next never waits for long). READ does not wait: ``flags`` bit 0 says whether a beat was there
 (``m_axis_tvalid``; it is then taken), bit 1 is its ``tlast``; without a beat the data bytes are
 0 and the host asks again. ``resp`` is the AXI response (0 OKAY, 2 SLVERR). PING's ``version``
 is :data:`PROTOCOL_VERSION`.
