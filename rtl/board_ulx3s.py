@@ -11,6 +11,7 @@ wheels by ``host/board.py`` too.
 from __future__ import annotations
 
 from amaranth.hdl import ClockDomain, Elaboratable, Instance, Module, Signal
+from amaranth.lib import io
 from amaranth.lib.cdc import ResetSynchronizer
 
 from .board import BoardTop
@@ -42,22 +43,26 @@ class ULX3SBoard(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        clk25 = platform.request("clk25", 0)
+        clk25 = platform.request("clk25", 0, dir="-")
+        m.submodules.clk25_buf = clk25_buf = io.Buffer("i", clk25)
         m.domains.sync = cd = ClockDomain("sync")
         locked = Signal()
         m.submodules.pll = Instance(
             "EHXPLLL",
             **{f"a_{n}": v for n, v in self.pll["attrs"].items()},
             **{f"p_{n}": v for n, v in self.pll["params"].items()},
-            i_CLKI=clk25.i, o_CLKOP=cd.clk, i_CLKFB=cd.clk, o_LOCK=locked,
+            i_CLKI=clk25_buf.i, o_CLKOP=cd.clk, i_CLKFB=cd.clk, o_LOCK=locked,
             i_RST=0, i_STDBY=0, i_PHASESEL0=0, i_PHASESEL1=0, i_PHASEDIR=1, i_PHASESTEP=1, i_PHASELOADREG=1,
             i_PLLWAKESYNC=0, i_ENCLKOP=0)
         m.submodules.reset = ResetSynchronizer(~locked, domain="sync")
         # no clock constraint here: nextpnr derives the PLL output's from the oscillator's (25 MHz)
         # and the PLL's dividers ("Derived frequency constraint of 12.5 MHz for net clk")
         m.submodules.top = top = self.top
-        uart = platform.request("uart", 0)
-        m.d.comb += [top.uart_rx.eq(uart.rx.i), uart.tx.o.eq(top.uart_tx)]
+        uart = platform.request("uart", 0, dir="-")
+        m.submodules.rx_buf = rx_buf = io.Buffer("i", uart.rx)
+        m.submodules.tx_buf = tx_buf = io.Buffer("o", uart.tx)
+        m.d.comb += [top.uart_rx.eq(rx_buf.i), tx_buf.o.eq(top.uart_tx)]
         for i in range(8):
-            m.d.comb += platform.request("led", i).o.eq(top.leds[i])
+            m.submodules[f"led{i}_buf"] = led = io.Buffer("o", platform.request("led", i, dir="-"))
+            m.d.comb += led.o.eq(top.leds[i])
         return m
