@@ -251,3 +251,19 @@ def test_pll_settings_make_the_clock(mhz):
     assert f_out == pytest.approx(mhz) and pll["mhz"] == pytest.approx(mhz)
     assert 400 <= f_out * p["CLKOP_DIV"] <= 800 and p["FEEDBK_PATH"] == "CLKOP"
     assert pll["attrs"]["FREQUENCY_PIN_CLKI"] == "25"
+
+
+def test_board_plan_pins_and_pll():
+    """The ULX3S-85F build plan (no tools run): the FTDI UART on M1 (in) and L4 (out), the 25 MHz
+    oscillator on G2 constrained for nextpnr, the LEDs, the PLL in the netlist, the 85F device."""
+    from specmem.board import pll_config
+    from specmem.rtl.board_ulx3s import ULX3SBoard, platform
+
+    plan = platform().build(ULX3SBoard(D, K, PRESET, divisor=109, pll=pll_config(12.5)), name="b", do_build=False)
+    lpf = plan.files["b.lpf"]
+    for comp, site in (("uart_0__rx__io", "M1"), ("uart_0__tx__io", "L4"), ("clk25_0__io", "G2"),
+                       ("led_0__io", "B2"), ("led_7__io", "H3")):
+        assert f'LOCATE COMP "{comp}" SITE "{site}";' in lpf
+    assert 'FREQUENCY PORT "clk25_0__io" 25000000.0 HZ;' in lpf
+    assert "EHXPLLL" in plan.files["b.il"]
+    assert "--85k --package CABGA381 --speed 6" in plan.files["build_b.sh"]
