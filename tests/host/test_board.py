@@ -235,7 +235,8 @@ def test_board_build_makes_a_bitstream(tmp_path, capsys):
     assert bit.is_file() and bit.stat().st_size > 10_000
     m = json.loads((out / MANIFEST_NAME).read_text())
     assert m["parameters"]["d"] == 8 and m["parameters"]["k"] == 2 and m["board"] == "ULX3S-85F"
-    assert m["build"]["luts"] > 0 and m["build"]["fmax_mhz"] >= 25.0
+    # nextpnr closed timing on the PLL clock (it stops the flow otherwise; here read back)
+    assert m["build"]["luts"] > 0 and m["build"]["fmax_mhz"] >= m["clock_hz"] / 1e6 == 12.5
     assert "openFPGALoader -b ulx3s" in capsys.readouterr().out
 
 
