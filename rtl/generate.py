@@ -158,16 +158,8 @@ def build(algo: str, d: int, k: int, preset: str = "legacy-int8", **params) -> B
         return Built(top, "specmem_vla", top.manifest())
     if algo in ("linear", "deltanet", "gated-deltanet"):
         from .top import BaselineTop
-        top = BaselineTop(algo, d, k, preset, **params)
-        manifest = top.manifest()
-        if algo == "gated-deltanet":  # the scalar beats carry g too (rtl/baselines.py)
-            manifest["streams"]["s_axis"].update({
-                "tensors": ["k", "v", "q", *top.core.scalars],
-                "element_to_beat": "tensor n (k, v, q = 0, 1, 2), element i -> beat n d/k + i // k, lane i % k; "
-                                   "then the scalars (beta, g), scalar j -> beat 3 d/k + j // k, lane j % k "
-                                   "(formats 'beta' and 'g'; g's lane holds its unsigned bits), other lanes ignored",
-            })
-        return Built(top, f"specmem_{algo.replace('-', '_')}", manifest)
+        top = BaselineTop(algo, d, k, preset, **params)  # its manifest lists the scalar beats (beta, g)
+        return Built(top, f"specmem_{algo.replace('-', '_')}", top.manifest())
     raise AssertionError(algo)  # pragma: no cover - every algo returned above
 
 
