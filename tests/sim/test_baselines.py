@@ -13,12 +13,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specmem.backend_verilator import verilator_backend
-from specmem.backends import BACKENDS, register_backend, run
+from specmem.backends import run
 from specmem.sim.build import Design, build
 from specmem.sim.commands import simulate
 from specmem.sim.mutants import RULE_MUTANTS
 from specmem.sim.suite import BASELINE_DIRECTED, run_mutants, run_rule
+
+from .conftest import assert_same_outputs  # verilator_registered: the shared fixture there
 
 ALGOS = ("linear", "deltanet", "gated-deltanet")
 SEEDS = (0, 1, 2)
@@ -101,23 +102,6 @@ def test_simulate_and_cli(algo, capsys):
     assert "PASS: 20 tokens bit exact" in capsys.readouterr().out
 
 
-@pytest.fixture
-def verilator_registered():
-    saved = dict(BACKENDS)
-    register_backend("verilator", verilator_backend)
-    yield
-    BACKENDS.clear()
-    BACKENDS.update(saved)
-
-
-def _same(a, b):
-    assert list(a) == list(b)
-    for name in a:
-        va, vb = np.asarray(a[name]), np.asarray(b[name])
-        assert va.dtype == vb.dtype and va.shape == vb.shape, name
-        assert np.array_equal(va, vb), name
-
-
 @pytest.mark.filterwarnings("ignore::specmem.golden.fixed.SaturationWarning")  # saturation is the point
 @pytest.mark.parametrize("algo", ALGOS)
 def test_verilator_backend_equals_fixed_bit_for_bit(algo, verilator_registered):
@@ -144,7 +128,7 @@ def test_verilator_backend_equals_fixed_bit_for_bit(algo, verilator_registered):
     fixed = run(algo, x, backend="fixed", format="legacy-int8")  # the RTL's format
     hw = run(algo, x, backend="verilator", lanes=4)  # its default format: legacy-int8
     assert sum(int(v) for n, v in fixed.items() if n.startswith("sat_") and n[4:] not in ("k", "v", "q")) > 0
-    _same(fixed, hw)
+    assert_same_outputs(fixed, hw)
 
 
 @pytest.mark.parametrize("algo", ALGOS)
