@@ -504,8 +504,8 @@ def _int8_section(runs, evals) -> list[str]:
     L = ["## INT8 on trained weights", "",
          "Every mixer layer's memory step swapped (`specmem mqar int8`, on the CPU in float64 around the memory); "
          "the same held-out sample for every column. Softmax attention has no memory step to swap (float64 and "
-         "float32 only). Gated DeltaNet's fixed-binary-point presets (int16, wide, legacy-*) have a model since "
-         "2026-11-23; its evaluations written before show – there.", ""]
+         "float32 only). Gated DeltaNet's fixed-binary-point columns (int16, wide, legacy-*) run "
+         "`gated_deltanet_fixed`, the model its RTL core implements.", ""]
     if not evals:
         return L + ["No fixed-point evaluation yet (`specmem mqar int8 --out DIR`).", ""]
     dev_of = {(r["_dir"], r["name"]): device_label(r) for r in runs}
