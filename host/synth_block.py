@@ -61,9 +61,9 @@ def _row_unit(d=64, k=8, preset="int18", dsp="registered"):
     return RowUnit(d, k, preset, dsp=dsp), f"row_unit_d{d}_k{k}_{preset}_{dsp}"
 
 
-def _token_chain(d=64, k=8, preset="int18"):
+def _token_chain(d=64, k=8, preset="int18", dsp="registered"):
     from specmem.rtl.token_chain import TokenChain
-    return TokenChain(d, k, preset), f"token_chain_d{d}_k{k}_{preset}"
+    return TokenChain(d, k, preset, dsp=dsp), f"token_chain_d{d}_k{k}_{preset}_{dsp}"
 
 
 def _core_v2(d=64, k=8, preset="int18", dsp="registered", bram="ecp5"):
@@ -135,7 +135,7 @@ def main(argv=None) -> int:
     p.add_argument("--k", type=int, default=8, help="saturate lanes (default 8)")
     p.add_argument("--d", type=int, default=64, help="row_unit, token_chain, core_v2 rows (default 64; lanes: --k)")
     p.add_argument("--preset", default="int18", help="row_unit, token_chain, core_v2 golden preset (default int18)")
-    p.add_argument("--dsp", default="registered", help="row_unit (and core_v2's row unit) multipliers: registered, "
+    p.add_argument("--dsp", default="registered", help="row_unit, token_chain and core_v2 multipliers: registered, "
                    "ecp5 or fabric "
                    "(default registered)")
     p.add_argument("--max-left", type=int, default=24, help="round_shift: largest left shift (default 24; "
@@ -154,7 +154,7 @@ def main(argv=None) -> int:
         elif a.block == "row_unit":
             comp, name = _row_unit(a.d, a.k, a.preset, a.dsp)
         elif a.block == "token_chain":
-            comp, name = _token_chain(a.d, a.k, a.preset)
+            comp, name = _token_chain(a.d, a.k, a.preset, a.dsp)
         elif a.block == "core_v2":
             comp, name = _core_v2(a.d, a.k, a.preset, a.dsp, a.style)
         elif a.block == "round_shift":

@@ -36,10 +36,13 @@ from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .bram import BRAM_READ_LATENCY, RegisteredRAM
-from .fixed import round_shift_var
+from .dsp import PipelinedMultiplier
 from .params import check_dims
+from .pipeline import stage_register
 from .row_unit import RowUnit
-from .token_chain import TokenChain, _sat
+from .saturate import fits_signed
+from .shift import RoundShiftVar
+from .token_chain import TokenChain
 
 __all__ = ["AnnihilationCoreV2"]
 
@@ -66,8 +69,8 @@ class AnnihilationCoreV2(wiring.Component):
         self.d, self.k, self.preset, self.dsp, self.bram, self.heads = d, k, preset, dsp, bram, heads
         self.slots = heads + 2  # x_n, x_{n+H} (the head's next token) and one filling
         self.rows = RowUnit(d, k, preset, dsp=dsp, travelling_controls=True)
-        # the chain's bank has operands wider than one MULT18X18D (g_j beta: 36 bits): portable registers
-        self.chain_units = [TokenChain(d, k, preset, acc_width=self.rows.acc_width, dsp="registered")
+        # the chain's products wider than one MULT18X18D (g_j beta: 36 bits) are split into 18 x 18 pieces
+        self.chain_units = [TokenChain(d, k, preset, acc_width=self.rows.acc_width, dsp=dsp)
                             for _ in range(chains)]
         self.chain = self.chain_units[0]
         self.uram = RegisteredRAM(heads * d, k * self.rows.wu, bram)
@@ -335,16 +338,31 @@ class AnnihilationCoreV2(wiring.Component):
         with m.If(~fsm.ongoing("CLEAR")):
             m.d.comb += [uram.wr_addr.eq(o_head * d + out_row), uram.wr_en.eq(ru.o_valid),
                          uram.wr_data.eq(Cat(*[ru.o_u[l] for l in range(k)]))]
+        # y = round(r_i rsqrt(n²)): a registered multiplier, the pipelined rounding shift, then a
+        # registered sign-extension saturation (hardware.md, "Timing discipline")
         fr, fy = F["r"].frac, F["y"].frac
-        yv1, yv2, yv3 = Signal(), Signal(), Signal()
-        yp = Signal(signed(len(ru.o_r) + tc.P))
-        ysf1, ysf2 = Signal(signed(12)), Signal(signed(12))
-        ysh = Signal(signed(len(yp) + 5))
-        yq, yov = Signal(signed(self.wy)), Signal()
-        m.d.sync += [yv1.eq(ru.o_valid & o_emit), yp.eq(Mux(o_full, ru.o_r * o_ysm, 0)), ysf1.eq(o_ysf)]
-        m.d.sync += [yv2.eq(yv1), ysh.eq(round_shift_var(m, yp, ysf1 + fr - fy, "rne", max_left=4, name="y_rs"))]
-        ysat, yov_c = _sat(m, ysh, self.wy, "y_sat")
-        m.d.sync += [yv3.eq(yv2), yq.eq(ysat), yov.eq(yv2 & yov_c)]
+        reg = stage_register(m, Const(1))
+        ymul = PipelinedMultiplier(len(ru.o_r), tc.P, self.dsp)
+        m.submodules.ymul = ymul
+        m.d.comb += [ymul.a.eq(ru.o_r), ymul.b.eq(o_ysm), ymul.en.eq(1)]
+        yv, yfull, ysf = ru.o_valid & o_emit, o_full, o_ysf
+        for s in range(ymul.latency):
+            yv, yfull, ysf = reg(yv, 1, f"yv_m{s}"), reg(yfull, 1, f"yfull_m{s}"), reg(ysf, signed(12), f"ysf_m{s}")
+        yp = reg(Mux(yfull, ymul.p, 0), signed(len(ymul.p)), "yp")
+        ysh_in = reg(ysf + fr - fy, signed(16), "ysh_in")
+        yv = reg(yv, 1, "yv_p")
+        yrs = RoundShiftVar(1, len(yp), max_left=4, shift_width=16, rounding="rne")
+        m.submodules.yrs = yrs
+        m.d.comb += [yrs.en.eq(1), yrs.i_valid.eq(yv), yrs.i_data[0].eq(yp), yrs.i_shift.eq(ysh_in)]
+        ysh = yrs.o_data[0]
+        yfits = reg(fits_signed(ysh, self.wy), 1, "yfits")
+        ytr, yng, yv2 = reg(ysh[:self.wy], unsigned(self.wy), "ytr"), reg(ysh[-1], 1, "yng"), reg(yrs.o_valid, 1, "yv2")
+        ymax, ymin = (1 << (self.wy - 1)) - 1, -(1 << (self.wy - 1))
+        yq = reg(Mux(yfits, ytr.as_signed(), Mux(yng, ymin, ymax)), signed(self.wy), "yq")
+        yov = reg(yv2 & ~yfits, 1, "yov")
+        yv3 = reg(yv2, 1, "yv3")
+        y_inflight = Signal()
+        m.d.comb += y_inflight.eq(yv | yv2 | yv3 | yrs.o_valid)
         with m.If(yov):
             m.d.sync += sat_y.eq(sat_y + 1)
         ylane, ybeat = Signal(range(k)), Signal(range(B))
@@ -360,6 +378,6 @@ class AnnihilationCoreV2(wiring.Component):
                      res_sub.eq(yv3 & (ylane == k - 1))]
         m.d.comb += [self.y_out.valid.eq(yfifo.r_rdy), yfifo.r_en.eq(self.y_out.ready),
                      self.y_out.payload.eq(yfifo.r_data)]
-        m.d.comb += self.busy.eq(~fsm.ongoing("IDLE") | (full != 0) | (q_count != 0) |
+        m.d.comb += self.busy.eq(~fsm.ongoing("IDLE") | (full != 0) | (q_count != 0) | y_inflight |
                                  sum(~unit.i.ready for unit in TCS).bool())
         return m

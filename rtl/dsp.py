@@ -27,7 +27,7 @@ from amaranth.hdl import ClockSignal, Const, Instance, Module, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["DSP_STYLES", "LaneMultiplier", "ECP5_MULT_WIDTH", "check_dsp"]
+__all__ = ["DSP_STYLES", "LaneMultiplier", "PipelinedMultiplier", "ECP5_MULT_WIDTH", "check_dsp"]
 
 #: register arrangements of :class:`LaneMultiplier`, with their latency in cycles
 DSP_STYLES = {"fabric": 1, "registered": 3, "ecp5": 3}
@@ -92,4 +92,86 @@ class LaneMultiplier(wiring.Component):
                 i_SIGNEDA=Const(1, 1), i_SIGNEDB=Const(1, 1), i_SOURCEA=Const(0, 1), i_SOURCEB=Const(0, 1),
                 i_CLK0=ClockSignal(), i_CE0=self.en, i_RST0=Const(0, 1),
                 **ports)
+        return m
+
+
+class PipelinedMultiplier(wiring.Component):
+    """Signed ``a * b`` of any widths from 18 x 18 pieces: each operand split into 17-bit unsigned
+    limbs under a signed top limb of at most 18 bits, one :class:`LaneMultiplier` (``style``) per
+    pair of limbs, and the shifted partial products summed through a registered adder tree (one
+    carry chain per level). For operands of at most 18 bits it is one ``LaneMultiplier``.
+
+    Why: a product wider than one DSP written as ``a * b`` becomes several DSPs whose partial
+    sums Yosys adds in the fabric in the same cycle as the DSPs' outputs (``hardware.md``,
+    "Timing discipline"). Members as :class:`LaneMultiplier`; :attr:`latency` =
+    the style's latency + :attr:`tree_levels`.
+    """
+
+    LIMB = ECP5_MULT_WIDTH - 1
+
+    @classmethod
+    def limbs(cls, width: int) -> list[tuple[int, int, bool]]:
+        """``(offset, bits, signed)`` of each limb of a signed ``width``-bit operand."""
+        if width <= ECP5_MULT_WIDTH:
+            return [(0, width, True)]
+        out, off = [], 0
+        while width - off > ECP5_MULT_WIDTH:
+            out.append((off, cls.LIMB, False))
+            off += cls.LIMB
+        out.append((off, width - off, True))
+        return out
+
+    @classmethod
+    def latency_for(cls, style: str, a_width: int, b_width: int) -> int:
+        n = len(cls.limbs(a_width)) * len(cls.limbs(b_width))
+        return check_dsp(style, min(a_width, ECP5_MULT_WIDTH), min(b_width, ECP5_MULT_WIDTH)) + (n - 1).bit_length()
+
+    def __init__(self, a_width: int, b_width: int, style: str = "registered"):
+        for name, v in (("a_width", a_width), ("b_width", b_width)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 2:
+                raise ValueError(f"{name}: must be an integer >= 2, got {v!r}")
+        self.latency = self.latency_for(style, a_width, b_width)
+        self.n_partials = len(self.limbs(a_width)) * len(self.limbs(b_width))
+        self.tree_levels = (self.n_partials - 1).bit_length()
+        self.a_width, self.b_width, self.style = a_width, b_width, style
+        super().__init__({
+            "a": In(signed(a_width)),
+            "b": In(signed(b_width)),
+            "en": In(1),
+            "p": Out(signed(a_width + b_width)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        W = self.a_width + self.b_width
+        terms = []
+        for ia, (oa, wa, sa) in enumerate(self.limbs(self.a_width)):
+            for ib, (ob, wb, sb) in enumerate(self.limbs(self.b_width)):
+                la = self.a[oa:oa + wa]
+                lb = self.b[ob:ob + wb]
+                mm = LaneMultiplier(wa + (0 if sa else 1), wb + (0 if sb else 1), self.style)
+                m.submodules[f"pp{ia}_{ib}"] = mm
+                m.d.comb += [mm.a.eq(la.as_signed() if sa else la), mm.b.eq(lb.as_signed() if sb else lb),
+                             mm.en.eq(self.en)]
+                terms.append((oa + ob, mm.p))
+        level = 0
+        while len(terms) > 1:
+            level += 1
+            nxt = []
+            for i in range(0, len(terms) - 1, 2):
+                (o1, t1), (o2, t2) = terms[i], terms[i + 1]
+                o = min(o1, o2)
+                r = Signal(signed(W - o), name=f"sum{level}_{i // 2}")
+                with m.If(self.en):
+                    m.d.sync += r.eq((t1 << (o1 - o)) + (t2 << (o2 - o)))
+                nxt.append((o, r))
+            if len(terms) % 2:
+                o, t = terms[-1]
+                r = Signal(signed(W - o), name=f"sum{level}_odd")
+                with m.If(self.en):
+                    m.d.sync += r.eq(t)
+                nxt.append((o, r))
+            terms = nxt
+        o, t = terms[0]
+        m.d.comb += self.p.eq(t << o)
         return m

@@ -37,16 +37,10 @@ from .dsp import LaneMultiplier, check_dsp
 from .fixed import round_shift
 from .params import check_dims
 from .pipeline import stage_register
-from .saturate import SaturatingNarrow
+from .saturate import SaturatingNarrow, fits_signed
 from .shift import RoundShiftVar
 
 __all__ = ["RowUnit"]
-
-
-def _fits(x, width):
-    """``x`` fits ``width`` signed bits: the bits from its sign bit up are all equal (no carry)."""
-    top = x[width - 1:]
-    return (top == 0) | (top == (1 << len(top)) - 1)
 
 
 class RowUnit(wiring.Component):
@@ -94,7 +88,8 @@ class RowUnit(wiring.Component):
         L = self.mul_latency
         # the stage (advancing cycles after i_u) at which each value is registered
         self.st_r = 3 + L + self.tree_levels + 2            # r_i: in, narrow (2), multiply, tree, narrow (2)
-        self.st_sum = self.st_r + L + RoundShiftVar.latency + 3  # U_i + round(r p) + round(Um_ij q)
+        # U_i + round(r p) (clamped by a SaturatingNarrow) + round(Um_ij q)
+        self.st_sum = self.st_r + L + RoundShiftVar.latency + SaturatingNarrow.latency + 2
         self.latency = self.st_sum + SaturatingNarrow.latency + 1  # saturate, then the column write
         self.acc_latency = self.latency + 2 + L + 3         # narrow, multiply, register, low half, high half
         self.n_gram = k * (k + 1) // 2
@@ -140,7 +135,7 @@ class RowUnit(wiring.Component):
             rs = [reg(round_shift(m, x, shift, rnd, f"{name}_r{i}"), signed(len(x) + 1), f"{name}_rr{i}")
                   for i, x in enumerate(xs)]
             hi, lo = Const((1 << (width - 1)) - 1, signed(width)), Const(-(1 << (width - 1)), signed(width))
-            return [reg(Mux(_fits(x, width), x[:width].as_signed(), Mux(x[-1], lo, hi)), signed(width),
+            return [reg(Mux(fits_signed(x, width), x[:width].as_signed(), Mux(x[-1], lo, hi)), signed(width),
                         f"{name}_s{i}") for i, x in enumerate(rs)]
 
         def mul(a, b, name):
@@ -194,11 +189,15 @@ class RowUnit(wiring.Component):
         m.submodules.rsv = rsv
         m.d.comb += [rsv.en.eq(en), rsv.i_valid.eq(1), rsv.i_shift.eq(ctl("p_shift", self.st_r + L))]
         m.d.comb += [rsv.i_data[l].eq(rp[l]) for l in range(k)]
-        t2 = [delay(round_shift(m, c, self.sh_q, rnd, f"cq_r{l}"), signed(self.wu), RoundShiftVar.latency,
-                    f"t2_{l}") for l, c in enumerate(cq)]
-        big = Const((1 << (self.wt - 1)) - 1, signed(self.wt))
-        t1 = [reg(Mux(_fits(rsv.o_data[l], self.wt), rsv.o_data[l][:self.wt].as_signed(),
-                      Mux(rsv.o_data[l][-1], -big, big)), signed(self.wt), f"t1_{l}") for l in range(k)]
+        t2 = [delay(round_shift(m, c, self.sh_q, rnd, f"cq_r{l}"), signed(self.wu),
+                    RoundShiftVar.latency + SaturatingNarrow.latency - 1, f"t2_{l}") for l, c in enumerate(cq)]
+        # the clamp of round(r_i p) to wt bits: its own registered input, sign-extension test and
+        # mux (no count: a clamped term saturates U' the same way, and that write is what counts)
+        clamp = SaturatingNarrow(k, len(rsv.o_data[0]), self.wt)
+        m.submodules.clamp = clamp
+        m.d.comb += [clamp.en.eq(en), clamp.i_valid.eq(0)]
+        m.d.comb += [clamp.i_data[l].eq(rsv.o_data[l]) for l in range(k)]
+        t1 = [clamp.o_data[l] for l in range(k)]
         t2 = [reg(t, signed(self.wu), f"t2c_{l}") for l, t in enumerate(t2)]
         # U_i, x_i and the row's valid bit aligned with the sum, the saturation and the write
         S = self.st_sum

@@ -27,9 +27,15 @@ from amaranth.lib.wiring import In, Out
 
 from .pipeline import stage_register
 
-__all__ = ["SaturatingNarrow"]
+__all__ = ["SaturatingNarrow", "fits_signed"]
 
 COUNT_WIDTH = 32
+
+
+def fits_signed(x, width):
+    """``x`` fits ``width`` signed bits: the bits from its sign bit up are all equal (LUTs, no carry)."""
+    top = x[width - 1:]
+    return (top == 0) | (top == (1 << len(top)) - 1)
 
 
 class SaturatingNarrow(wiring.Component):

@@ -3,7 +3,11 @@
 truncations and final rounding; the ROM contents are the golden model's tables).
 
 One request at a time through a small FSM around one shared multiplier (the unit runs a few
-times per token, so it is sized for area, not throughput):
+times per token, so it is sized for area, not throughput). With ``pipelined=True`` (the
+annihilation core v2's token chain) every step is one register after a carry chain or a few LUT
+levels: the multiplier is a :class:`~specmem.rtl.dsp.PipelinedMultiplier` whose product each
+step waits for, and the leading-one search, the final rounding and the exponent take cycles of
+their own (:attr:`latency` gives both arrangements' cycles). The compact arrangement:
 
     IDLE -> NORMALISE -> SEED -> {RECIP_T -> RECIP_Y | RSQRT_Y2 -> RSQRT_T -> RSQRT_Y} x steps
          -> FINISH -> OUTPUT
@@ -22,6 +26,7 @@ from amaranth.lib.wiring import In, Out
 
 from specmem.golden.fixed.scalar_unit import ScalarUnit as GoldenScalarUnit
 
+from .dsp import PipelinedMultiplier
 from .engine import min_signed_width
 from .fixed import msb_index
 
@@ -42,7 +47,8 @@ class ScalarUnit(wiring.Component):
     ``f``), both ``amaranth.lib.stream``.
     """
 
-    def __init__(self, config: GoldenScalarUnit, in_width: int, frac_width: int = 8):
+    def __init__(self, config: GoldenScalarUnit, in_width: int, frac_width: int = 8, *, pipelined: bool = False,
+                 dsp: str = "registered"):
         if not isinstance(config, GoldenScalarUnit):
             raise ValueError(f"config: expected a golden ScalarUnit, got {config!r}")
         for name, v, lo in (("in_width", in_width, 1), ("frac_width", frac_width, 2)):
@@ -52,6 +58,7 @@ class ScalarUnit(wiring.Component):
             raise ValueError(f"in_width: the golden scalar unit takes int64 raw values (<= 62 bits), got {in_width}")
         self.config = config
         self.in_width, self.frac_width = in_width, frac_width
+        self.pipelined, self.dsp = bool(pipelined), dsp
         P = config.out_bits
         e_lo = -((1 << (frac_width - 1)) - 1)
         e_hi = in_width - 1 + (1 << (frac_width - 1))
@@ -59,6 +66,12 @@ class ScalarUnit(wiring.Component):
         self.f_width = min_signed_width(min(e_lo - 1, (e_lo - 1) // 2) + P - 2, e_hi + P - 1)
         # cycles from the cycle a request is accepted to the cycle o.valid is first high
         self.latency = {ScalarOp.RECIP: 4 + 2 * config.newton_steps, ScalarOp.RSQRT: 4 + 3 * config.newton_steps}
+        if self.pipelined:
+            N = config.work_bits
+            self.mul_latency = PipelinedMultiplier.latency_for(dsp, max(N, N + 5) + 2, N + 8)
+            M = self.mul_latency + 1  # cycles per multiply: issue, then wait for the product
+            self.latency = {ScalarOp.RECIP: 8 + 2 * M * config.newton_steps,
+                            ScalarOp.RSQRT: 8 + 3 * M * config.newton_steps}
         self.in_layout = data.StructLayout({"x": unsigned(in_width), "frac": signed(frac_width), "op": ScalarOp})
         self.out_layout = data.StructLayout({"m": signed(P), "f": signed(self.f_width)})
         super().__init__({
@@ -89,6 +102,9 @@ class ScalarUnit(wiring.Component):
         mul_a = Signal(signed(max(W, N + 5) + 2))
         mul_b = Signal(signed(N + 8))
         prod = Signal(signed(len(mul_a) + len(mul_b)))
+        if self.pipelined:
+            return self._elaborate_pipelined(m, x, frac, op, zero, xm, e, y, y2, t, step, recip_rom, rsqrt_rom,
+                                             mul_a, mul_b, prod)
         m.d.comb += prod.eq(mul_a * mul_b)
 
         # normalisation datapath (used in NORMALISE): leading one of x to bit W-1
@@ -168,6 +184,126 @@ class ScalarUnit(wiring.Component):
                 top = mr >= (1 << (P - 1))
                 mant = Mux(top, mr >> 1, mr)
                 ee = Mux(op == ScalarOp.RECIP, e, e >> 1)
+                m.d.sync += [
+                    self.o.payload.m.eq(Mux(zero, 0, mant)),
+                    self.o.payload.f.eq(Mux(zero, 0, ee + (P - 1) - top)),
+                ]
+                m.next = "OUTPUT"
+
+            with m.State("OUTPUT"):
+                m.d.comb += self.o.valid.eq(1)
+                with m.If(self.o.ready):
+                    m.next = "IDLE"
+        return m
+
+    def _elaborate_pipelined(self, m, x, frac, op, zero, xm, e, y, y2, t, step, recip_rom, rsqrt_rom,
+                             mul_a, mul_b, prod):
+        """The same steps with every cycle one register after a carry chain or a few LUT levels:
+        the leading-one search and the normalising shift in cycles of their own, the multiplier a
+        :class:`~specmem.rtl.dsp.PipelinedMultiplier` (each step waits for its product), the final
+        rounding and the exponent in two cycles."""
+        cfg = self.config
+        P, N, W, b = cfg.out_bits, cfg.work_bits, cfg.work_bits, cfg.seed_bits
+        mul = PipelinedMultiplier(len(mul_a), len(mul_b), self.dsp)
+        m.submodules.mul = mul
+        m.d.comb += [mul.a.eq(mul_a), mul.b.eq(mul_b), mul.en.eq(1), prod.eq(mul.p)]
+        wait = Signal(range(mul.latency + 1))
+        x1 = Signal(unsigned(self.in_width))
+        msb = Signal(range(max(self.in_width, 2)))
+        # the leading one in two registered steps: within each 8-bit group, then the top group
+        groups = [x1[i:i + 8] for i in range(0, self.in_width, 8)]
+        g_any = [Signal(name=f"lo_any{gi}") for gi in range(len(groups))]
+        g_idx = [Signal(range(8), name=f"lo_idx{gi}") for gi in range(len(groups))]
+        mr = Signal(signed(len(y) + max(0, (P - 1) - N) + 1))
+        ee = Signal(signed(len(e)))
+        top = Signal()
+
+        def multiply(a, bb, result, next_state):
+            """Issue ``a * bb`` (held while waiting), then ``result(prod)`` and go on."""
+            m.d.comb += [mul_a.eq(a), mul_b.eq(bb)]
+            m.d.sync += wait.eq(wait + 1)
+            with m.If(wait == mul.latency):
+                m.d.sync += [*result(prod), wait.eq(0)]
+                next_state()
+
+        with m.FSM(init="IDLE"):
+            with m.State("IDLE"):
+                m.d.comb += self.i.ready.eq(1)
+                with m.If(self.i.valid):
+                    m.d.sync += [x.eq(self.i.payload.x), frac.eq(self.i.payload.frac), op.eq(self.i.payload.op),
+                                 x1.eq(Mux(self.i.payload.x == 0, 1, self.i.payload.x)), wait.eq(0)]
+                    m.next = "LEADING_ONE"
+            with m.State("LEADING_ONE"):
+                for gi, grp in enumerate(groups):
+                    m.d.sync += [g_any[gi].eq(grp.any()), g_idx[gi].eq(msb_index(m, grp, f"lo_msb{gi}"))]
+                m.d.sync += zero.eq(x == 0)
+                m.next = "TOP_GROUP"
+            with m.State("TOP_GROUP"):
+                for gi in range(len(groups)):  # the last true assignment wins: the highest group
+                    with m.If(g_any[gi]):
+                        m.d.sync += msb.eq(8 * gi + g_idx[gi])
+                m.next = "NORMALISE"
+            with m.State("NORMALISE"):
+                m.d.sync += [xm.eq(((x1 << (W - 1)) >> msb)[:W]), e.eq(msb - frac)]
+                m.next = "SEED"
+            with m.State("SEED"):
+                m.d.sync += step.eq(0)
+                with m.If(op == ScalarOp.RECIP):
+                    m.d.sync += y.eq(recip_rom[(xm >> (W - 1 - b))[:b]])
+                    m.next = "RECIP_T" if cfg.newton_steps else "ROUND"
+                with m.Else():
+                    odd = e[0]
+                    m.d.sync += [
+                        e.eq(e - odd),
+                        xm.eq(Mux(odd, xm << 1, xm)),
+                        y.eq(rsqrt_rom[(odd << (b - 1)) | (xm >> (W - b))[:b - 1]]),
+                    ]
+                    m.next = "RSQRT_Y2" if cfg.newton_steps else "ROUND"
+
+            def after_step(loop_state):
+                def go():
+                    with m.If(step == cfg.newton_steps - 1):
+                        m.next = "ROUND"
+                    with m.Else():
+                        m.next = loop_state
+                return go
+
+            def goto(state):
+                def go():
+                    m.next = state
+                return go
+
+            # reciprocal: t = (mu y) >> (W-1); y = (y (2^(N+1) - t)) >> N
+            with m.State("RECIP_T"):
+                multiply(xm, y, lambda p_: [t.eq(p_ >> (W - 1))], goto("RECIP_Y"))
+            with m.State("RECIP_Y"):
+                multiply(y, (2 << N) - t, lambda p_: [y.eq(p_ >> N), step.eq(step + 1)], after_step("RECIP_T"))
+            # rsqrt: y2 = (y y) >> N; t = (mu' y2) >> (W-1); y = (y (3 2^N - t)) >> (N+1)
+            with m.State("RSQRT_Y2"):
+                multiply(y, y, lambda p_: [y2.eq(p_ >> N)], goto("RSQRT_T"))
+            with m.State("RSQRT_T"):
+                multiply(xm, y2, lambda p_: [t.eq(p_ >> (W - 1))], goto("RSQRT_Y"))
+            with m.State("RSQRT_Y"):
+                multiply(y, (3 << N) - t, lambda p_: [y.eq(p_ >> (N + 1)), step.eq(step + 1)],
+                         after_step("RSQRT_Y2"))
+
+            # mantissa to P bits (round half to even), then the exponent
+            with m.State("ROUND"):
+                sh = N - (P - 1)
+                if sh > 0:
+                    q = y >> sh
+                    rem = y[:sh]
+                    half = 1 << (sh - 1)
+                    m.d.sync += mr.eq(q + ((rem > half) | ((rem == half) & q[0])))
+                else:
+                    m.d.sync += mr.eq(y << (-sh))
+                m.d.sync += ee.eq(Mux(op == ScalarOp.RECIP, e, e >> 1))
+                m.next = "SCALE"
+            with m.State("SCALE"):
+                m.d.sync += top.eq(mr >= (1 << (P - 1)))
+                m.next = "FINISH"
+            with m.State("FINISH"):
+                mant = Mux(top, mr >> 1, mr)
                 m.d.sync += [
                     self.o.payload.m.eq(Mux(zero, 0, mant)),
                     self.o.payload.f.eq(Mux(zero, 0, ee + (P - 1) - top)),

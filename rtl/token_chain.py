@@ -6,32 +6,37 @@ In: ``a' = Uᵀx`` (``k`` exact sums), the exact Gram ``G' = UmᵀUm`` (upper tr
 orthogonal-input flag and the column to evict, or ``a_n``, ``j``, ``s``, ``q``, ``p`` with its
 exponent and ``rsqrt(n²)`` for ``y``; and the token's saturation count (``ahat``, ``q``, ``t``).
 
-This first version is *sequential*: a small FSM issues the chain's k-vector products one step at a
+The chain is *sequential*: a small FSM issues the chain's k-vector products one step at a
 time into one bank of ``k`` registered multipliers with a registered adder tree (``a·a``, then
 ``G_n`` a row per cycle, ``a·g``, ``a·rsqrt``, ``ahat·beta``, ``ahat·g_j beta``, ``t·(1/n²)``), the
 block exponents go through :class:`~specmem.rtl.block_norm.BlockNormaliser` (``G``'s shift from
 its diagonal alone: ``|G_lm| <= sqrt(G_ll G_mm)``, so the largest magnitude is on the diagonal) and
 the four scalar operations through two :class:`~specmem.rtl.scalar_unit.ScalarUnit` instances:
 ``rsqrt(a·a)`` (issued first, under the ``G_n a_n`` rows) then ``beta`` on one, ``1/n²`` then
-``rsqrt(n²)`` on the other, beside the ``q``/``t`` steps. The steps'
-order, widths and roundings are the golden model's; the variable roundings after the multipliers
-are single-cycle barrel shifts (``rtl/fixed.round_shift_var``) and the row shift of ``G`` sits in
-front of the multipliers: both are the next things to re-time. :attr:`cycles` gives the chain's
-length for this preset (counted in the simulator by the tests).
+``rsqrt(n²)`` on the other, beside the ``q``/``t`` steps. The steps' order, widths and roundings
+are the golden model's. Re-timed by ``hardware.md``'s discipline: the run-time roundings (``G``'s
+rows before the bank, ``ahat``, ``q`` and ``term`` after it) share one pipelined
+:class:`~specmem.rtl.shift.RoundShiftVar`, each followed by a registered sign-extension
+saturation and a registered overflow count; ``g_j beta`` has a registered multiplier of its own;
+the eviction column (argmin of ``G``'s diagonal, nearest to the pointer on ties) and ``j``
+(argmax ``|a_n|``) come from registered tournament trees. The FSM's event cycles are named
+constants (``GROWS_END``, ``AH_CAP``, ...), so a change of a latency moves them together.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from specmem.golden.fixed.formats import formats_for
 
 from .block_norm import BlockNormaliser
-from .dsp import LaneMultiplier, check_dsp
+from .dsp import PipelinedMultiplier
 from .engine import min_signed_width
-from .fixed import round_shift_var
+from .pipeline import stage_register
+from .saturate import fits_signed
+from .shift import RoundShiftVar
 from .params import check_dims
 from .scalar_unit import ScalarOp, ScalarUnit
 
@@ -40,15 +45,45 @@ __all__ = ["TokenChain"]
 FW = 12  # exponents (block and scalar-unit) carried as signed 12-bit values
 
 
-def _sat(m, value, width, name):
-    """``(clipped, overflow)``: ``value`` saturated to ``width`` signed bits."""
-    hi, lo = (1 << (width - 1)) - 1, -(1 << (width - 1))
-    v = Signal(signed(len(value) + 1), name=f"{name}_in")
-    m.d.comb += v.eq(value)
-    ov_hi, ov_lo = v > hi, v < lo
-    out = Signal(signed(width), name=name)
-    m.d.comb += out.eq(Mux(ov_hi, hi, Mux(ov_lo, lo, v[:width].as_signed())))
-    return out, ov_hi | ov_lo
+def _popcount(m, flags, name):
+    """``(count, levels)``: the number of set ``flags``, summed through registered levels of four
+    (the count is valid ``levels`` cycles after the flags)."""
+    terms, level = list(flags), 0
+    while len(terms) > 1 or level == 0:
+        level += 1
+        nxt = []
+        for i in range(0, len(terms), 4):
+            group = terms[i:i + 4]
+            r = Signal(range(sum((1 << len(t)) - 1 for t in group) + 1), name=f"{name}{level}_{i // 4}")
+            m.d.sync += r.eq(sum(group))
+            nxt.append(r)
+        terms = nxt
+    return terms[0], level
+
+
+def _tournament(m, keys, better, name):
+    """``(index, depth)``: the index of the best of ``keys`` (``better(l, r)`` true when the right
+    one wins; ties stay left, so the first best wins), one registered level per round."""
+    cands = [(Const(i, range(len(keys))), key) for i, key in enumerate(keys)]
+    depth = 0
+    while len(cands) > 1:
+        depth += 1
+        nxt = []
+        for i in range(0, len(cands) - 1, 2):
+            (il, kl), (ir, kr) = cands[i], cands[i + 1]
+            take = better(kl, kr)
+            idx = Signal(range(len(keys)), name=f"{name}{depth}_i{i // 2}")
+            key = Signal(kl.shape(), name=f"{name}{depth}_k{i // 2}")
+            m.d.sync += [idx.eq(Mux(take, ir, il)), key.eq(Mux(take, kr, kl))]
+            nxt.append((idx, key))
+        if len(cands) % 2:
+            il, kl = cands[-1]
+            idx = Signal(range(len(keys)), name=f"{name}{depth}_i_odd")
+            key = Signal(kl.shape(), name=f"{name}{depth}_k_odd")
+            m.d.sync += [idx.eq(il), key.eq(kl)]
+            nxt.append((idx, key))
+        cands = nxt
+    return cands[0][0], depth
 
 
 class TokenChain(wiring.Component):
@@ -81,7 +116,7 @@ class TokenChain(wiring.Component):
         self.w_gjb = self.wg + self.P             # g_j beta.m
         self.wA = max(self.wa, self.wG, self.wh, self.wt)
         self.wB = max(self.wa, self.wg, self.P, self.w_gjb)
-        self.mul_latency = check_dsp(dsp, self.wA, self.wB)
+        self.mul_latency = PipelinedMultiplier.latency_for(dsp, self.wA, self.wB)
         self.tree_levels = lk
         self.out_layout = data.StructLayout({
             "orth": 1, "evict_j": range(k), "a_n": data.ArrayLayout(signed(self.wa), k), "j": range(k),
@@ -104,7 +139,7 @@ class TokenChain(wiring.Component):
         m = Module()
         k, F = self.k, self.fmt
         fm, fx, fan, fh, fq = F["u_mul"].frac, F["x"].frac, F["a"].frac, F["ahat"].frac, F["q"].frac
-        P, W = self.P, self.acc_width
+        P, W, dsp = self.P, self.acc_width, self.dsp
 
         # -- latched inputs
         a_acc = [Signal(signed(W), name=f"a_acc{l}") for l in range(k)]
@@ -116,7 +151,7 @@ class TokenChain(wiring.Component):
         opB = [Signal(signed(self.wB), name=f"opB{l}") for l in range(k)]
         prod = []
         for l in range(k):
-            mm = LaneMultiplier(self.wA, self.wB, self.dsp)
+            mm = PipelinedMultiplier(self.wA, self.wB, self.dsp)
             m.submodules[f"mul{l}"] = mm
             m.d.comb += [mm.a.eq(opA[l]), mm.b.eq(opB[l]), mm.en.eq(1)]
             prod.append(mm.p)
@@ -152,8 +187,8 @@ class TokenChain(wiring.Component):
         bn_d = BlockNormaliser(k, W, self.wG, FW)
         bn_g = BlockNormaliser(k, self.w_gacc, self.wg, FW)
         bn_p = BlockNormaliser(k, self.wt + P, self.wp, FW)
-        su = ScalarUnit(self.su_config, max(self.w_n2, self.wh + 2), FW)   # rsqrt(a·a), then beta
-        sun = ScalarUnit(self.su_config, self.w_n2, FW)                   # 1/n², then rsqrt(n²)
+        su = ScalarUnit(self.su_config, max(self.w_n2, self.wh + 2), FW, pipelined=True, dsp=dsp)  # rsqrt(a·a), beta
+        sun = ScalarUnit(self.su_config, self.w_n2, FW, pipelined=True, dsp=dsp)  # 1/n², then rsqrt(n²)
         m.submodules.bn_a, m.submodules.bn_d, m.submodules.bn_g, m.submodules.bn_p = bn_a, bn_d, bn_g, bn_p
         m.submodules.su, m.submodules.sun = su, sun
         for bn in (bn_a, bn_d, bn_g, bn_p):
@@ -181,37 +216,93 @@ class TokenChain(wiring.Component):
         orth = Signal()
         sat = Signal(range(3 * k + 1))
         evict_j = Signal(range(k))
-        wait = Signal(range(max(bank_wait, bn_a.latency, 2) + k + 4))
         row = Signal(range(k + 2))
         g_done, su_done, beta_wait = Signal(), Signal(), Signal()
+        reg = stage_register(m, Const(1))
 
-        # argmax |a_n| (first on ties) and the sign of a_n[j]; argmin of G's diagonal from ptr
-        mag = [Signal(unsigned(self.wa), name=f"mag{l}") for l in range(k)]
-        m.d.comb += [mag[l].eq(Mux(a_n[l] < 0, -a_n[l], a_n[l])) for l in range(k)]
-        best, best_j = mag[0], Const(0, range(k))
-        for l in range(1, k):
-            take = mag[l] > best
-            best, best_j = Mux(take, mag[l], best), Mux(take, l, best_j)
-        diag = [G[l][l] for l in range(k)]
-        lo = diag[0]
-        for l in range(1, k):
-            lo = Mux(diag[l] < lo, diag[l], lo)
-        lo_s = Signal(signed(W))
-        m.d.comb += lo_s.eq(lo)
-        pick, pick_dist = Const(0, range(k)), Const(k, range(k + 1))
+        # argmax |a_n| (first on ties) and argmin of G's diagonal (nearest to ptr on ties): registered
+        # tournament trees over the held registers, ready before the states that read them
+        mag = [reg(Mux(a_n[l] < 0, -a_n[l], a_n[l]), unsigned(self.wa), f"mag{l}") for l in range(k)]
+        best_j, d_best = _tournament(m, mag, lambda l, r: r > l, "amax")
+        dkeys = []
         for l in range(k):
-            dist = Signal(range(k), name=f"dist{l}")
-            m.d.comb += dist.eq(Mux(l >= ptr, l - ptr, l + k - ptr))
-            take = (diag[l] == lo_s) & (dist < pick_dist)
-            pick, pick_dist = Mux(take, l, pick), Mux(take, dist, pick_dist)
+            dist = Mux(l >= ptr, l - ptr, l + k - ptr)
+            dkeys.append(reg(Cat(dist[:max(1, (k - 1).bit_length())], G[l][l]).as_signed(),
+                             signed(W + max(1, (k - 1).bit_length())), f"dkey{l}"))
+        pick, d_pick = _tournament(m, dkeys, lambda l, r: r < l, "dmin")
+        assert d_pick + 1 <= bn_a.latency, "the eviction tree is slower than block(a')"
+        m.d.sync += a_zero.eq(~Cat(*(a_acc[l].any() for l in range(k))).any())
 
+        # one pipelined rounding shift (rtl/shift.py) shared by the G rows (GROWS) and the bank's
+        # products (ahat, q, term): a row or a product enters per cycle, with its own shift
         a_arr, g_arr, ahat_arr = Array(a_n), Array(g_n), Array(ahat)
         Grow = Array(Array(r) for r in G)
         shG = Signal(signed(FW))  # right shift of G' into G_n
         m.d.comb += shG.eq(2 * fm - fG)
-        grow = Signal(range(k))  # the G row issued this cycle (rows 1..k of GROWS; row 0 is a·a)
-        m.d.comb += grow.eq(Mux(row == 0, 0, row - 1))
-        gsh = [round_shift_var(m, Grow[grow][l], shG, "rne", max_left=self.wG + 1, name=f"gsh{l}") for l in range(k)]
+        grow_r = [reg(Grow[row][l], signed(W), f"grow{l}") for l in range(k)]
+        w_rs = max(W, len(prod_d[0]))
+        rsv = RoundShiftVar(k, w_rs, max_left=max(self.wG + 1, 4), shift_width=FW + 4, rounding="rne")
+        m.submodules.rsv = rsv
+        rsv_g = Signal()                  # this cycle's input is a G row (else the products)
+        rsv_shift = Signal(signed(FW + 4))
+        m.d.comb += [rsv.en.eq(1), rsv.i_valid.eq(1), rsv.i_shift.eq(rsv_shift)]
+        m.d.comb += [rsv.i_data[l].eq(Mux(rsv_g, grow_r[l], prod_d[l])) for l in range(k)]
+        R = RoundShiftVar.latency
+        ro = [rsv.o_data[l] for l in range(k)]
+
+        # saturations after the shift, each a registered sign-extension test then a mux; the
+        # overflow flags are counted one cycle later. Offsets: cycles after ro.
+        def narrowed(width, name):
+            fits = [reg(fits_signed(x, width), 1, f"{name}_f{l}") for l, x in enumerate(ro)]
+            tr = [reg(x[:width], unsigned(width), f"{name}_tr{l}") for l, x in enumerate(ro)]
+            ng = [reg(x[-1], 1, f"{name}_ng{l}") for l, x in enumerate(ro)]
+            hi, lo = Const((1 << (width - 1)) - 1, signed(width)), Const(-(1 << (width - 1)), signed(width))
+            out = [reg(Mux(fits[l], tr[l].as_signed(), Mux(ng[l], lo, hi)), signed(width), f"{name}_v{l}")
+                   for l in range(k)]
+            ovs = [reg(~fits[l], 1, f"{name}_ov{l}") for l in range(k)]
+            return out, _popcount(m, ovs, f"{name}_pc")     # out at +2, count at +2 + levels
+
+        ahat_v, (ahat_pc, LP) = narrowed(self.wh, "hn")
+        q_v, (q_pc, _) = narrowed(self.wq, "qn")
+        q_s = [reg(Mux(s_neg, q_v[l], -q_v[l]), signed(self.wq), f"qs{l}") for l in range(k)]  # +3
+        # t = sat(-g_n + s term): term clamped first (a clamped term saturates t the same way)
+        cw = max(self.wt, self.wg) + 2
+        term_c, _ = narrowed(cw, "tc")                                                              # +2
+        tn = [reg(Mux(s_neg, -term_c[l], term_c[l]), signed(cw + 1), f"tn{l}") for l in range(k)]  # +3
+        tsum = [reg(tn[l] - g_n[l], signed(cw + 2), f"tsum{l}") for l in range(k)]                  # +4
+        t_fits = [reg(fits_signed(x, self.wt), 1, f"tf{l}") for l, x in enumerate(tsum)]
+        t_tr = [reg(x[:self.wt], unsigned(self.wt), f"ttr{l}") for l, x in enumerate(tsum)]
+        t_ng = [reg(x[-1], 1, f"tng{l}") for l, x in enumerate(tsum)]
+        thi, tlo = (1 << (self.wt - 1)) - 1, -(1 << (self.wt - 1))
+        t_v = [reg(Mux(t_fits[l], t_tr[l].as_signed(), Mux(t_ng[l], tlo, thi)), signed(self.wt), f"tv{l}")
+               for l in range(k)]                                                                   # +6
+        t_pc, _ = _popcount(m, [reg(~t_fits[l], 1, f"tov{l}") for l in range(k)], "t_pc")          # +6 + LP
+
+        # g_j beta on a multiplier of its own (the chain's only product outside the bank)
+        gjm = PipelinedMultiplier(self.wg, P, self.dsp)
+        m.submodules.gjm = gjm
+        m.d.comb += [gjm.a.eq(reg(g_arr[j], signed(self.wg), "gj")), gjm.b.eq(be_m), gjm.en.eq(1)]
+        m.d.comb += gjb.eq(gjm.p)
+        hj = reg(ahat_arr[j], signed(self.wh), "hj")
+        mag_hj = reg(Mux(hj < 0, -hj, hj), unsigned(self.wh + 1), "mag_hj")
+        beta_x = reg((1 << fh) + mag_hj, unsigned(max(fh, self.wh) + 2), "beta_x")   # 3 cycles after ahat
+
+        # the FSM's event cycles (``wait`` counts from each state's entry)
+        BW = bank_wait
+        D = 1 + R                                # a G row: register, shift
+        G_ISSUE0, G_LAST = D, D + k - 1          # the shifted rows' issue cycles
+        GROWS_END = G_LAST + BW
+        AH_FEED = BW + 1                         # ahat's products into the shift
+        AH_CAP = AH_FEED + R + 2
+        AH_SAT = AH_CAP + LP
+        Q_FEED = BW
+        Q_CAP = Q_FEED + R + 3
+        Q_SAT = Q_CAP - 1 + LP
+        T_ISSUE = gjm.latency + 1                # ahat (g_j beta) once g_j beta is out
+        T_FEED = T_ISSUE + BW
+        T_CAP = T_FEED + R + 6
+        T_SAT = T_CAP + LP
+        wait = Signal(range(max(GROWS_END, AH_SAT, Q_SAT, T_SAT, bn_a.latency) + 8))
 
         def scalar_request(x, frac, op, unit=su):
             m.d.comb += [unit.i.valid.eq(1), unit.i.payload.x.eq(x), unit.i.payload.frac.eq(frac),
@@ -242,10 +333,6 @@ class TokenChain(wiring.Component):
                     m.d.sync += [ys_m.eq(sun.o.payload.m), ys_f.eq(sun.o.payload.f), ys_done.eq(1)]
                     m.next = "IDLE"
 
-        def var_round(value, shift, width, name, max_left=4):
-            r = round_shift_var(m, value, shift, "rne", max_left=max_left, name=f"{name}_rs")
-            return _sat(m, r, width, name)
-
         m.d.comb += su.o.ready.eq(1)
         beta_done = Signal()
         with m.If(su.o.valid):
@@ -264,38 +351,38 @@ class TokenChain(wiring.Component):
                     m.d.sync += [G[l][n].eq(pl.g[self.gram_index(l, n)]) for l in range(k) for n in range(k)]
                     m.d.sync += [ptr.eq(pl.ptr), sat.eq(0)]
                     m.next = "NORM"
-            with m.State("NORM"):  # block(a'), the shift of G from its diagonal, the eviction column
+            with m.State("NORM"):  # block(a'), the shift of G from its diagonal; the trees run
                 m.d.comb += [bn_a.i_valid.eq(1), bn_a.i_frac.eq(fm + fx), bn_d.i_valid.eq(1), bn_d.i_frac.eq(2 * fm)]
                 m.d.comb += [bn_a.i_data[l].eq(a_acc[l]) for l in range(k)]
                 m.d.comb += [bn_d.i_data[l].eq(G[l][l]) for l in range(k)]
-                m.d.sync += [a_zero.eq(sum(a_acc[l] != 0 for l in range(k)) == 0), evict_j.eq(pick)]
                 m.next = "NORM_WAIT"
             with m.State("NORM_WAIT"):
                 with m.If(bn_a.o_valid):
                     m.d.sync += [a_n[l].eq(bn_a.o_data[l]) for l in range(k)]
-                    m.d.sync += [fG.eq(bn_d.o_frac), row.eq(0), wait.eq(0)]
+                    m.d.sync += [fG.eq(bn_d.o_frac), row.eq(0), wait.eq(0), evict_j.eq(pick)]
                     with m.If(a_zero):
                         m.d.sync += orth.eq(1)
                         m.next = "OUT"
                     with m.Else():
                         m.d.sync += orth.eq(0)
                         m.next = "GROWS"
-            with m.State("GROWS"):  # a_n·a_n, then G_n row by row times a_n; rsqrt(a·a) as soon as it is out
-                with m.If(row == 0):
+            with m.State("GROWS"):  # a_n·a_n; G's rows fetched, shifted, then times a_n; rsqrt(a·a) once out
+                m.d.comb += [rsv_g.eq(1), rsv_shift.eq(shG)]
+                with m.If(wait == 0):
                     m.d.comb += [opA[l].eq(a_n[l]) for l in range(k)]
                     m.d.comb += [opB[l].eq(a_n[l]) for l in range(k)]
-                with m.Elif(row <= k):
-                    m.d.comb += [opA[l].eq(gsh[l]) for l in range(k)]
+                with m.If((wait >= G_ISSUE0) & (wait <= G_LAST)):
+                    m.d.comb += [opA[l].eq(ro[l]) for l in range(k)]
                     m.d.comb += [opB[l].eq(a_n[l]) for l in range(k)]
-                m.d.sync += [row.eq(Mux(row <= k, row + 1, row)), wait.eq(wait + 1)]
-                with m.If(wait == bank_wait):
+                m.d.sync += [row.eq(Mux(row < k, row + 1, row)), wait.eq(wait + 1)]
+                with m.If(wait == BW):
                     m.d.sync += a2.eq(dot)
-                with m.If(wait == bank_wait + 1):
+                with m.If(wait == BW + 1):
                     scalar_request(a2, 2 * fan, ScalarOp.RSQRT)  # accepted: the unit is idle between tokens
-                with m.If((wait > bank_wait) & (wait <= bank_wait + k)):
+                with m.If((wait >= G_ISSUE0 + BW) & (wait <= GROWS_END)):
                     m.d.sync += [g_acc[l].eq(g_acc[l + 1]) for l in range(k - 1)]
                     m.d.sync += g_acc[k - 1].eq(dot)
-                with m.If(wait == bank_wait + k):
+                with m.If(wait == GROWS_END):
                     m.next = "GNORM"
             with m.State("GNORM"):  # block(g)
                 m.d.comb += [bn_g.i_valid.eq(1), bn_g.i_frac.eq(fG + fan)]
@@ -318,25 +405,25 @@ class TokenChain(wiring.Component):
                 with m.If(wait == 1):
                     m.d.comb += [opA[l].eq(a_n[l]) for l in range(k)]
                     m.d.comb += [opB[l].eq(rs_m) for l in range(k)]
-                with m.If(wait == bank_wait):
+                with m.If(wait == BW):
                     m.d.sync += n2.eq(dot)
-                with m.If(wait == bank_wait + 1):
-                    ovs = []
-                    for l in range(k):
-                        v, ov = var_round(prod_d[l], rs_f + fan - fh, self.wh, f"ahat_r{l}")
-                        m.d.sync += ahat[l].eq(v)
-                        ovs.append(ov)
-                    m.d.sync += sat.eq(sat + sum(ovs))
+                with m.If(wait == BW + 1):
                     m.d.sync += orth.eq(n2 <= 0)
                     m.d.comb += n_start.eq(n2 > 0)
+                with m.If(wait == AH_FEED):
+                    m.d.comb += rsv_shift.eq(rs_f + fan - fh)
+                with m.If(wait == AH_CAP):
+                    m.d.sync += [ahat[l].eq(ahat_v[l]) for l in range(k)]
+                with m.If(wait == AH_SAT):
+                    m.d.sync += [sat.eq(sat + ahat_pc), wait.eq(0)]
                     m.next = "BETA"
             with m.State("BETA"):
                 with m.If(orth):
                     m.next = "OUT"
+                with m.Elif(wait < 3):  # |ahat_j| + 1 through its registers
+                    m.d.sync += wait.eq(wait + 1)
                 with m.Else():
-                    mag_hj = Signal(unsigned(self.wh + 1))
-                    m.d.comb += mag_hj.eq(Mux(ahat_arr[j] < 0, -ahat_arr[j], ahat_arr[j]))
-                    scalar_request((1 << fh) + mag_hj, fh, ScalarOp.RECIP)
+                    scalar_request(beta_x, fh, ScalarOp.RECIP)
                     with m.If(su.i.ready):
                         m.d.sync += beta_wait.eq(1)
                         m.next = "BETA_WAIT"
@@ -344,30 +431,26 @@ class TokenChain(wiring.Component):
                 with m.If(beta_done):
                     m.d.sync += [wait.eq(0), beta_done.eq(0), beta_wait.eq(0)]
                     m.next = "QT"
-            with m.State("QT"):  # q = -s ahat beta; term = ahat (g_j beta); t = -g + s term; 1/n² starts
+            with m.State("QT"):  # q = -s ahat beta; term = ahat (g_j beta); t = -g + s term; 1/n² runs
                 m.d.sync += wait.eq(wait + 1)
                 with m.If(wait == 0):
-                    m.d.sync += gjb.eq(g_arr[j] * be_m)
                     m.d.comb += [opA[l].eq(ahat[l]) for l in range(k)]
                     m.d.comb += [opB[l].eq(be_m) for l in range(k)]
-                with m.If(wait == 1):
+                with m.If(wait == T_ISSUE):
                     m.d.comb += [opA[l].eq(ahat[l]) for l in range(k)]
                     m.d.comb += [opB[l].eq(gjb) for l in range(k)]
-                with m.If(wait == bank_wait):
-                    ovs = []
-                    for l in range(k):
-                        v, ov = var_round(prod_d[l], be_f + fh - fq, self.wq, f"q_r{l}")
-                        m.d.sync += q[l].eq(Mux(s_neg, v, -v))
-                        ovs.append(ov)
-                    m.d.sync += sat.eq(sat + sum(ovs))
-                with m.If(wait == bank_wait + 1):
-                    ovs = []
-                    for l in range(k):
-                        term = round_shift_var(m, prod_d[l], fh + be_f, "rne", max_left=4, name=f"term{l}")
-                        v, ov = _sat(m, -g_n[l] + Mux(s_neg, -term, term), self.wt, f"t_r{l}")
-                        m.d.sync += t[l].eq(v)
-                        ovs.append(ov)
-                    m.d.sync += [sat.eq(sat + sum(ovs)), wait.eq(0)]
+                with m.If(wait == Q_FEED):
+                    m.d.comb += rsv_shift.eq(be_f + fh - fq)
+                with m.If(wait == T_FEED):
+                    m.d.comb += rsv_shift.eq(fh + be_f)
+                with m.If(wait == Q_CAP):
+                    m.d.sync += [q[l].eq(q_s[l]) for l in range(k)]
+                with m.If(wait == Q_SAT):
+                    m.d.sync += sat.eq(sat + q_pc)
+                with m.If(wait == T_CAP):
+                    m.d.sync += [t[l].eq(t_v[l]) for l in range(k)]
+                with m.If(wait == T_SAT):
+                    m.d.sync += [sat.eq(sat + t_pc), wait.eq(0)]
                     m.next = "P"
             with m.State("P"):  # p = block(t / n²) once 1/n² is in; rsqrt(n²) runs on
                 with m.If(wait != 0):

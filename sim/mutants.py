@@ -280,7 +280,8 @@ def apply_schema(text: str, mutants: list[Mutant] = MUTANTS) -> tuple[str, dict[
 #: same testbench, ``sim/tb_top.py``): one per kind of defect the new design can have
 V2_MUTANTS: list[Mutant] = [
     Mutant("y_round_floor", "one rounding step changed: y = round(r_i rsqrt(n^2)) truncates (its rounding bit "
-           "dropped) instead of rounding half to even", CORE, tie("y_rs_rb", "1'h0"), expect="bit-exact scoreboard"),
+           "dropped) instead of rounding half to even", CORE + ".yrs", next_state("s3_rb0", lambda nxt, reg: "1'h0"),
+           expect="bit-exact scoreboard"),
     Mutant("pointer_stuck", "the round-robin eviction pointer never advances (ties among evictions always "
            "start from column 0)", CORE,
            either(next_state("ptr", lambda nxt, reg: reg), next_state("ptr0", lambda nxt, reg: reg)),

@@ -26,19 +26,20 @@ def _inputs(rng, in_width, n):
     pytest.param(Golden(out_bits=12, seed_bits=4, newton_steps=0, work_bits=16), 12, id="seed-only"),
     pytest.param(Golden(out_bits=24, seed_bits=5, newton_steps=3, work_bits=28), 40, id="wide-3-steps"),
 ])
-def test_scalar_unit_matches_golden(cfg, in_width):
+@pytest.mark.parametrize("pipelined", [False, True], ids=["compact", "pipelined"])
+def test_scalar_unit_matches_golden(cfg, in_width, pipelined):
     rng = np.random.default_rng(in_width * 7 + cfg.newton_steps)
     x = _inputs(rng, in_width, 120)
     frac = rng.integers(-20, 40, size=x.size)
     op = rng.integers(0, 2, size=x.size)
-    dut = ScalarUnit(cfg, in_width, frac_width=7)
+    dut = ScalarUnit(cfg, in_width, frac_width=7, pipelined=pipelined)
     reqs = [{"x": int(a), "frac": int(f), "op": ScalarOp(int(o))} for a, f, o in zip(x, frac, op)]
     out = []
     run_simulation(
         dut,
         stream_source(dut.i, reqs, seed=1, idle=0.3),
         stream_sink(dut.o, len(reqs), out, seed=2, stall=0.3, convert=lambda p: (int(p.m), int(p.f))),
-        deadline_cycles=40 * len(reqs),
+        deadline_cycles=(40 + 2 * max(dut.latency.values())) * len(reqs),
     )
     got_m = np.array([o[0] for o in out])
     got_f = np.array([o[1] for o in out])
@@ -49,9 +50,10 @@ def test_scalar_unit_matches_golden(cfg, in_width):
         np.testing.assert_array_equal(got_f[sel], [int(w.f[0]) for w in want], err_msg=f"f, op {o}")
 
 
-def test_scalar_unit_latency():
-    cfg = Golden(out_bits=8, newton_steps=1)
-    dut = ScalarUnit(cfg, 16)
+@pytest.mark.parametrize("pipelined,steps", [(False, 1), (True, 1), (True, 2)])
+def test_scalar_unit_latency(pipelined, steps):
+    cfg = Golden(out_bits=8, newton_steps=steps)
+    dut = ScalarUnit(cfg, 16, pipelined=pipelined)
     seen = {}
 
     async def tb(ctx):
