@@ -339,6 +339,38 @@ def build(design: Design, flavour: str = "plain", *, mutate: Callable[[str], str
 RUNTIME_OBJECTS = ("verilated", "verilated_vpi", "verilated_threads", "verilated_dpi", "verilated_cov")
 
 
+def build_verilog_text(text: str, top: str, folder: str, manifest: dict) -> Build:
+    """A Verilator build of one generated Verilog text outside the :class:`Design` catalogue (the
+    CSR block, the board top), reused when the hash of the text, flags, tool versions and make
+    variables matches; the same flags, runtime-object cache and pruning as :func:`build`."""
+    import cocotb_tools.runner as cocotb_runner
+
+    args = ["-Wno-fatal", "--x-assign", "0", "--x-initial", "0"]
+    key = hashlib.sha256("\0".join([text, " ".join(args), _versions(),
+                                     json.dumps(MAKE_VARS, sort_keys=True)]).encode()).hexdigest()[:12]
+    directory = BUILD_ROOT / folder / f"plain-{key}"
+    t0 = time.perf_counter()
+    with _locked(directory.parent / f".plain-{key}.lock"):
+        if not ((directory / "build.json").is_file() and (directory / top).is_file()):
+            if directory.exists():
+                shutil.rmtree(directory)
+            directory.mkdir(parents=True)
+            (directory / f"{top}.v").write_text(text)
+            runtime = _runtime_cache("plain")
+            with verilator_build_env(MAKE_VARS):
+                cocotb_runner.MAX_PARALLEL_BUILD_JOBS = BUILD_JOBS
+                runner = cocotb_runner.get_runner("verilator")
+                _restore_between_steps(runner, runtime, directory, directory / "build.log")
+                runner.build(sources=[directory / f"{top}.v"], hdl_toplevel=top, build_dir=directory,
+                             build_args=args, always=True)
+            _save_runtime(runtime, directory)
+            for pch in directory.glob("*.gch"):
+                pch.unlink()
+            (directory / "build.json").write_text(json.dumps({"seconds": time.perf_counter() - t0}))
+            _prune_builds(directory.parent, "plain", keep=KEEP_BUILDS)
+    return Build(None, "plain", directory, top, manifest, directory / f"{top}.v", False, time.perf_counter() - t0)
+
+
 def _runtime_cache(flavour: str) -> Path:
     import subprocess
 

@@ -7,11 +7,6 @@ named by token and field; a bitstream with other parameters is refused. The buil
 
 from __future__ import annotations
 
-import hashlib
-import json
-import shutil
-import time
-
 import numpy as np
 import pytest
 
@@ -27,39 +22,13 @@ def build_board(d: int, k: int, preset: str, divisor: int) -> Build:
     """Verilog of ``BoardTop`` and its Verilator build (reused when the hash matches), with the same
     flags, runtime-object cache and make variables as ``sim/build.py``'s designs."""
     from amaranth.back import verilog
-    import cocotb_tools.runner as cocotb_runner
 
     from specmem.rtl.board import BoardTop
-    from specmem.sim.toolchain import verilator_build_env
 
     top = BoardTop(d, k, preset, divisor=divisor)
     text = verilog.convert(top, name=TOP)
     manifest = {"top": TOP, **top.manifest()}
-    args = ["-Wno-fatal", "--x-assign", "0", "--x-initial", "0"]
-    key = hashlib.sha256("\0".join([text, " ".join(args), simbuild._versions(),
-                                     json.dumps(simbuild.MAKE_VARS, sort_keys=True)]).encode()).hexdigest()[:12]
-    directory = simbuild.BUILD_ROOT / f"board-d{d}k{k}-{preset}" / f"plain-{key}"
-    t0 = time.perf_counter()
-    with simbuild._locked(directory.parent / f".plain-{key}.lock"):
-        if not ((directory / "build.json").is_file() and (directory / TOP).is_file()):
-            if directory.exists():
-                shutil.rmtree(directory)
-            directory.mkdir(parents=True)
-            (directory / f"{TOP}.v").write_text(text)
-            runtime = simbuild._runtime_cache("plain")
-            with verilator_build_env(simbuild.MAKE_VARS):
-                cocotb_runner.MAX_PARALLEL_BUILD_JOBS = simbuild.BUILD_JOBS
-                runner = cocotb_runner.get_runner("verilator")
-                simbuild._restore_between_steps(runner, runtime, directory, directory / "build.log")
-                runner.build(sources=[directory / f"{TOP}.v"], hdl_toplevel=TOP, build_dir=directory,
-                             build_args=args, always=True)
-            simbuild._save_runtime(runtime, directory)
-            for pch in directory.glob("*.gch"):
-                pch.unlink()
-            (directory / "build.json").write_text(json.dumps({"seconds": time.perf_counter() - t0}))
-            simbuild._prune_builds(directory.parent, "plain", keep=simbuild.KEEP_BUILDS)
-    return Build(None, "plain", directory, TOP, manifest, directory / f"{TOP}.v", False,
-                 time.perf_counter() - t0)
+    return simbuild.build_verilog_text(text, TOP, f"board-d{d}k{k}-{preset}", manifest)
 
 
 def _stream(seed: int, T: int) -> np.ndarray:
