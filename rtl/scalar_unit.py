@@ -82,7 +82,7 @@ class ScalarUnit(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        P, N, W, b = cfg.out_bits, cfg.work_bits, cfg.work_bits, cfg.seed_bits
+        P, N, W = cfg.out_bits, cfg.work_bits, cfg.work_bits
 
         x = Signal(unsigned(self.in_width))
         frac = Signal(signed(self.frac_width))
@@ -128,18 +128,7 @@ class ScalarUnit(wiring.Component):
                 m.next = "SEED"
 
             with m.State("SEED"):
-                m.d.sync += step.eq(0)
-                with m.If(op == ScalarOp.RECIP):
-                    m.d.sync += y.eq(recip_rom[(xm >> (W - 1 - b))[:b]])
-                    m.next = "RECIP_T" if cfg.newton_steps else "FINISH"
-                with m.Else():
-                    odd = e[0]
-                    m.d.sync += [
-                        e.eq(e - odd),
-                        xm.eq(Mux(odd, xm << 1, xm)),
-                        y.eq(rsqrt_rom[(odd << (b - 1)) | (xm >> (W - b))[:b - 1]]),
-                    ]
-                    m.next = "RSQRT_Y2" if cfg.newton_steps else "FINISH"
+                self._seed(m, op, e, xm, y, step, recip_rom, rsqrt_rom, "FINISH")
 
             # reciprocal: t = (mu y) >> (W-1); y = (y (2^(N+1) - t)) >> N
             with m.State("RECIP_T"):
@@ -196,6 +185,24 @@ class ScalarUnit(wiring.Component):
                     m.next = "IDLE"
         return m
 
+    def _seed(self, m, op, e, xm, y, step, recip_rom, rsqrt_rom, done_state):
+        """The SEED state's body (both arrangements): the table's first guess, and for rsqrt an
+        even exponent; then the first Newton step, or ``done_state`` when there are none."""
+        cfg = self.config
+        W, b = cfg.work_bits, cfg.seed_bits
+        m.d.sync += step.eq(0)
+        with m.If(op == ScalarOp.RECIP):
+            m.d.sync += y.eq(recip_rom[(xm >> (W - 1 - b))[:b]])
+            m.next = "RECIP_T" if cfg.newton_steps else done_state
+        with m.Else():
+            odd = e[0]
+            m.d.sync += [
+                e.eq(e - odd),
+                xm.eq(Mux(odd, xm << 1, xm)),
+                y.eq(rsqrt_rom[(odd << (b - 1)) | (xm >> (W - b))[:b - 1]]),
+            ]
+            m.next = "RSQRT_Y2" if cfg.newton_steps else done_state
+
     def _elaborate_pipelined(self, m, x, frac, op, zero, xm, e, y, y2, t, step, recip_rom, rsqrt_rom,
                              mul_a, mul_b, prod):
         """The same steps with every cycle one register after a carry chain or a few LUT levels:
@@ -203,7 +210,7 @@ class ScalarUnit(wiring.Component):
         :class:`~specmem.rtl.dsp.PipelinedMultiplier` (each step waits for its product), the final
         rounding and the exponent in two cycles."""
         cfg = self.config
-        P, N, W, b = cfg.out_bits, cfg.work_bits, cfg.work_bits, cfg.seed_bits
+        P, N, W = cfg.out_bits, cfg.work_bits, cfg.work_bits
         mul = PipelinedMultiplier(len(mul_a), len(mul_b), self.dsp)
         m.submodules.mul = mul
         m.d.comb += [mul.a.eq(mul_a), mul.b.eq(mul_b), mul.en.eq(1), prod.eq(mul.p)]
@@ -247,18 +254,7 @@ class ScalarUnit(wiring.Component):
                 m.d.sync += [xm.eq(((x1 << (W - 1)) >> msb)[:W]), e.eq(msb - frac)]
                 m.next = "SEED"
             with m.State("SEED"):
-                m.d.sync += step.eq(0)
-                with m.If(op == ScalarOp.RECIP):
-                    m.d.sync += y.eq(recip_rom[(xm >> (W - 1 - b))[:b]])
-                    m.next = "RECIP_T" if cfg.newton_steps else "ROUND"
-                with m.Else():
-                    odd = e[0]
-                    m.d.sync += [
-                        e.eq(e - odd),
-                        xm.eq(Mux(odd, xm << 1, xm)),
-                        y.eq(rsqrt_rom[(odd << (b - 1)) | (xm >> (W - b))[:b - 1]]),
-                    ]
-                    m.next = "RSQRT_Y2" if cfg.newton_steps else "ROUND"
+                self._seed(m, op, e, xm, y, step, recip_rom, rsqrt_rom, "ROUND")
 
             def after_step(loop_state):
                 def go():

@@ -33,7 +33,6 @@ from specmem.golden.fixed.formats import formats_for
 
 from .block_norm import BlockNormaliser
 from .dsp import PipelinedMultiplier
-from .engine import min_signed_width
 from .pipeline import stage_register
 from .saturate import fits_signed
 from .shift import RoundShiftVar
