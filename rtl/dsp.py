@@ -104,7 +104,8 @@ class PipelinedMultiplier(wiring.Component):
     Why: a product wider than one DSP written as ``a * b`` becomes several DSPs whose partial
     sums Yosys adds in the fabric in the same cycle as the DSPs' outputs (``hardware.md``,
     "Timing discipline"). Members as :class:`LaneMultiplier`; :attr:`latency` =
-    the style's latency + :attr:`tree_levels`.
+    the style's latency + :attr:`tree_levels` (+ 1 with ``input_register``: operands that a
+    state machine selects get a fabric register before the DSPs' own).
     """
 
     LIMB = ECP5_MULT_WIDTH - 1
@@ -122,15 +123,17 @@ class PipelinedMultiplier(wiring.Component):
         return out
 
     @classmethod
-    def latency_for(cls, style: str, a_width: int, b_width: int) -> int:
+    def latency_for(cls, style: str, a_width: int, b_width: int, *, input_register: bool = False) -> int:
         n = len(cls.limbs(a_width)) * len(cls.limbs(b_width))
-        return check_dsp(style, min(a_width, ECP5_MULT_WIDTH), min(b_width, ECP5_MULT_WIDTH)) + (n - 1).bit_length()
+        return (check_dsp(style, min(a_width, ECP5_MULT_WIDTH), min(b_width, ECP5_MULT_WIDTH))
+                + (n - 1).bit_length() + int(bool(input_register)))
 
-    def __init__(self, a_width: int, b_width: int, style: str = "registered"):
+    def __init__(self, a_width: int, b_width: int, style: str = "registered", *, input_register: bool = False):
         for name, v in (("a_width", a_width), ("b_width", b_width)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 2:
                 raise ValueError(f"{name}: must be an integer >= 2, got {v!r}")
-        self.latency = self.latency_for(style, a_width, b_width)
+        self.input_register = bool(input_register)  # operands chosen by a state machine: a register first
+        self.latency = self.latency_for(style, a_width, b_width, input_register=input_register)
         self.n_partials = len(self.limbs(a_width)) * len(self.limbs(b_width))
         self.tree_levels = (self.n_partials - 1).bit_length()
         self.a_width, self.b_width, self.style = a_width, b_width, style
@@ -144,11 +147,16 @@ class PipelinedMultiplier(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         W = self.a_width + self.b_width
+        a, b = self.a, self.b
+        if self.input_register:
+            a, b = Signal.like(self.a, name="a_r"), Signal.like(self.b, name="b_r")
+            with m.If(self.en):
+                m.d.sync += [a.eq(self.a), b.eq(self.b)]
         terms = []
         for ia, (oa, wa, sa) in enumerate(self.limbs(self.a_width)):
             for ib, (ob, wb, sb) in enumerate(self.limbs(self.b_width)):
-                la = self.a[oa:oa + wa]
-                lb = self.b[ob:ob + wb]
+                la = a[oa:oa + wa]
+                lb = b[ob:ob + wb]
                 mm = LaneMultiplier(wa + (0 if sa else 1), wb + (0 if sb else 1), self.style)
                 m.submodules[f"pp{ia}_{ib}"] = mm
                 m.d.comb += [mm.a.eq(la.as_signed() if sa else la), mm.b.eq(lb.as_signed() if sb else lb),

@@ -68,7 +68,7 @@ class ScalarUnit(wiring.Component):
         self.latency = {ScalarOp.RECIP: 4 + 2 * config.newton_steps, ScalarOp.RSQRT: 4 + 3 * config.newton_steps}
         if self.pipelined:
             N = config.work_bits
-            self.mul_latency = PipelinedMultiplier.latency_for(dsp, max(N, N + 5) + 2, N + 8)
+            self.mul_latency = PipelinedMultiplier.latency_for(dsp, max(N, N + 5) + 2, N + 8, input_register=True)
             M = self.mul_latency + 1  # cycles per multiply: issue, then wait for the product
             self.latency = {ScalarOp.RECIP: 8 + 2 * M * config.newton_steps,
                             ScalarOp.RSQRT: 8 + 3 * M * config.newton_steps}
@@ -211,7 +211,7 @@ class ScalarUnit(wiring.Component):
         rounding and the exponent in two cycles."""
         cfg = self.config
         P, N, W = cfg.out_bits, cfg.work_bits, cfg.work_bits
-        mul = PipelinedMultiplier(len(mul_a), len(mul_b), self.dsp)
+        mul = PipelinedMultiplier(len(mul_a), len(mul_b), self.dsp, input_register=True)
         m.submodules.mul = mul
         m.d.comb += [mul.a.eq(mul_a), mul.b.eq(mul_b), mul.en.eq(1), prod.eq(mul.p)]
         wait = Signal(range(mul.latency + 1))

@@ -115,7 +115,7 @@ class TokenChain(wiring.Component):
         self.w_gjb = self.wg + self.P             # g_j beta.m
         self.wA = max(self.wa, self.wG, self.wh, self.wt)
         self.wB = max(self.wa, self.wg, self.P, self.w_gjb)
-        self.mul_latency = PipelinedMultiplier.latency_for(dsp, self.wA, self.wB)
+        self.mul_latency = PipelinedMultiplier.latency_for(dsp, self.wA, self.wB, input_register=True)
         self.tree_levels = lk
         self.out_layout = data.StructLayout({
             "orth": 1, "evict_j": range(k), "a_n": data.ArrayLayout(signed(self.wa), k), "j": range(k),
@@ -150,7 +150,7 @@ class TokenChain(wiring.Component):
         opB = [Signal(signed(self.wB), name=f"opB{l}") for l in range(k)]
         prod = []
         for l in range(k):
-            mm = PipelinedMultiplier(self.wA, self.wB, self.dsp)
+            mm = PipelinedMultiplier(self.wA, self.wB, self.dsp, input_register=True)
             m.submodules[f"mul{l}"] = mm
             m.d.comb += [mm.a.eq(opA[l]), mm.b.eq(opB[l]), mm.en.eq(1)]
             prod.append(mm.p)
