@@ -21,7 +21,8 @@ def test_core_v2_and_chain_blocks_are_registered():
     """The v2 core and its chain are selectable blocks (their place-and-route runs by command)."""
     from specmem.synth_block import BLOCKS
 
-    chain, name = BLOCKS["token_chain"](16, 4, "int18")
-    assert name == "token_chain_d16_k4_int18" and chain.k == 4
+    chain, name = BLOCKS["token_chain"](16, 4, "int18", "ecp5")
+    assert name == "token_chain_d16_k4_int18_ecp5" and chain.k == 4 and chain.dsp == "ecp5"
     core, name = BLOCKS["core_v2"](16, 4, "int18", "ecp5", "behavioural")
     assert name == "core_v2_d16_k4_int18_ecp5_behavioural" and core.rows.dsp == "ecp5" and core.bram == "behavioural"
+    assert all(unit.dsp == "ecp5" for unit in core.chain_units)  # the chain's pieces are MULT18X18D too
