@@ -361,8 +361,9 @@ class AnnihilationCoreV2(wiring.Component):
         yq = reg(Mux(yfits, ytr.as_signed(), Mux(yng, ymin, ymax)), signed(self.wy), "yq")
         yov = reg(yv2 & ~yfits, 1, "yov")
         yv3 = reg(yv2, 1, "yv3")
-        y_inflight = Signal()
-        m.d.comb += y_inflight.eq(yv | yv2 | yv3 | yrs.o_valid)
+        # rows entering the y pipeline minus rows leaving it: busy covers every internal stage
+        y_inflight = Signal(range(ymul.latency + yrs.latency + 8))
+        m.d.sync += y_inflight.eq(y_inflight + (ru.o_valid & o_emit) - yv3)
         with m.If(yov):
             m.d.sync += sat_y.eq(sat_y + 1)
         ylane, ybeat = Signal(range(k)), Signal(range(B))
@@ -378,6 +379,6 @@ class AnnihilationCoreV2(wiring.Component):
                      res_sub.eq(yv3 & (ylane == k - 1))]
         m.d.comb += [self.y_out.valid.eq(yfifo.r_rdy), yfifo.r_en.eq(self.y_out.ready),
                      self.y_out.payload.eq(yfifo.r_data)]
-        m.d.comb += self.busy.eq(~fsm.ongoing("IDLE") | (full != 0) | (q_count != 0) | y_inflight |
+        m.d.comb += self.busy.eq(~fsm.ongoing("IDLE") | (full != 0) | (q_count != 0) | (y_inflight != 0) |
                                  sum(~unit.i.ready for unit in TCS).bool())
         return m

@@ -24,7 +24,7 @@ def _unit_stream(seed, T, d, k):
     return stimulus.units(seed, T, d)
 
 
-def _run(core, X, *, idle=0.0, stall=0.0, gap=0, seed=0, collisions=None):
+def _run(core, X, *, idle=0.0, stall=0.0, gap=0, seed=0, collisions=None, trace=None):
     d, k, B = core.d, core.k, core.beats
     ys, marks = [], []
 
@@ -64,8 +64,17 @@ def _run(core, X, *, idle=0.0, stall=0.0, gap=0, seed=0, collisions=None):
             if ren and wen and ra == wa:
                 collisions.append(wa)
 
+    async def handshakes(ctx):
+        """Per cycle: busy, and the x and y beats transferred so far (for the busy contract)."""
+        nx = ny = 0
+        async for _, _, busy, xv, xr, yv, yr in ctx.tick().sample(core.busy, core.x_in.valid, core.x_in.ready,
+                                                                   core.y_out.valid, core.y_out.ready):
+            nx, ny = nx + (xv and xr), ny + (yv and yr)
+            trace.append((busy, nx, ny))
+
     got = {}
-    run_simulation(core, source, sink, processes=[ram_monitor] if collisions is not None else [],
+    procs = ([ram_monitor] if collisions is not None else []) + ([handshakes] if trace is not None else [])
+    run_simulation(core, source, sink, processes=procs,
                    deadline_cycles=len(X) * (d + 800) + 2000)
     return ys, marks, got["counters"]
 
@@ -124,3 +133,21 @@ def test_heads_are_independent_memories_on_one_datapath(preset, d, k, heads, cha
     sat = sum(ref["sat"][n] for n in ("u", "ahat", "q", "t", "y"))
     assert counters == {"tokens": T * heads, "orth_count": int(ref["orth"].sum()), "orth_flag": 1,
                         "count": int(ref["count"][0]), "saturations": sat}
+
+
+@pytest.mark.parametrize("preset,d,k,heads", [("int8", 8, 2, 1), ("int18", 16, 4, 2)])
+def test_busy_covers_every_accepted_token_until_its_y_beats_leave(preset, d, k, heads):
+    """``busy`` low means the core holds no work: every token whose beats have all been accepted
+    has had all its y beats written to the output FIFO, so with an always-ready sink they have
+    all left within the FIFO's two cycles. Idle gaps between tokens make ``busy`` fall mid-stream."""
+    core = AnnihilationCoreV2(d, k, preset, heads=heads)
+    X = Datapath(core.fmt, trace=False).quantize("x", _stream(3, 12 * heads, d, k))
+    trace = []
+    _run(core, X, gap=200, seed=5, trace=trace)
+    B = core.beats
+    idle = [c for c, (busy, _, _) in enumerate(trace) if not busy]
+    assert len(idle) > 100, "the stream must leave the core idle between tokens"
+    for c in idle:
+        done = (trace[c - 1][1] // B) * B if c else 0  # beats accepted at earlier edges
+        later = trace[min(c + 2, len(trace) - 1)][2]
+        assert later >= done, f"cycle {c}: busy low with {done - later} y beats of accepted tokens still to come"
