@@ -4,9 +4,10 @@ Stages, in order: seeded vectors and a float64 golden run of every rule
 (exchange-format files under ``out/main``); the bit-exact fixed-point model of
 every rule in its hardware format (int18 for the annihilation memory, the scaled
 int8 for the others), with its error against float64; the annihilation
-and VLA RTL (legacy-int8, the format the RTL implements) as Verilog plus manifest,
-linted by Verilator; the annihilation top simulated in Verilator (cocotb) against
-the fixed-point model (legacy-int8); the claims ledger (``out/main/claims/claims.md``;
+RTL (core v2 in int18, its hardware default; core v1 in legacy-int8) and the VLA RTL
+(legacy-int8) as Verilog plus manifest, linted by Verilator; the annihilation core v2
+simulated in Verilator (cocotb) against the fixed-point model (int18, a stream with
+evictions, random idle gaps and backpressure); the claims ledger (``out/main/claims/claims.md``;
 ``specmem claims`` rewrites ``docs/claims.md``); the small INT8-vs-float accuracy report of the RTL's formats
 and the small number-format report (``out/main/accuracy``, ``formats.md``; the full
 ones are ``specmem accuracy [--formats] --full --out docs/accuracy``).
@@ -73,26 +74,33 @@ def main_job(out_dir: str = "out/main", progress=print) -> int:
     from specmem.rtl.generate import generate, lint
 
     summary["rtl"] = {}
-    for name in ("annihilation", "vla"):
-        manifest = generate(name, d, k, "legacy-int8", os.path.join(out_dir, "rtl"))
+    # the annihilation's hardware default is core v2 in int18; core v1 (legacy-int8) and VLA stay generated
+    for key, name, preset in (("annihilation", "annihilation", "int18"),
+                              ("annihilation-v1", "annihilation", "legacy-int8"), ("vla", "vla", "legacy-int8")):
+        manifest = generate(name, d, k, preset, os.path.join(out_dir, "rtl", key))
         res = lint(manifest["paths"]["verilog"])
         if res.returncode or res.warnings:
             raise RuntimeError(f"verilator lint of {manifest['paths']['verilog']} failed:\n"
                                + "\n".join(res.warnings or [res.output]))
         cpt = manifest["cycles_per_token"]["full_steady_state"]
         floor = d if name == "annihilation" else d * d // k
-        summary["rtl"][name] = {"verilog": manifest["paths"]["verilog"], "cycles_per_token": cpt, "floor": floor}
-        progress(f"main: Verilog {manifest['paths']['verilog']} (lint clean), {cpt} cycles per token "
+        summary["rtl"][key] = {"verilog": manifest["paths"]["verilog"], "preset": preset, "cycles_per_token": cpt,
+                               "floor": floor}
+        progress(f"main: Verilog {manifest['paths']['verilog']} ({preset}, lint clean), {cpt} cycles per token "
                  f"(floor {floor})")
 
     from specmem.sim.commands import simulate
 
-    sim = simulate("annihilation", d, k, T, seed, preset="legacy-int8")
+    with stage("main: Verilator (annihilation core v2, int18)", progress, 30.0):
+        sim = simulate("annihilation", d, k, T, seed, preset="int18", quiet=True)
     if not sim.passed:
-        raise RuntimeError(f"Verilator simulation disagrees with the fixed-point model: {sim.first_mismatch}")
-    summary["verilator"] = {"tokens": T, "cycles": sim.cycles, "cycles_per_s": sim.cycles_per_s,
+        raise RuntimeError(f"Verilator simulation of the annihilation core v2 disagrees with the fixed-point "
+                           f"model: {sim.first_mismatch}")
+    summary["verilator"] = {"core": "annihilation v2", "preset": "int18", "tokens": T, "cycles": sim.cycles,
+                            "cycles_per_token": sim.cycles / T, "cycles_per_s": sim.cycles_per_s,
                             "tokens_per_s": sim.tokens_per_s, "build": sim.build_dir}
-    progress(f"main: Verilator: {T} tokens of the annihilation top bit exact against the fixed-point model")
+    progress(f"main: Verilator: {T} tokens of the annihilation core v2 (int18, random idle gaps and backpressure) "
+             f"bit exact against the fixed-point model; {sim.cycles / T:.0f} cycles per token in this stream")
 
     from specmem.claims import write_claims
 

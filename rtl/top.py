@@ -206,7 +206,7 @@ class AnnihilationTopV2(AnnihilationTop):
                 "full_steady_state_source": (
                     "measured in simulation (Amaranth and Verilator), full tokens back to back" if measured else
                     "not measured for this configuration; a full token costs pass_cycles plus the token "
-                    "chain (~70-80 cycles at k = 4..8), see docs/annihilation.md"),
+                    "chain (~240 cycles at k = 4..8 since its re-timing), see docs/annihilation.md"),
                 "measured": {f"d={d},k={k},{p},heads={h},chains={n}": v
                              for (d, k, p, h, n), v in V2_MEASURED_CYCLES.items()},
                 "pass_cycles": c.pass_cycles(),
