@@ -175,6 +175,8 @@ def _cmd_rtl(args) -> int:
     for name in ("heads", "chains"):
         if getattr(args, name) is not None:
             params[name] = getattr(args, name)
+    if args.csr:
+        params["csr"] = True
     fmt = args.format or ("legacy-int8" if args.algo != "annihilation" or args.core != "v2" else "int18")
     t0 = time.perf_counter()
     try:
@@ -183,6 +185,9 @@ def _cmd_rtl(args) -> int:
         for name in ("bram", "heads", "chains"):
             if name in params and args.algo != "annihilation":
                 raise ValueError(f"{name}: only the annihilation core v2 takes it, not {args.algo}")
+        if args.csr and args.algo != "annihilation":
+            raise ValueError(f"csr: the register-block top exists for the annihilation cores only (specmem regs "
+                             f"writes the map of {args.algo}'s), not {args.algo}")
         if "dsp" in params and args.algo not in ("engine", "annihilation"):
             raise ValueError(f"dsp: only the engine and the annihilation core v2 take it (the other cores use "
                              f"'fabric'), not {args.algo}")
@@ -222,7 +227,7 @@ def _cmd_regs(args) -> int:
     from specmem.rtl.csr import core_register_map
 
     try:
-        rm = core_register_map(args.algo, args.d, args.k, args.format)
+        rm = core_register_map(args.algo, args.d, args.k, args.format, heads=args.heads)
         paths = write_all(rm, args.out)
     except ValueError as exc:  # the description names the argument
         raise SpecmemInputError(str(exc)) from None
@@ -445,6 +450,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--chains", type=int, default=None,
                    help="annihilation core v2 only: token-chain units, 1..heads (default 1; 2 with 3 heads makes "
                         "d=64 k=8 pass-bound)")
+    g.add_argument("--csr", action="store_true",
+                   help="annihilation only: the top with its AXI4-Lite control/status registers "
+                        "(specmem_annihilation_csr; the register map's C header, Markdown, SystemRDL and IP-XACT "
+                        "beside it)")
     g.set_defaults(fn=_cmd_rtl)
 
     rg = sub.add_parser("regs", help="control/status register map of a core (rtl/csr.py) -> C header, Markdown, "
@@ -453,7 +462,9 @@ def build_parser() -> argparse.ArgumentParser:
     rg.add_argument("--d", type=int, default=64, help="vector dimension d (a build parameter in PARAMS_DK)")
     rg.add_argument("--k", type=int, default=8, help="memory columns / lanes (a build parameter in PARAMS_DK)")
     rg.add_argument("--format", default="legacy-int8",
-                    help="fixed-point preset: legacy-int8, legacy-int16 or legacy-wide")
+                    help="fixed-point preset: legacy-int8, legacy-int16 or legacy-wide; the annihilation core v2's "
+                         "int18, int16 or int8")
+    rg.add_argument("--heads", type=int, default=1, help="heads on the datapath (a build parameter in PARAMS_CORE)")
     rg.add_argument("--out", required=True,
                     help="output folder (created if missing): specmem_csr.h, registers.md, specmem_csr.rdl, "
                          "specmem_csr.xml")

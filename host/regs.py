@@ -37,7 +37,7 @@ __all__ = ["systemrdl", "compile_systemrdl", "ipxact", "c_header", "markdown", "
 FILES = {"header": "specmem_csr.h", "markdown": "registers.md", "systemrdl": "specmem_csr.rdl",
          "ipxact": "specmem_csr.xml"}
 #: the configuration whose map is committed as ``docs/registers.md``
-DOC_CONFIG = {"algo": "annihilation", "d": 64, "k": 8, "fmt": "legacy-int8"}
+DOC_CONFIG = {"algo": "annihilation", "d": 64, "k": 8, "fmt": "int18"}  # core v2, the hardware default
 
 _RDL_ACCESS = {"const": "sw = r; hw = na;", "status": "sw = r; hw = w;", "counter": "sw = r; hw = w;",
                "rw": "sw = rw; hw = r;", "pulse": "sw = w; hw = r; singlepulse;"}

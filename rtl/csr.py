@@ -62,8 +62,9 @@ MAGIC = 0x534D454D
 MAP_VERSION = (1, 0)
 #: ``PARAMS_CORE.core``
 CORE_CODES = {"annihilation": 1, "vla": 2, "linear": 3, "deltanet": 4}
-#: ``PARAMS_CORE.format``: the presets the RTL implements (``rtl/presets.py``)
-FORMAT_CODES = {"legacy-int8": 1, "legacy-int16": 2, "legacy-wide": 3}
+#: ``PARAMS_CORE.format``: the presets the RTL implements (``rtl/presets.py``; ``int18``/``int16``/``int8``:
+#: the annihilation core v2's, ``rtl/generate.py: V2_PRESETS``)
+FORMAT_CODES = {"legacy-int8": 1, "legacy-int16": 2, "legacy-wide": 3, "int18": 4, "int16": 5, "int8": 6}
 #: ``CONFIG.orth_policy`` (``golden/annihilation.py``'s policies)
 ORTH_POLICY_CODES = {"skip": 0, "evict": 1}
 RESP_OKAY, RESP_SLVERR = 0b00, 0b10
@@ -312,12 +313,18 @@ def register_map(core: str, d: int, k: int, fmt: str, *, heads: int = 1, status=
 
 def core_register_map(algo: str, d: int, k: int, fmt: str = "legacy-int8", **kw) -> RegisterMap:
     """The register map of one of the project's cores, with the status ports its top exposes
-    today (``rtl/top.py``: four 32-bit counters, ``orth_flag``, ``count``, ``busy``)."""
+    today (``rtl/top.py``: four 32-bit counters, ``orth_flag``, ``count``, ``busy``; the
+    annihilation cores v1 and v2 expose the same ports). ``kw``: :func:`register_map`'s
+    (``heads`` for core v2's interleaved memories)."""
     framing = ("framing_errors", "input beats whose tlast disagreed with the token's beat count")
+    legacy = [f for f in FORMAT_CODES if f.startswith("legacy-")]
+    if algo != "annihilation" and algo in CORE_CODES and fmt in FORMAT_CODES and fmt not in legacy:
+        raise ValueError(f"format: the {algo} RTL implements {', '.join(legacy)} ({fmt!r} is the annihilation "
+                         f"core v2's)")
     if algo == "annihilation":
         status = (("busy", 1, "the sequencer is not idle"),
                   ("orth_flag", 1, "sticky: an orthogonal input was seen since reset"),
-                  ("count", max(1, (k).bit_length()), "stored directions (k once warm-up is over)"))
+                  ("count", max(1, (k).bit_length()), "stored directions (k once warm-up is over; head 0's with heads)"))
         extras = (framing,)
     elif algo == "vla":
         status = (("busy", 1, "a token is being received, processed, written or sent"),)

@@ -1,5 +1,8 @@
-"""The annihilation top with its control and status registers: ``AnnihilationTop``'s AXI4-Stream
-ports, and an AXI4-Lite slave (``s_axil_*``, ``rtl/csr.py``) in place of the bare status ports.
+"""The annihilation top with its control and status registers: the top's AXI4-Stream ports, and
+an AXI4-Lite slave (``s_axil_*``, ``rtl/csr.py``) in place of the bare status ports. The preset
+picks the top: ``AnnihilationTop`` (core v1) for the legacy presets, ``AnnihilationTopV2`` (core
+v2, with ``heads``, ``chains``, ``dsp``, ``bram``) for ``int18``/``int16``/``int8``;
+``PARAMS_CORE`` carries the format and the heads.
 
 ``CTRL.soft_reset`` resets the top (core and framing counter) through a ``ResetInserter`` for the
 one cycle of its pulse; ``CTRL.clear_counters`` is handled inside the register block. The map is
@@ -14,7 +17,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .csr import CSRBlock, core_register_map
-from .top import AnnihilationTop
+from .top import AnnihilationTop, AnnihilationTopV2
 
 __all__ = ["AnnihilationCSRTop"]
 
@@ -23,12 +26,30 @@ _AXIS = ("s_axis_tdata", "s_axis_tvalid", "s_axis_tready", "s_axis_tlast",
 
 
 class AnnihilationCSRTop(wiring.Component):
-    """:class:`~specmem.rtl.top.AnnihilationTop` + :class:`~specmem.rtl.csr.CSRBlock`."""
+    """:class:`~specmem.rtl.top.AnnihilationTop` (legacy presets) or
+    :class:`~specmem.rtl.top.AnnihilationTopV2` (``int18``/``int16``/``int8``) +
+    :class:`~specmem.rtl.csr.CSRBlock`. ``in_range`` is core v1's; ``heads``, ``chains``, ``dsp``,
+    ``bram`` are core v2's (an option the chosen core does not take is an error, not ignored)."""
 
     def __init__(self, d: int, k: int, preset: str = "legacy-int8", *, in_range: float | None = None,
-                 addr_width: int = 8):
-        self.top = AnnihilationTop(d, k, preset, in_range=in_range)
-        self.regmap = core_register_map("annihilation", d, k, preset, addr_width=addr_width)
+                 addr_width: int = 8, heads: int = 1, chains: int = 1, dsp: str | None = None,
+                 bram: str | None = None):
+        from .generate import annihilation_core_for
+
+        self.core_version = annihilation_core_for(preset)
+        if self.core_version == "v2":
+            if in_range is not None:
+                raise ValueError("in_range: core v2 takes the preset's input range (its x format), not in_range")
+            self.top = AnnihilationTopV2(d, k, preset, dsp=dsp or "registered", bram=bram or "behavioural",
+                                         heads=heads, chains=chains)
+        else:
+            extra = [n for n, v, dv in (("heads", heads, 1), ("chains", chains, 1), ("dsp", dsp, None),
+                                        ("bram", bram, None)) if v != dv]
+            if extra:
+                raise ValueError(f"{', '.join(extra)}: only the annihilation core v2 (int18/int16/int8) takes "
+                                 f"{'it' if len(extra) == 1 else 'them'}, not core v1 ({preset!r})")
+            self.top = AnnihilationTop(d, k, preset, in_range=in_range)
+        self.regmap = core_register_map("annihilation", d, k, preset, addr_width=addr_width, heads=heads)
         self.csr = CSRBlock(self.regmap)
         sig = {}
         for name in _AXIS:

@@ -118,7 +118,8 @@ def build(algo: str, d: int, k: int, preset: str = "legacy-int8", **params) -> B
     takes ``dsp`` (``"fabric"``, ``"registered"``, ``"ecp5"``: its multipliers' registers,
     ``rtl/dsp.py``); the annihilation takes ``core`` (``"v1"``/``"v2"``, default: the preset
     decides, :func:`annihilation_core_for`), core v2 ``dsp`` (``registered``/``ecp5``) and ``bram``
-    (``behavioural``/``ecp5``), core v1 ``in_range``."""
+    (``behavioural``/``ecp5``), core v1 ``in_range``, and ``csr`` (True: the top with its AXI4-Lite
+    register block, ``rtl/csr_top.py``, named ``specmem_annihilation_csr``)."""
     if algo not in ALGOS:
         raise ValueError(f"algo: must be one of {ALGOS}, got {algo!r}")
     _check_dk(d, k)
@@ -127,10 +128,10 @@ def build(algo: str, d: int, k: int, preset: str = "legacy-int8", **params) -> B
         if extra:
             raise ValueError(f"{sorted(extra)[0]}: not a parameter of engine (it takes dsp)")
     elif algo == "annihilation":
-        extra = set(params) - {"core", "dsp", "bram", "in_range", "heads", "chains"}
+        extra = set(params) - {"core", "dsp", "bram", "in_range", "heads", "chains", "csr"}
         if extra:
             raise ValueError(f"{sorted(extra)[0]}: not a parameter of annihilation (it takes core, dsp, bram, heads, "
-                             "chains, in_range)")
+                             "chains, in_range, csr)")
         return _annihilation(d, k, preset, **params)
     elif params and algo not in ("vla", "linear", "deltanet", "gated-deltanet"):
         raise ValueError(f"{next(iter(params))}: not a parameter of {algo}")
@@ -187,10 +188,18 @@ def annihilation_core_for(preset, core: str | None = None) -> str:
 
 def _annihilation(d: int, k: int, preset: str, *, core: str | None = None, dsp: str | None = None,
                   bram: str | None = None, in_range: float | None = None, heads: int | None = None,
-                  chains: int | None = None) -> Built:
+                  chains: int | None = None, csr: bool = False) -> Built:
     from .top import AnnihilationTop, AnnihilationTopV2  # imported lazily: needs the fixed-point golden model
 
     which = annihilation_core_for(preset, core)
+    if csr:
+        from .csr_top import AnnihilationCSRTop
+
+        if which == "v2" and k > d:
+            raise ValueError(f"k: must be <= d ({d}), got {k}")
+        top = AnnihilationCSRTop(d, k, preset, in_range=in_range, heads=1 if heads is None else heads,
+                                 chains=1 if chains is None else chains, dsp=dsp, bram=bram)
+        return Built(top, "specmem_annihilation_csr", top.manifest())
     if which == "v1":
         for name, v in (("dsp", dsp), ("bram", bram), ("heads", heads), ("chains", chains)):
             if v is not None:

@@ -168,6 +168,29 @@ def test_rtl_commands_take_only_the_rtl_formats(tmp_path, capsys):
     assert not (tmp_path / "o.npz").exists() and not (tmp_path / "rtl").exists()
 
 
+def test_rtl_csr_writes_the_register_block_top_and_its_map(tmp_path, capsys):
+    """``specmem rtl --csr``: core v2 with two heads behind the AXI4-Lite block, linted, with the
+    register files beside it and PARAMS_CORE carrying the format and the heads; other rules refuse."""
+    import json
+
+    from specmem.cli import main
+    from specmem.rtl.csr import FORMAT_CODES
+
+    out = tmp_path / "csr"
+    assert main(["rtl", "--algo", "annihilation", "--d", "8", "--k", "2", "--format", "int8", "--heads", "2", "--csr",
+                 "--out", str(out)]) == 0
+    assert "lint-only -Wall: clean" in capsys.readouterr().out
+    man = json.loads((out / "specmem_annihilation_csr.json").read_text())
+    ports = {p["name"] for p in man["ports"]}
+    assert man["core"] == "v2" and {"s_axil_araddr", "s_axil_rdata", "s_axis_tdata", "m_axis_tdata"} <= ports
+    assert not any(n.startswith("status_") for n in ports)
+    fields = {f["name"]: f for r in man["registers"]["registers"] if r["name"] == "PARAMS_CORE" for f in r["fields"]}
+    assert (fields["format"]["reset"], fields["heads"]["reset"]) == (FORMAT_CODES["int8"], 2)
+    assert {"specmem_csr.h", "registers.md", "specmem_csr.rdl", "specmem_csr.xml"} <= {p.name for p in out.iterdir()}
+    assert "csr: the register-block top exists for the annihilation" in _error(
+        capsys, ["rtl", "--algo", "vla", "--d", "16", "--k", "4", "--csr", "--out", str(tmp_path / "v")])
+
+
 def test_rtl_command_defaults_are_legacy_int8():
     from specmem.cli import build_parser
 

@@ -50,7 +50,7 @@ def test_core_maps():
 
 
 @pytest.mark.parametrize("bad, msg", [
-    (lambda: register_map("annihilation", 16, 4, "int8"), "format"),
+    (lambda: register_map("annihilation", 16, 4, "int4"), "format"),
     (lambda: register_map("annihilation", 0, 4, "legacy-int8"), "d:"),
     (lambda: register_map("nope", 16, 4, "legacy-int8"), "core"),
     (lambda: register_map("vla", 16, 4, "legacy-int8", extra_counters=(("tokens", "again"),)), "named twice"),

@@ -1,6 +1,6 @@
-"""``rtl/csr_top.py``: the annihilation top behind its register block, in Amaranth's simulator.
-Tokens stream through while the AXI4-Lite side reads the counters; clear and soft reset act on
-the real core; the Verilog lints clean."""
+"""``rtl/csr_top.py``: the annihilation top (core v1 and core v2) behind its register block, in
+Amaranth's simulator. Tokens stream through while the AXI4-Lite side reads the counters; clear
+and soft reset act on the real core; the Verilog lints clean."""
 
 from __future__ import annotations
 
@@ -9,17 +9,22 @@ import random
 from amaranth.back import verilog
 from amaranth.sim import Simulator
 
+import pytest
+
+from specmem.rtl.csr import FORMAT_CODES
 from specmem.rtl.csr_top import AnnihilationCSRTop
 from specmem.rtl.testing import axis_view, stream_get, stream_put
 
 from .test_csr import OKAY, axil_read, axil_write
 
-TOKENS, FRAMING, STATUS, CTRL = 0x40, 0x4C, 0x20, 0x10
+TOKENS, FRAMING, STATUS, CTRL, PARAMS_CORE = 0x40, 0x4C, 0x20, 0x10, 0x0C
 
 
-def test_counters_clear_and_soft_reset_on_the_core():
-    d, k = 16, 4
-    dut = AnnihilationCSRTop(d, k)
+@pytest.mark.parametrize("d,k,preset,heads", [(16, 4, "legacy-int8", 1), (16, 4, "int18", 1), (8, 2, "int8", 2)])
+def test_counters_clear_and_soft_reset_on_the_core(d, k, preset, heads):
+    """Core v1 and core v2 (one head, and two heads interleaved) behind the same register block."""
+    dut = AnnihilationCSRTop(d, k, preset, heads=heads)
+    assert dut.core_version == ("v1" if preset.startswith("legacy-") else "v2")
     s_axis, m_axis = axis_view(dut, "s_axis"), axis_view(dut, "m_axis")
     xw = dut.top.core.fmt["x"].width
     bpt = d // k
@@ -37,7 +42,7 @@ def test_counters_clear_and_soft_reset_on_the_core():
             await stream_put(ctx, s_axis, word(last))
 
     async def idle(ctx, beats):
-        for _ in range(2000):
+        for _ in range(20000):
             if got["beats"] >= beats:
                 status, _ = await axil_read(ctx, dut, STATUS)
                 if not status & 1:  # STATUS.busy
@@ -52,13 +57,16 @@ def test_counters_clear_and_soft_reset_on_the_core():
 
     async def bench(ctx):
         assert await axil_read(ctx, dut, 0x00) == (0x534D454D, OKAY)
-        assert await axil_read(ctx, dut, 0x08) == ((4 << 16) | 16, OKAY)
+        assert await axil_read(ctx, dut, 0x08) == ((k << 16) | d, OKAY)
+        core_word, _ = await axil_read(ctx, dut, PARAMS_CORE)
+        assert (core_word & 0xFF, (core_word >> 8) & 0xFF, (core_word >> 16) & 0xFF) == (1, FORMAT_CODES[preset], heads)
         await send(ctx, 3, wrong=(1, 3))         # tlast early on beat 1 and missing on beat 3: 2 errors
         await idle(ctx, 3 * bpt)
         assert await axil_read(ctx, dut, TOKENS) == (3, OKAY)
         assert await axil_read(ctx, dut, FRAMING) == (2, OKAY)
         status, _ = await axil_read(ctx, dut, STATUS)
-        assert status >> 2 == 3                  # STATUS.count: three directions stored
+        # STATUS.count: head 0's stored directions (tokens alternate between heads; k at most)
+        assert status >> 2 == min(k, -(-3 // heads))
         assert await axil_write(ctx, dut, CTRL, 0b10) == OKAY          # clear counters
         assert await axil_read(ctx, dut, TOKENS) == (0, OKAY)
         assert await axil_read(ctx, dut, FRAMING) == (0, OKAY)
@@ -97,3 +105,11 @@ def test_ports_and_lint(tmp_path):
     path.write_text(verilog.convert(dut, name="specmem_annihilation_csr"))
     res = lint(path)
     assert res.returncode == 0 and not res.warnings, res.output[-2000:]
+
+
+def test_core_options_go_to_the_core_that_takes_them():
+    with pytest.raises(ValueError, match="heads: only the annihilation core v2"):
+        AnnihilationCSRTop(16, 4, "legacy-int8", heads=2)
+    with pytest.raises(ValueError, match="in_range: core v2"):
+        AnnihilationCSRTop(16, 4, "int18", in_range=2.0)
+    assert AnnihilationCSRTop(16, 4, "int18", heads=3, chains=2).top.core.heads == 3
