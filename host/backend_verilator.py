@@ -147,7 +147,7 @@ def verilator_backend(algo: str, inputs: dict, params: dict, options: dict) -> d
     if y_raw.shape != (B, T, d) or orth.shape != (B, T):
         raise VerilatorBackendError(f"verilator: got outputs {y_raw.shape} and flags {orth.shape}, expected "
                                     f"{(B, T, d)} and {(B, T)} ({run.log})")
-    if v2:  # core v2 counts the saturations of u, ahat, q, t and y (its manifest's status_saturation_tensors)
+    if v2:  # core v2 counts the saturations of its manifest's status_saturation_tensors
         from specmem.sim.model import V2_SAT_TENSORS
 
         sat_model = sum(int(ref[f"sat_{n}"]) for n in V2_SAT_TENSORS)

@@ -154,7 +154,7 @@ class AnnihilationCoreV2(wiring.Component):
         tokens, orth_count, orth_flag = Signal(32), Signal(32), Signal(1)
         sat_chain, sat_y = Signal(32), Signal(32)
         m.d.comb += [self.tokens.eq(tokens), self.orth_count.eq(orth_count), self.orth_flag.eq(orth_flag),
-                     self.count.eq(count[0]), self.saturations.eq(ru.sat_u + sat_chain + sat_y)]
+                     self.count.eq(count[0]), self.saturations.eq(ru.sat_u + ru.sat_um + ru.sat_r + sat_chain + sat_y)]
         A = Array
         set_pending, clr_pending = Signal(H), Signal(H)
         set_ready, set_ready_c, clr_ready = Signal(H), Signal(H), Signal(H)
@@ -250,7 +250,7 @@ class AnnihilationCoreV2(wiring.Component):
         res_add, res_sub = Signal(), Signal()
         m.d.sync += reserved.eq(reserved + Mux(res_add, B, 0) - res_sub)
         m.d.comb += [ru.a.eq(p_a), ru.p.eq(p_p), ru.q.eq(p_q), ru.p_shift.eq(p_psh),
-                     ru.upd.eq(p_mode == _FULL), ru.wsel.eq(Mux((p_mode == _WARM) | (p_mode == _EVICT) |
+                     ru.upd.eq(p_mode == _FULL), ru.cnt.eq((p_mode == _FULL) | (p_mode == _EVICT)), ru.wsel.eq(Mux((p_mode == _WARM) | (p_mode == _EVICT) |
                                                                 (p_mode == _FULL), p_wsel, 0))]
         d_mode = Signal(3)
         m.d.comb += d_mode.eq(A(c_mode)[dhead])

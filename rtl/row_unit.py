@@ -51,7 +51,8 @@ class RowUnit(wiring.Component):
     (one-hot column to overwrite with ``x``, or 0); per row ``i_valid``, ``i_u[k]``, ``i_x``,
     ``i_xn`` (the next token's element), ``i_first``; out ``o_valid``, ``o_u[k]`` (the row as
     written, :attr:`latency` after ``i_u``), ``o_r`` (``r_i``, for ``y``), ``sat_u`` (saturated
-    writes, counted), ``acc_a[k]`` and ``acc_g[k(k+1)/2]`` (the running sums, final
+    writes, counted), ``sat_um`` and ``sat_r`` (saturations of ``Um_i`` in passes with the control
+    ``cnt``, and of ``r_i`` in passes with ``upd``: the model's ``u_mul`` and ``r``), ``acc_a[k]`` and ``acc_g[k(k+1)/2]`` (the running sums, final
     :attr:`acc_latency` advancing cycles after the last row's ``i_u``; ``acc_done`` pulses in the
     first advancing cycle they are, for a row entered with ``i_last``). With
     ``travelling_controls`` ``acc_a``/``acc_g`` are snapshots taken at each ``i_last`` row, held
@@ -113,6 +114,9 @@ class RowUnit(wiring.Component):
             "o_u": Out(data.ArrayLayout(signed(self.wu), k)),
             "o_r": Out(signed(self.wr)),
             "sat_u": Out(32),
+            "cnt": In(1),
+            "sat_um": Out(32),
+            "sat_r": Out(32),
             "acc_a": Out(data.ArrayLayout(signed(wacc), k)),
             "acc_g": Out(data.ArrayLayout(signed(wacc), self.n_gram)),
             "acc_done": Out(1),
@@ -130,13 +134,25 @@ class RowUnit(wiring.Component):
                 value = reg(value, shape, f"{name}_d{s}")
             return value
 
-        def narrow(xs, shift, width, name):
-            """round (one carry chain), then a registered sign-extension saturation: 2 stages"""
+        def narrow(xs, shift, width, name, flags=None):
+            """round (one carry chain), then a registered sign-extension saturation: 2 stages;
+            ``flags`` (a list) receives the registered overflow bits, aligned with the outputs"""
             rs = [reg(round_shift(m, x, shift, rnd, f"{name}_r{i}"), signed(len(x) + 1), f"{name}_rr{i}")
                   for i, x in enumerate(xs)]
             hi, lo = Const((1 << (width - 1)) - 1, signed(width)), Const(-(1 << (width - 1)), signed(width))
+            if flags is not None:
+                flags.extend(reg(~fits_signed(x, width), 1, f"{name}_ov{i}") for i, x in enumerate(rs))
             return [reg(Mux(fits_signed(x, width), x[:width].as_signed(), Mux(x[-1], lo, hi)), signed(width),
                         f"{name}_s{i}") for i, x in enumerate(rs)]
+
+        def count(flags, valid, name):
+            """a 32-bit counter of the set ``flags`` in rows with ``valid``: registered sum, then add"""
+            n = reg(sum(flags), range(len(flags) + 1), f"{name}_n")
+            vn = reg(valid, 1, f"{name}_v")
+            c = Signal(32, name=name)
+            with m.If(en & vn):
+                m.d.sync += c.eq(c + n)
+            return c
 
         def mul(a, b, name):
             mm = LaneMultiplier(len(a), len(b), self.dsp)
@@ -164,7 +180,10 @@ class RowUnit(wiring.Component):
         x = reg(self.i_x, signed(self.wx), "s1_x")
         xn = reg(self.i_xn, signed(self.wx), "s1_xn")
         # 2. Um, r_i = narrow(Um·a); cj = Um_ij selected by the one-hot wsel
-        Um = narrow(U, self.sh_um, self.wm, "um")
+        um_ov = []
+        Um = narrow(U, self.sh_um, self.wm, "um", um_ov)
+        # the model counts u_mul's and r's saturations once per full token (Um and r before the update)
+        m.d.comb += self.sat_um.eq(count(um_ov, delay(v, 1, 2, "um_v") & ctl("cnt", 3), "sat_um_c"))
         a_c = ctl("a", 3)
         prods = [mul(Um[l], a_c[l], f"mul_a{l}") for l in range(k)]
         lvl = 0
@@ -176,7 +195,9 @@ class RowUnit(wiring.Component):
                 nxt.append(reg(prods[-1], prods[-1].shape(), f"t{lvl}_odd"))
             prods = nxt
         dot = prods[0] if k > 1 else reg(prods[0], prods[0].shape(), "t1_0")
-        r = narrow([dot], self.sh_r, self.wr, "rn")[0]
+        r_ov = []
+        r = narrow([dot], self.sh_r, self.wr, "rn", r_ov)[0]
+        m.d.comb += self.sat_r.eq(count(r_ov, delay(v, 1, self.st_r - 1, "rn_v") & ctl("upd", self.st_r), "sat_r_c"))
         wsel3 = ctl("wsel", 3)
         cj = reg(_or_all([Um[l].as_unsigned() & wsel3[l].replicate(self.wm) for l in range(k)]),
                  unsigned(self.wm), "cj")

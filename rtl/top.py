@@ -187,9 +187,9 @@ class AnnihilationTopV2(AnnihilationTop):
             },
             "status": {
                 "status_tokens": "tokens processed since reset (32-bit, wraps)",
-                "status_saturations": "saturated elements since reset of the model's tensors u, ahat, q, t and y "
-                                      "(not r, not the host-side input quantisation)",
-                "status_saturation_tensors": ["u", "ahat", "q", "t", "y"],
+                "status_saturations": "saturated elements since reset of the model's tensors u, u_mul, r, ahat, q, "
+                                      "t and y (not the host-side input quantisation)",
+                "status_saturation_tensors": ["u", "u_mul", "r", "ahat", "q", "t", "y"],
                 "status_orth_count": "orthogonal inputs (a = 0 or n^2 = 0) since reset, each written over the "
                                      "round-robin column (evict)",
                 "status_orth_flag": "sticky: an orthogonal input was seen since reset",

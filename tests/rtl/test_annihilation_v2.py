@@ -13,6 +13,7 @@ from specmem.golden.fixed.annihilation import annihilation_fixed
 from specmem.golden.fixed.datapath import Datapath
 from specmem.rtl.annihilation_v2 import AnnihilationCoreV2
 from specmem.rtl.testing import run_simulation, stream_put
+from specmem.sim.model import V2_SAT_TENSORS as V2_SAT
 from specmem.sim import stimulus  # streams with evictions and round-robin ties (shared with the Verilator bench)
 
 
@@ -99,7 +100,7 @@ def test_core_v2_matches_golden(preset, d, k, idle, stall, gap, stream):
             assert y == list(ref["y_raw"][t, b * k:(b + 1) * k]), f"token {t} beat {b}"
             assert last == (b == B - 1)
     assert ref["orth"].sum() >= 2 and np.any(ref["y_raw"] != 0)
-    sat = sum(ref["sat"][n] for n in ("u", "ahat", "q", "t", "y"))
+    sat = sum(ref["sat"][n] for n in V2_SAT)
     assert counters == {"tokens": T, "orth_count": int(ref["orth"].sum()), "orth_flag": 1,
                         "count": int(ref["count"]), "saturations": sat}
 
@@ -130,7 +131,7 @@ def test_heads_are_independent_memories_on_one_datapath(preset, d, k, heads, cha
             got = [v for b in range(B) for v in ys[n * B + b][0]]
             assert got == list(ref["y_raw"][h, t]), f"head {h} token {t}"
     assert ref["orth"].sum() >= 4 and np.any(ref["y_raw"] != 0)
-    sat = sum(ref["sat"][n] for n in ("u", "ahat", "q", "t", "y"))
+    sat = sum(ref["sat"][n] for n in V2_SAT)
     assert counters == {"tokens": T * heads, "orth_count": int(ref["orth"].sum()), "orth_flag": 1,
                         "count": int(ref["count"][0]), "saturations": sat}
 
@@ -151,3 +152,18 @@ def test_busy_covers_every_accepted_token_until_its_y_beats_leave(preset, d, k, 
         done = (trace[c - 1][1] // B) * B if c else 0  # beats accepted at earlier edges
         later = trace[min(c + 2, len(trace) - 1)][2]
         assert later >= done, f"cycle {c}: busy low with {done - later} y beats of accepted tokens still to come"
+
+
+def test_saturations_of_um_and_r_are_counted():
+    """Inputs at the top of x's range drive U to its limits: the model saturates ``Um`` (u_mul) and
+    ``r`` as well as the writes, and the core's counter holds all of them (with ``y`` bit-exact)."""
+    d, k, T = 16, 4, 40
+    core = AnnihilationCoreV2(d, k, "int18")
+    x = _stream(0, T, d, k) * 100
+    ref = annihilation_fixed(x, k, "int18", gram="coaccumulate", orth_policy="evict")
+    assert ref["sat"]["u_mul"] > 0 and ref["sat"]["r"] > 0, "the stream must saturate Um and r"
+    X = Datapath(core.fmt, trace=False).quantize("x", x)
+    ys, _, counters = _run(core, X)
+    got = np.array([[v for b in range(core.beats) for v in ys[t * core.beats + b][0]] for t in range(T)])
+    assert np.array_equal(got, ref["y_raw"])
+    assert counters["saturations"] == sum(ref["sat"][n] for n in V2_SAT)

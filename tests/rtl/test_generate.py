@@ -124,7 +124,7 @@ def test_generated_annihilation_core_v2_top_lints_clean(tmp_path):
     on_disk = json.loads((tmp_path / "specmem_annihilation.json").read_text())
     assert on_disk["parameters"]["gram"] == "coaccumulate" and on_disk["parameters"]["preset"] == "int18"
     assert on_disk["parameters"]["orthogonal_input_policy"].startswith("evict")
-    assert on_disk["status"]["status_saturation_tensors"] == ["u", "ahat", "q", "t", "y"]
+    assert on_disk["status"]["status_saturation_tensors"] == ["u", "u_mul", "r", "ahat", "q", "t", "y"]
     cpt = on_disk["cycles_per_token"]
     assert cpt["floor_d"] == 16 and cpt["pass_cycles"] > 16 and "measured" in cpt["full_steady_state_source"]
 
