@@ -265,7 +265,7 @@ def expected_outputs(X: np.ndarray, manifest: dict) -> dict:
     from specmem.sim.model import AnnihilationModel
 
     d, k, preset = _params(manifest)
-    model = AnnihilationModel(d, k, preset, manifest["parameters"].get("in_range"))
+    model = AnnihilationModel(d, k, preset, manifest["parameters"].get("in_range"), core=manifest.get("core", "v1"))
     model.start()
     ys = []
     for t, token in enumerate(np.asarray(X, dtype=np.int64)):
@@ -429,7 +429,8 @@ def add_board_arguments(p):
                         f"build's k must be it")
     p.add_argument("--preset", default=None,
                    help=f"build: fixed-point preset the core implements: legacy-int8 (default), legacy-int16 or "
-                        f"legacy-wide; run: if given, the build's preset must be it")
+                        f"legacy-wide (core v1), int18, int16 or int8 (core v2); run: if given, the build's preset "
+                        f"must be it")
     p.add_argument("--baud", type=int, default=None,
                    help=f"UART rate (default: build {DEFAULT_BAUD}; run the build's, from its manifest)")
     p.add_argument("--clock", type=float, default=DEFAULT_CLOCK_MHZ, metavar="MHZ",
@@ -468,9 +469,11 @@ def _build(args) -> int:
         if getattr(args, name) is None:
             setattr(args, name, default)
 
-    if args.preset not in RTL_PRESETS:
-        raise SpecmemInputError(f"preset: one of {', '.join(RTL_PRESETS)} (the board's core is v1), "
-                                f"got {args.preset!r}")
+    from specmem.rtl.generate import V2_PRESETS
+
+    if args.preset not in RTL_PRESETS + V2_PRESETS:
+        raise SpecmemInputError(f"preset: one of {', '.join(RTL_PRESETS)} (the annihilation core v1) or "
+                                f"{', '.join(V2_PRESETS)} (core v2), got {args.preset!r}")
     for name in ("d", "k"):
         if getattr(args, name) < 1:
             raise SpecmemInputError(f"{name}: must be an integer >= 1, got {getattr(args, name)}")

@@ -112,3 +112,29 @@ def test_refusals(board_run):
     assert "AXI response 2" in rec["unmapped"]
     assert rec["ping"] == [1, 2, 4]          # protocol 1; beats of 2 x 8 bits in, 2 x 16 bits out
     assert rec["silence"].startswith("simulated board: no answer")
+
+
+@pytest.mark.slow
+def test_core_v2_on_the_board_matches_the_golden_model():
+    """The board with the annihilation core v2 (``int8``, co-accumulated Gram, evicting orthogonal
+    inputs) behind the same bridge and registers: the driver's stream and its own check, then the
+    outputs and counters against ``golden/fixed`` here. A build of several minutes: slow."""
+    from specmem.golden.fixed.annihilation import annihilation_fixed
+    from specmem.golden.fixed.formats import formats_for
+    from specmem.sim.model import V2_SAT_TENSORS
+
+    b = build_board(D, K, "int8", DIVISOR)
+    X = _stream(1, 24)
+    run = run_cocotb(b, TB, {"name": "board-v2", "tokens": X.tolist(), "corrupt_tokens": X[:3].tolist(),
+                             "corrupt": {"beat": 2 * (D // K) + 1, "byte": 1, "bit": 6}})
+    assert run.tests.get("stream_and_check"), run.describe()
+    rec = run.record["stream_and_check"]
+    assert rec["mismatch"] is None and rec["stop_errors"] == 0
+    frac = formats_for("annihilation", "int8", D, {"k": K, "in_range": None})["x"].frac
+    ref = annihilation_fixed(np.ldexp(X.astype(np.float64), -frac), K, "int8", gram="coaccumulate",
+                             orth_policy="evict", trace=False)
+    np.testing.assert_array_equal(np.array(rec["y_raw"]), ref["y_raw"])
+    sat = sum(int(ref["sat"][n]) for n in V2_SAT_TENSORS)
+    assert (rec["tokens"], rec["saturations"], rec["orth_count"]) == (len(X), sat, int(np.sum(ref["orth"])))
+    assert int(np.sum(ref["orth"])) >= 1 and np.any(ref["y_raw"] != 0)
+    assert run.record["refusals"]["identity"] == {"d": D, "k": K, "preset": "int8", "core": "annihilation"}
