@@ -90,7 +90,7 @@ CASES = [
     ("board-build-bad-d", lambda t, f: ["board", "build", "--d", "0", "--out", str(t / "b")], "d: "),
     ("board-build-k-not-dividing", lambda t, f: ["board", "build", "--d", "8", "--k", "3", "--out", str(t / "b")],
      "d: must be a multiple of k"),
-    ("board-build-bad-preset", lambda t, f: ["board", "build", "--preset", "int18", "--out", str(t / "b")],
+    ("board-build-bad-preset", lambda t, f: ["board", "build", "--preset", "wide", "--out", str(t / "b")],
      "preset: "),
     ("board-build-out-is-file", lambda t, f: ["board", "build", "--out", str(t / "afile")], "out: "),
     ("board-build-clock-too-slow", lambda t, f: ["board", "build", "--clock", "1", "--out", str(t / "b")],
