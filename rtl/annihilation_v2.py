@@ -249,9 +249,10 @@ class AnnihilationCoreV2(wiring.Component):
         reserved = Signal(range(DEPTH + B + 1))
         res_add, res_sub = Signal(), Signal()
         m.d.sync += reserved.eq(reserved + Mux(res_add, B, 0) - res_sub)
+        writes = (p_mode == _WARM) | (p_mode == _EVICT) | (p_mode == _FULL)
         m.d.comb += [ru.a.eq(p_a), ru.p.eq(p_p), ru.q.eq(p_q), ru.p_shift.eq(p_psh),
-                     ru.upd.eq(p_mode == _FULL), ru.cnt.eq((p_mode == _FULL) | (p_mode == _EVICT)), ru.wsel.eq(Mux((p_mode == _WARM) | (p_mode == _EVICT) |
-                                                                (p_mode == _FULL), p_wsel, 0))]
+                     ru.upd.eq(p_mode == _FULL), ru.cnt.eq((p_mode == _FULL) | (p_mode == _EVICT)),
+                     ru.wsel.eq(Mux(writes, p_wsel, 0))]
         d_mode = Signal(3)
         m.d.comb += d_mode.eq(A(c_mode)[dhead])
         room = Signal()

@@ -45,13 +45,13 @@ cycles from input to output. Round-half-even only (the presets' rounding).
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from .pipeline import stage_register
 
-__all__ = ["BlockNormaliser"]
+__all__ = ["BlockNormaliser", "SerialBlockNormaliser"]
 
 
 def _or_tree_levels(n: int) -> int:
@@ -68,6 +68,66 @@ def _any(terms):
     for i, t in enumerate(terms):
         acc = t if i == 0 else acc | t
     return acc
+
+
+def _window_ands(mag, W, M):
+    """Per msb position ``t`` at which rounding can carry (``M - 1 .. W - 1``): ``AND(|x|[t - M + 1 .. t])``."""
+    return Cat(*(mag[t - M + 1:t + 1].all() for t in range(M - 1, W)))
+
+
+def _leading(orv, W):
+    """``(group one-hot, bit one-hot)`` of the leading one of ``orv`` (4-bit groups)."""
+    gmax = (W - 1) // 4
+    grp_nz = [orv[4 * g:min(4 * g + 4, W)].any() for g in range(gmax + 1)]
+    g_hot = Cat(*(grp_nz[g] & ~orv[4 * g + 4:].any() if 4 * g + 4 < W else grp_nz[g] for g in range(gmax + 1)))
+    lead = Cat(*(orv[t] & ~orv[t + 1:].any() if t + 1 < W else orv[t] for t in range(W)))
+    return g_hot, lead
+
+
+def _coarse_stickies(x, W, M):
+    """Per coarse shift ``4 g >= M``: the OR of the ``x`` bits it drops (``x[0 .. 4 g - M]``), or None."""
+    sgs = [g for g in range((W - 1) // 4 + 1) if 4 * g >= M]
+    return Cat(*(x[:4 * g - M + 1].any() for g in sgs)) if sgs else None
+
+
+def _coarse_shift(x, g1, st, W, M):
+    """``(Y >> 4 g, sticky)``: ``Y = x 2^(M-1)`` shifted by the one-hot group ``g1`` (``M + 5``
+    bits: the round bit, ``M`` mantissa bits, up to 4 more for the fine shift), and the sticky bit
+    of the dropped bits (``st``: :func:`_coarse_stickies`)."""
+    gmax = (W - 1) // 4
+    sgs = [g for g in range(gmax + 1) if 4 * g >= M]
+
+    def ybit(j):
+        """Bit ``j`` of ``Y`` sign-extended (None: constant 0)."""
+        return None if j < M - 1 else x[min(j - (M - 1), W - 1)]
+
+    bits = [_any([g1[g] & ybit(4 * g + b) for g in range(gmax + 1) if ybit(4 * g + b) is not None])
+            for b in range(M + 5)]
+    return Cat(*bits), _any([g1[g] & st[i] for i, g in enumerate(sgs)])
+
+
+def _fine_control(lead, cvec, W, M):
+    """``(carry, fine-shift one-hot 0 .. 4, top)`` from the leading bit and the OR of the window
+    ANDs. The leading bit is one-hot, so carry = C[top] and the fine shift (top mod 4) + carry are
+    flat AND-ORs of (leading bit, its carry flag) pairs: three LUT levels, not a carry selection
+    followed by an adder or a second selection."""
+    tpos = list(range(M - 1, W))
+    cbit = {t: cvec[i] for i, t in enumerate(tpos)}
+    cy = _any([cbit[t] & lead[t] for t in tpos])
+    ksel = Cat(*(_any([lead[t] & ~cbit[t] if t in cbit else lead[t] for t in range(k, W, 4) if k < 4]
+                      + ([lead[t] & cbit[t] for t in tpos if t % 4 == k - 1] if k >= 1 else []))
+                 for k in range(5)))
+    tw = max(1, (W - 1).bit_length())
+    top = Cat(*(_any([lead[t] for t in range(W) if t >> b & 1]) for b in range(tw)))
+    return cy, ksel, top
+
+
+def _fine_shift(z, ks, st, M):
+    """``(2 q + r, sticky | q[0])`` after the fine shift by the one-hot ``ks``: round-half-even is
+    then ``(2 q + r + (sticky | q[0])) >> 1``, a bare carry chain."""
+    rq = Cat(*(_any([ks[s] & z[s + b] for s in range(5)]) for b in range(M + 1)))
+    sq = st | _any([ks[s] & (z[:s].any() | z[s + 1]) if s else ks[s] & z[1] for s in range(5)])
+    return rq, sq
 
 
 class BlockNormaliser(wiring.Component):
@@ -129,7 +189,7 @@ class BlockNormaliser(wiring.Component):
         cs = []
         if tpos:
             for i, a in enumerate(mags):
-                cs.append(reg(Cat(*(a[t - M + 1:t + 1].all() for t in tpos)), unsigned(len(tpos)), f"s3_c{i}"))
+                cs.append(reg(_window_ands(a, W, M), unsigned(len(tpos)), f"s3_c{i}"))
         level = 0
         while len(mags) > 1:
             level += 1
@@ -141,43 +201,25 @@ class BlockNormaliser(wiring.Component):
             level += 1
             cs = or_level(cs, len(tpos), f"cor{level}")
         # 4. leading one: group one-hot (per lane copies), bit one-hot, nonzero, sticky ORs
-        grp_nz = [orv[4 * g:min(4 * g + 4, W)].any() for g in range(gmax + 1)]
-        g_hot = Cat(*(grp_nz[g] & ~orv[4 * g + 4:].any() if 4 * g + 4 < W else grp_nz[g] for g in range(gmax + 1)))
+        g_hot, lead_v = _leading(orv, W)
         gs = [reg(g_hot, gmax + 1, f"s4_g{i}") for i in range(n)]
-        lead = reg(Cat(*(orv[t] & ~orv[t + 1:].any() if t + 1 < W else orv[t] for t in range(W))), W, "s4_lead")
+        lead = reg(lead_v, W, "s4_lead")
         nz = reg(orv.any(), 1, "s4_nz")
         # sticky of a coarse shift by 4 g: Y = x 2^(M-1) loses x[0 .. 4 g - M]
-        sts = [reg(Cat(*(x[:4 * g - M + 1].any() for g in sgs)), max(len(sgs), 1), f"s4_st{i}") if sgs else None
+        sts = [reg(_coarse_stickies(x, W, M), max(len(sgs), 1), f"s4_st{i}") if sgs else None
                for i, x in enumerate(xs)]
         cvec = cs[0] if cs else None  # ends here: registered once more than the magnitudes' tree
         xs, v, f = carry(xs, v, f, "s4")
         # 5. coarse shift by 4 g; carry, fine-shift one-hot, top
-        zw = M + 5  # round bit, M mantissa bits, up to 4 more for the fine shift
-
-        def ybit(x, j):
-            """Bit ``j`` of ``Y = x 2^(M-1)`` sign-extended (None: constant 0)."""
-            if j < M - 1:
-                return None
-            return x[min(j - (M - 1), W - 1)]
-
+        zw = M + 5
         z1s, st1s = [], []
         for i, (x, g1) in enumerate(zip(xs, gs)):
-            bits = []
-            for b in range(zw):
-                bits.append(_any([g1[g] & ybit(x, 4 * g + b) for g in range(gmax + 1) if ybit(x, 4 * g + b) is not None]))
-            z1s.append(reg(Cat(*bits), zw, f"s5_z{i}"))
-            st1s.append(reg(_any([g1[g] & sts[i][k] for k, g in enumerate(sgs)]), 1, f"s5_st{i}"))
-        # the leading bit is one-hot, so carry = C[top] and the fine shift (top mod 4) + carry are
-        # flat AND-ORs of (leading bit, its carry flag) pairs: three LUT levels, not a carry
-        # selection followed by an adder or a second selection
-        cbit = {t: cvec[k] for k, t in enumerate(tpos)}
-        cy = _any([cbit[t] & lead[t] for t in tpos])
-        ksel_v = Cat(*(_any([lead[t] & ~cbit[t] if t in cbit else lead[t] for t in range(k, W, 4) if k < 4]
-                            + ([lead[t] & cbit[t] for t in tpos if t % 4 == k - 1] if k >= 1 else []))
-                       for k in range(5)))
+            z, st = _coarse_shift(x, g1, sts[i], W, M)
+            z1s.append(reg(z, zw, f"s5_z{i}"))
+            st1s.append(reg(st, 1, f"s5_st{i}"))
+        cy, ksel_v, top_v = _fine_control(lead, cvec, W, M)
         ks = [reg(ksel_v, 5, f"s5_k{i}") for i in range(n)]
-        tw = max(1, (W - 1).bit_length())
-        top = reg(Cat(*(_any([lead[t] for t in range(W) if t >> b & 1]) for b in range(tw))), unsigned(tw), "s5_top")
+        top = reg(top_v, unsigned(len(top_v)), "s5_top")
         cy5 = reg(cy, 1, "s5_cy")
         nz5 = reg(nz, 1, "s5_nz")
         v5 = reg(v, 1, "s5_v")
@@ -187,10 +229,9 @@ class BlockNormaliser(wiring.Component):
         # register 2 q + r and the one bit sticky | q[0], so stage 7 is a bare carry chain
         rqs, sqs = [], []
         for i, (z, k, st) in enumerate(zip(z1s, ks, st1s)):
-            rqs.append(reg(Cat(*(_any([k[s] & z[s + b] for s in range(5)]) for b in range(M + 1))),
-                           signed(M + 1), f"s6_rq{i}"))
-            sqs.append(reg(st | _any([k[s] & (z[:s].any() | z[s + 1]) if s else k[s] & z[1] for s in range(5)]),
-                           1, f"s6_sq{i}"))
+            rq, sq = _fine_shift(z, k, st, M)
+            rqs.append(reg(rq, signed(M + 1), f"s6_rq{i}"))
+            sqs.append(reg(sq, 1, f"s6_sq{i}"))
         f6 = reg(f5 - Mux(nz5, top, M - 2), signed(FW), "s6_f")
         cy6 = reg(cy5, 1, "s6_cy")
         v6 = reg(v5, 1, "s6_v")
@@ -199,4 +240,129 @@ class BlockNormaliser(wiring.Component):
             for i in range(n):
                 m.d.sync += self.o_data[i].eq((rqs[i] + sqs[i])[1:M + 1])
             m.d.sync += [self.o_valid.eq(v6), self.o_frac.eq(f6 - cy6)]
+        return m
+
+
+class SerialBlockNormaliser(wiring.Component):
+    """The same ``block()`` as :class:`BlockNormaliser`, on ``lanes`` lanes instead of ``n``: for
+    a unit that normalises one vector every few dozen cycles (the token chain), where ``n`` lanes
+    of shifters and trees would sit idle.
+
+    The accepted vector is held in a rotating buffer (``ceil(n / lanes)`` beats of ``lanes``
+    elements, zero-padded). First sweep: magnitudes and window ANDs of a beat per cycle, OR-ed
+    into two accumulators (the OR of all magnitudes, the OR of their window vectors). Then the
+    leading one, carry and fine-shift controls once, as in :class:`BlockNormaliser`. Second
+    sweep: each beat through the coarse shift, the fine shift and the rounding increment into an
+    output shift register. Same stage contents, same per-stage timing discipline, the same
+    helper functions for the arithmetic. ``latency = 2·beats + 6`` cycles from accept to
+    ``o_valid`` (a one-cycle pulse; ``o_data``/``o_frac`` then hold until the next vector's
+    second sweep). One vector at a time: ``i_valid`` is accepted only while ``busy`` is low
+    (``busy`` covers the accept cycle's successors up to ``o_valid``); ``en`` stalls it."""
+
+    def __init__(self, n: int, in_width: int, M: int, frac_width: int = 16, lanes: int = 1,
+                 rounding: str = "rne"):
+        for name, v, lo in (("n", n, 1), ("in_width", in_width, 2), ("M", M, 3), ("frac_width", frac_width, 4),
+                            ("lanes", lanes, 1)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise ValueError(f"{name}: must be an integer >= {lo}, got {v!r}")
+        if lanes > 4:
+            raise ValueError(f"lanes: at most 4 (a beat's OR with the accumulator is one LUT level), got {lanes}; "
+                             f"BlockNormaliser is the wide arrangement")
+        if rounding != "rne":
+            raise ValueError(f"rounding: the block normaliser implements 'rne' (the presets' rounding), got {rounding!r}")
+        self.n, self.in_width, self.M, self.frac_width, self.lanes = n, in_width, M, frac_width, lanes
+        self.beats = -(-n // lanes)
+        #: cycles from an input accepted (``valid``, ``en``, not ``busy``) to ``o_valid``
+        self.latency = 2 * self.beats + 6
+        super().__init__({
+            "en": In(1),
+            "i_valid": In(1),
+            "i_data": In(data.ArrayLayout(signed(in_width), n)),
+            "i_frac": In(signed(frac_width)),
+            "busy": Out(1),
+            "o_valid": Out(1),
+            "o_data": Out(data.ArrayLayout(signed(M), n)),
+            "o_frac": Out(signed(frac_width)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n, W, M, FW, w, B = self.n, self.in_width, self.M, self.frac_width, self.lanes, self.beats
+        en = self.en
+        gmax = (W - 1) // 4
+        tpos = list(range(M - 1, W))
+        sgs = [g for g in range(gmax + 1) if 4 * g >= M]
+        reg = stage_register(m, en)
+        nb = B * w
+
+        # c: cycles since the accept (0: idle). Sweep 1 reads beats at c = 1 .. B, sweep 2 at
+        # c = B + 3 .. 2B + 2 (once the controls exist); the output shifts at c = B + 6 .. 2B + 5.
+        END = 2 * B + 5
+        c = Signal(range(END + 1))
+        m.d.comb += self.busy.eq(c != 0)
+        accept = self.i_valid & (c == 0)
+        xbuf = [Signal(signed(W), name=f"xbuf{i}") for i in range(nb)]
+        fM = Signal(signed(FW))  # frac + (M - 2)
+
+        def at(lo, hi):
+            return (c >= lo) & (c <= hi)
+
+        rotate = at(1, B) | at(B + 3, 2 * B + 2)
+        with m.If(en):
+            with m.If(accept):
+                m.d.sync += [xbuf[i].eq(self.i_data[i] if i < n else 0) for i in range(nb)]
+                m.d.sync += [fM.eq(self.i_frac + (M - 2)), c.eq(1)]
+            with m.Elif(c != 0):
+                m.d.sync += c.eq(Mux(c == END, 0, c + 1))
+                with m.If(rotate):
+                    m.d.sync += [xbuf[i].eq(xbuf[(i + w) % nb]) for i in range(nb)]
+
+        # sweep 1: ones' complements, magnitudes, window ANDs, OR accumulators
+        beat = xbuf[:w]
+        ones = [reg(x.as_unsigned() ^ x[-1].replicate(W), unsigned(W), f"s1_ones{i}") for i, x in enumerate(beat)]
+        sgn = [reg(x[-1], 1, f"s1_sgn{i}") for i, x in enumerate(beat)]
+        mags = [reg(o + s, unsigned(W), f"s2_mag{i}") for i, (o, s) in enumerate(zip(ones, sgn))]
+        acc_or = Signal(unsigned(W))
+        with m.If(en & at(3, B + 2)):  # beat b's magnitudes are in mags at c = 3 + b
+            m.d.sync += acc_or.eq(Mux(c == 3, 0, acc_or) | _any(mags))
+        cvec = None
+        if tpos:
+            cw = reg(_any([_window_ands(a, W, M) for a in mags]), unsigned(len(tpos)), "s3_cw")
+            cvec = Signal(unsigned(len(tpos)))
+            with m.If(en & at(4, B + 3)):
+                m.d.sync += cvec.eq(Mux(c == 4, 0, cvec) | cw)
+        # the controls, free-running: right from c = B + 4 (leading one) and B + 5 (fine shift)
+        g_hot, lead_v = _leading(acc_or, W)
+        gs = [reg(g_hot, gmax + 1, f"s4_g{i}") for i in range(w)]
+        lead = reg(lead_v, W, "s4_lead")
+        nz = reg(acc_or.any(), 1, "s4_nz")
+        cy, ksel_v, top_v = _fine_control(lead, cvec, W, M)
+        ks = [reg(ksel_v, 5, f"s5_k{i}") for i in range(w)]
+        top = reg(top_v, unsigned(len(top_v)), "s5_top")
+        cy5 = reg(cy, 1, "s5_cy")
+        nz5 = reg(nz, 1, "s5_nz")
+        f6 = reg(fM - Mux(nz5, top, M - 2), signed(FW), "s6_f")
+        # sweep 2: stickies, coarse shift, fine shift, increment into the output shift register
+        xs = [reg(x, signed(W), f"s4_x{i}") for i, x in enumerate(beat)]
+        sts = [reg(_coarse_stickies(x, W, M), len(sgs), f"s4_st{i}") if sgs else None for i, x in enumerate(beat)]
+        z1s, st1s = [], []
+        for i, (x, g1) in enumerate(zip(xs, gs)):
+            z, st = _coarse_shift(x, g1, sts[i], W, M)
+            z1s.append(reg(z, M + 5, f"s5_z{i}"))
+            st1s.append(reg(st, 1, f"s5_st{i}"))
+        rqs, sqs = [], []
+        for i, (z, k, st) in enumerate(zip(z1s, ks, st1s)):
+            rq, sq = _fine_shift(z, k, st, M)
+            rqs.append(reg(rq, signed(M + 1), f"s6_rq{i}"))
+            sqs.append(reg(sq, 1, f"s6_sq{i}"))
+        obuf = [Signal(signed(M), name=f"obuf{i}") for i in range(nb)]
+        with m.If(en):
+            with m.If(at(B + 6, END)):
+                m.d.sync += [obuf[i].eq(obuf[i + w]) for i in range(nb - w)]
+                m.d.sync += [obuf[nb - w + i].eq((rqs[i] + sqs[i])[1:M + 1]) for i in range(w)]
+            m.d.sync += self.o_valid.eq(c == END)
+            with m.If(c == END):
+                m.d.sync += self.o_frac.eq(f6 - cy5)
+        # the last beat shifts in at c = END, so o_data is obuf after that edge
+        m.d.comb += [self.o_data[i].eq(obuf[i]) for i in range(n)]
         return m

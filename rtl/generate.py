@@ -192,20 +192,11 @@ def _annihilation(d: int, k: int, preset: str, *, core: str | None = None, dsp: 
     from .top import AnnihilationTop, AnnihilationTopV2  # imported lazily: needs the fixed-point golden model
 
     which = annihilation_core_for(preset, core)
-    if csr:
-        from .csr_top import AnnihilationCSRTop
-
-        if which == "v2" and k > d:
-            raise ValueError(f"k: must be <= d ({d}), got {k}")
-        top = AnnihilationCSRTop(d, k, preset, in_range=in_range, heads=1 if heads is None else heads,
-                                 chains=1 if chains is None else chains, dsp=dsp, bram=bram)
-        return Built(top, "specmem_annihilation_csr", top.manifest())
     if which == "v1":
         for name, v in (("dsp", dsp), ("bram", bram), ("heads", heads), ("chains", chains)):
             if v is not None:
                 raise ValueError(f"{name}: only the annihilation core v2 (int18/int16/int8) takes it, not core v1 "
                                  f"({preset})")
-        top = AnnihilationTop(d, k, preset=preset, in_range=in_range)
     else:
         if in_range is not None:
             raise ValueError("in_range: core v2 takes the preset's input range (its x format), not in_range")
@@ -216,8 +207,18 @@ def _annihilation(d: int, k: int, preset: str, *, core: str | None = None, dsp: 
                              f"(MULT18X18D), got {dsp!r}")
         if bram not in (None, "behavioural", "ecp5"):
             raise ValueError(f"bram: must be behavioural or ecp5 (DP16KD), got {bram!r}")
+    heads = 1 if heads is None else heads
+    chains = 1 if chains is None else chains
+    if csr:  # the same core, wrapped in the AXI4-Lite register block
+        from .csr_top import AnnihilationCSRTop
+
+        top = AnnihilationCSRTop(d, k, preset, in_range=in_range, heads=heads, chains=chains, dsp=dsp, bram=bram)
+        return Built(top, "specmem_annihilation_csr", top.manifest())
+    if which == "v1":
+        top = AnnihilationTop(d, k, preset=preset, in_range=in_range)
+    else:
         top = AnnihilationTopV2(d, k, preset, dsp=dsp or "registered", bram=bram or "behavioural",
-                                heads=1 if heads is None else heads, chains=1 if chains is None else chains)
+                                heads=heads, chains=chains)
     return Built(top, "specmem_annihilation", top.manifest())
 
 

@@ -20,9 +20,10 @@ Per-token controls (``a``, ``p``, ``p_shift``, ``q``, ``upd``, ``wsel``) are inp
 constant while a pass is in the pipeline (the sequencer decodes them once per token into
 registers); with ``travelling_controls=True`` they are sampled with each row instead and travel
 down the pipeline beside it to the stage that uses them, so passes of different memories (heads)
-can follow each other with no gap (about ``k·(2·w_p + w_a)·st_r`` more flip-flops). ``first`` on a row clears the accumulators before adding it. Every stage is one
-register after at most one carry chain or a few LUT levels (``hardware.md``, "Timing
-discipline"); the multipliers are :class:`~specmem.rtl.dsp.LaneMultiplier`\\ s.
+can follow each other with no gap (about ``k·(2·w_p + w_a)·st_r`` more flip-flops). ``first`` on
+a row clears the accumulators before adding it. Every stage is one register after at most one
+carry chain or a few LUT levels (``hardware.md``, "Timing discipline"); the multipliers are
+:class:`~specmem.rtl.dsp.LaneMultiplier`\\ s.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ class RowUnit(wiring.Component):
     ``i_xn`` (the next token's element), ``i_first``; out ``o_valid``, ``o_u[k]`` (the row as
     written, :attr:`latency` after ``i_u``), ``o_r`` (``r_i``, for ``y``), ``sat_u`` (saturated
     writes, counted), ``sat_um`` and ``sat_r`` (saturations of ``Um_i`` in passes with the control
-    ``cnt``, and of ``r_i`` in passes with ``upd``: the model's ``u_mul`` and ``r``), ``acc_a[k]`` and ``acc_g[k(k+1)/2]`` (the running sums, final
+    ``cnt``, and of ``r_i`` in passes with ``upd``: the model's ``u_mul`` and ``r``), ``acc_a[k]``
+    and ``acc_g[k(k+1)/2]`` (the running sums, final
     :attr:`acc_latency` advancing cycles after the last row's ``i_u``; ``acc_done`` pulses in the
     first advancing cycle they are, for a row entered with ``i_last``). With
     ``travelling_controls`` ``acc_a``/``acc_g`` are snapshots taken at each ``i_last`` row, held

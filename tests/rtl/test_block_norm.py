@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from specmem.golden.fixed.scaled.bfp import block
-from specmem.rtl.block_norm import BlockNormaliser
+from specmem.rtl.block_norm import BlockNormaliser, SerialBlockNormaliser
 from specmem.rtl.testing import run_simulation
 
 
@@ -21,7 +21,8 @@ def _run(dut, vecs, fracs, stall=0.0, seed=0, gap=0.0):
         i = 0
         while len(got) < len(vecs):
             en = rng.random() >= stall
-            feed = i < len(vecs) and rng.random() >= gap
+            busy = hasattr(dut, "busy") and ctx.get(dut.busy)  # the serial arrangement takes one at a time
+            feed = i < len(vecs) and rng.random() >= gap and not busy
             ctx.set(dut.en, int(en))
             if feed:
                 ctx.set(dut.i_valid, 1)
@@ -38,7 +39,7 @@ def _run(dut, vecs, fracs, stall=0.0, seed=0, gap=0.0):
                 if ctx.get(dut.o_valid):
                     got.append(([ctx.get(dut.o_data[lane]) for lane in range(dut.n)], ctx.get(dut.o_frac)))
 
-    run_simulation(dut, tb, deadline_cycles=50 * len(vecs) + 200)
+    run_simulation(dut, tb, deadline_cycles=(50 + 4 * getattr(dut, 'latency', 0)) * len(vecs) + 200)
     return got
 
 
@@ -54,11 +55,13 @@ def _check(got, vecs, fracs, M):
     return int(np.sum(np.array(fracs) - wf != plain))
 
 
-def _exhaustive(n, W, M, fw=8):
+def _exhaustive(n, W, M, fw=8, lanes=None):
     vals = range(-(1 << (W - 1)), 1 << (W - 1))
     vecs = [list(p) for p in itertools.product(vals, repeat=n)]
     fracs = [(i % 7) - 3 for i in range(len(vecs))]
-    return _check(_run(BlockNormaliser(n, W, M, frac_width=fw), vecs, fracs), vecs, fracs, M)
+    dut = (BlockNormaliser(n, W, M, frac_width=fw) if lanes is None
+           else SerialBlockNormaliser(n, W, M, frac_width=fw, lanes=lanes))
+    return _check(_run(dut, vecs, fracs), vecs, fracs, M)
 
 
 def test_exhaustive_two_lanes_five_bits():
@@ -217,3 +220,62 @@ def test_verilog_lints_clean(tmp_path, n, W, M):
     path.write_text(verilog.convert(dut, name="block_norm"))
     res = lint(path)
     assert res.returncode == 0 and not res.warnings, res.text
+
+
+# -- the serial arrangement (the token chain's): the same block(), lanes at a time
+
+
+@pytest.mark.parametrize("n,W,M,lanes", [(2, 5, 3, 1), (2, 6, 4, 1), (3, 5, 3, 2), (2, 4, 7, 1)])
+def test_serial_exhaustive(n, W, M, lanes):
+    carries = _exhaustive(n, W, M, lanes=lanes)
+    assert carries > 0 or W < M
+
+
+@pytest.mark.parametrize("n,W,M,lanes", [(8, 24, 18, 1), (8, 44, 18, 2), (3, 12, 4, 2), (4, 9, 8, 4),
+                                         (5, 39, 18, 3)])
+def test_serial_rounding_and_carry_corners(n, W, M, lanes):
+    rng = np.random.default_rng(W * 7 + M + lanes)
+    vecs = _corner_vectors(n, W, M, rng)
+    fracs = [int(x) for x in rng.integers(-100, 100, len(vecs))]
+    dut = SerialBlockNormaliser(n, W, M, frac_width=12, lanes=lanes)
+    assert _check(_run(dut, vecs, fracs, stall=0.2, seed=M, gap=0.2), vecs, fracs, M) > 0
+
+
+@pytest.mark.parametrize("n,lanes", [(1, 1), (8, 1), (8, 2), (7, 2), (6, 4)])
+def test_serial_latency_is_declared_and_back_to_back_vectors_pass(n, lanes):
+    """``o_valid`` comes ``latency`` cycles after the accept; ``busy`` drops in the cycle it
+    rises, so vectors can follow each other every ``latency`` cycles; both come out right."""
+    dut = SerialBlockNormaliser(n, 20, 8, lanes=lanes)
+    assert dut.beats == -(-n // lanes) and dut.latency == 2 * dut.beats + 6
+    rng = np.random.default_rng(n + lanes)
+    vecs = [[int(x) for x in rng.integers(-40000, 40000, n)] for _ in range(3)]
+    acc, outs = [], []
+
+    async def tb(ctx):
+        ctx.set(dut.en, 1)
+        ctx.set(dut.i_frac, 0)
+        i = 0
+        for t in range(4 * dut.latency + 8):
+            feed = i < len(vecs) and not ctx.get(dut.busy)
+            ctx.set(dut.i_valid, int(feed))
+            for lane in range(n):
+                ctx.set(dut.i_data[lane], vecs[i][lane] if feed else -1)
+            if feed:
+                acc.append(t)
+                i += 1
+            await ctx.tick()
+            if ctx.get(dut.o_valid):
+                outs.append((t + 1, [ctx.get(dut.o_data[lane]) for lane in range(n)]))
+
+    run_simulation(dut, tb, deadline_cycles=200)
+    assert [t for t, _ in outs] == [a + dut.latency for a in acc]
+    assert acc == [0, dut.latency, 2 * dut.latency]  # accepted again as soon as o_valid shows
+    want, _ = block(np.array(vecs), np.zeros(len(vecs), dtype=np.int64), 8)
+    assert [o for _, o in outs] == want.tolist()
+
+
+def test_serial_refuses_bad_parameters():
+    with pytest.raises(ValueError, match="lanes"):
+        SerialBlockNormaliser(8, 20, 8, lanes=0)
+    with pytest.raises(ValueError, match="lanes: at most 4"):
+        SerialBlockNormaliser(8, 20, 8, lanes=8)
