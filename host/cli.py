@@ -172,7 +172,7 @@ def _cmd_rtl(args) -> int:
         params["core"] = args.core
     if args.bram:
         params["bram"] = args.bram
-    for name in ("heads", "chains"):
+    for name in ("heads", "chains", "norm_lanes"):
         if getattr(args, name) is not None:
             params[name] = getattr(args, name)
     if args.csr:
@@ -182,7 +182,7 @@ def _cmd_rtl(args) -> int:
     try:
         if "core" in params and args.algo != "annihilation":
             raise ValueError(f"core: only the annihilation has two cores (v1, v2), not {args.algo}")
-        for name in ("bram", "heads", "chains"):
+        for name in ("bram", "heads", "chains", "norm_lanes"):
             if name in params and args.algo != "annihilation":
                 raise ValueError(f"{name}: only the annihilation core v2 takes it, not {args.algo}")
         if args.csr and args.algo != "annihilation":
@@ -450,6 +450,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--chains", type=int, default=None,
                    help="annihilation core v2 only: token-chain units, 1..heads (default 1; 2 with 3 heads makes "
                         "d=64 k=8 pass-bound)")
+    g.add_argument("--norm-lanes", type=int, default=None,
+                   help="annihilation core v2 only: lanes of the token chain's block normalisers: 1..4 (serial, "
+                        "2*ceil(k/lanes)+6 cycles a vector; default 2) or k (wide and pipelined: fewer cycles per "
+                        "token, about 6.5k more LUT4 at k=8)")
     g.add_argument("--csr", action="store_true",
                    help="annihilation only: the top with its AXI4-Lite control/status registers "
                         "(specmem_annihilation_csr; the register map's C header, Markdown, SystemRDL and IP-XACT "

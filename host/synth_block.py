@@ -32,9 +32,11 @@ def _bram(depth=128, width=18, style="ecp5"):
     return RegisteredRAM(depth, width, style), f"bram_{style}_{depth}x{width}"
 
 
-def _block_norm(n=8, in_width=24, M=18):
-    from specmem.rtl.block_norm import BlockNormaliser
-    return BlockNormaliser(n, in_width, M), f"block_norm_n{n}_w{in_width}_m{M}"
+def _block_norm(n=8, in_width=24, M=18, lanes=None):
+    from specmem.rtl.block_norm import BlockNormaliser, SerialBlockNormaliser
+    if lanes is None:
+        return BlockNormaliser(n, in_width, M), f"block_norm_n{n}_w{in_width}_m{M}"
+    return SerialBlockNormaliser(n, in_width, M, lanes=lanes), f"block_norm_serial_n{n}_w{in_width}_m{M}_l{lanes}"
 
 
 def _saturate(k=8, in_width=36, out_width=18):
@@ -61,9 +63,10 @@ def _row_unit(d=64, k=8, preset="int18", dsp="registered"):
     return RowUnit(d, k, preset, dsp=dsp), f"row_unit_d{d}_k{k}_{preset}_{dsp}"
 
 
-def _token_chain(d=64, k=8, preset="int18", dsp="registered"):
+def _token_chain(d=64, k=8, preset="int18", dsp="registered", norm_lanes=None):
     from specmem.rtl.token_chain import TokenChain
-    return TokenChain(d, k, preset, dsp=dsp), f"token_chain_d{d}_k{k}_{preset}_{dsp}"
+    tag = "" if norm_lanes is None else f"_nl{norm_lanes}"
+    return TokenChain(d, k, preset, dsp=dsp, norm_lanes=norm_lanes), f"token_chain_d{d}_k{k}_{preset}_{dsp}{tag}"
 
 
 def _core_v2(d=64, k=8, preset="int18", dsp="registered", bram="ecp5"):
@@ -138,6 +141,9 @@ def main(argv=None) -> int:
     p.add_argument("--dsp", default="registered", help="row_unit, token_chain and core_v2 multipliers: registered, "
                    "ecp5 or fabric "
                    "(default registered)")
+    p.add_argument("--norm-lanes", type=int, default=None, help="token_chain: lanes of its block normalisers "
+                   "(1 .. 4, or k: the wide ones; default 2); block_norm: the serial normaliser on this many lanes "
+                   "(default: the wide one, --n lanes)")
     p.add_argument("--max-left", type=int, default=24, help="round_shift: largest left shift (default 24; "
                    "lanes: --k, input bits: --in-width)")
     p.add_argument("--out-width", type=int, default=18, help="saturate output bits (default 18; input: --in-width)")
@@ -154,13 +160,13 @@ def main(argv=None) -> int:
         elif a.block == "row_unit":
             comp, name = _row_unit(a.d, a.k, a.preset, a.dsp)
         elif a.block == "token_chain":
-            comp, name = _token_chain(a.d, a.k, a.preset, a.dsp)
+            comp, name = _token_chain(a.d, a.k, a.preset, a.dsp, a.norm_lanes)
         elif a.block == "core_v2":
             comp, name = _core_v2(a.d, a.k, a.preset, a.dsp, a.style)
         elif a.block == "round_shift":
             comp, name = _round_shift(a.k, a.in_width, a.max_left)
         else:
-            comp, name = _block_norm(a.n, a.in_width, a.M)
+            comp, name = _block_norm(a.n, a.in_width, a.M, a.norm_lanes)
     except ValueError as exc:
         p.error(str(exc))
     res = synth_block(comp, name, a.out, target_mhz=a.target_mhz,

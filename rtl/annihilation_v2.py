@@ -60,7 +60,7 @@ class AnnihilationCoreV2(wiring.Component):
     """
 
     def __init__(self, d: int, k: int, preset: str = "int18", *, heads: int = 1, chains: int = 1,
-                 dsp: str = "registered", bram: str = "behavioural"):
+                 dsp: str = "registered", bram: str = "behavioural", norm_lanes: int | None = None):
         check_dims(d, k)
         if isinstance(heads, bool) or not isinstance(heads, int) or not 1 <= heads <= 16:
             raise ValueError(f"heads: must be an integer in [1, 16], got {heads!r}")
@@ -70,7 +70,7 @@ class AnnihilationCoreV2(wiring.Component):
         self.slots = heads + 2  # x_n, x_{n+H} (the head's next token) and one filling
         self.rows = RowUnit(d, k, preset, dsp=dsp, travelling_controls=True)
         # the chain's products wider than one MULT18X18D (g_j beta: 36 bits) are split into 18 x 18 pieces
-        self.chain_units = [TokenChain(d, k, preset, acc_width=self.rows.acc_width, dsp=dsp)
+        self.chain_units = [TokenChain(d, k, preset, acc_width=self.rows.acc_width, dsp=dsp, norm_lanes=norm_lanes)
                             for _ in range(chains)]
         self.chain = self.chain_units[0]
         self.uram = RegisteredRAM(heads * d, k * self.rows.wu, bram)

@@ -29,11 +29,11 @@ class AnnihilationCSRTop(wiring.Component):
     """:class:`~specmem.rtl.top.AnnihilationTop` (legacy presets) or
     :class:`~specmem.rtl.top.AnnihilationTopV2` (``int18``/``int16``/``int8``) +
     :class:`~specmem.rtl.csr.CSRBlock`. ``in_range`` is core v1's; ``heads``, ``chains``, ``dsp``,
-    ``bram`` are core v2's (an option the chosen core does not take is an error, not ignored)."""
+    ``bram``, ``norm_lanes`` are core v2's (an option the chosen core does not take is an error, not ignored)."""
 
     def __init__(self, d: int, k: int, preset: str = "legacy-int8", *, in_range: float | None = None,
                  addr_width: int = 8, heads: int = 1, chains: int = 1, dsp: str | None = None,
-                 bram: str | None = None):
+                 bram: str | None = None, norm_lanes: int | None = None):
         from .generate import annihilation_core_for
 
         self.core_version = annihilation_core_for(preset)
@@ -41,10 +41,10 @@ class AnnihilationCSRTop(wiring.Component):
             if in_range is not None:
                 raise ValueError("in_range: core v2 takes the preset's input range (its x format), not in_range")
             self.top = AnnihilationTopV2(d, k, preset, dsp=dsp or "registered", bram=bram or "behavioural",
-                                         heads=heads, chains=chains)
+                                         heads=heads, chains=chains, norm_lanes=norm_lanes)
         else:
             extra = [n for n, v, dv in (("heads", heads, 1), ("chains", chains, 1), ("dsp", dsp, None),
-                                        ("bram", bram, None)) if v != dv]
+                                        ("bram", bram, None), ("norm_lanes", norm_lanes, None)) if v != dv]
             if extra:
                 raise ValueError(f"{', '.join(extra)}: only the annihilation core v2 (int18/int16/int8) takes "
                                  f"{'it' if len(extra) == 1 else 'them'}, not core v1 ({preset!r})")

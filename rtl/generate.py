@@ -128,10 +128,10 @@ def build(algo: str, d: int, k: int, preset: str = "legacy-int8", **params) -> B
         if extra:
             raise ValueError(f"{sorted(extra)[0]}: not a parameter of engine (it takes dsp)")
     elif algo == "annihilation":
-        extra = set(params) - {"core", "dsp", "bram", "in_range", "heads", "chains", "csr"}
+        extra = set(params) - {"core", "dsp", "bram", "in_range", "heads", "chains", "norm_lanes", "csr"}
         if extra:
             raise ValueError(f"{sorted(extra)[0]}: not a parameter of annihilation (it takes core, dsp, bram, heads, "
-                             "chains, in_range, csr)")
+                             "chains, norm_lanes, in_range, csr)")
         return _annihilation(d, k, preset, **params)
     elif params and algo not in ("vla", "linear", "deltanet", "gated-deltanet"):
         raise ValueError(f"{next(iter(params))}: not a parameter of {algo}")
@@ -188,12 +188,13 @@ def annihilation_core_for(preset, core: str | None = None) -> str:
 
 def _annihilation(d: int, k: int, preset: str, *, core: str | None = None, dsp: str | None = None,
                   bram: str | None = None, in_range: float | None = None, heads: int | None = None,
-                  chains: int | None = None, csr: bool = False) -> Built:
+                  chains: int | None = None, norm_lanes: int | None = None, csr: bool = False) -> Built:
     from .top import AnnihilationTop, AnnihilationTopV2  # imported lazily: needs the fixed-point golden model
 
     which = annihilation_core_for(preset, core)
     if which == "v1":
-        for name, v in (("dsp", dsp), ("bram", bram), ("heads", heads), ("chains", chains)):
+        for name, v in (("dsp", dsp), ("bram", bram), ("heads", heads), ("chains", chains),
+                        ("norm_lanes", norm_lanes)):
             if v is not None:
                 raise ValueError(f"{name}: only the annihilation core v2 (int18/int16/int8) takes it, not core v1 "
                                  f"({preset})")
@@ -212,13 +213,14 @@ def _annihilation(d: int, k: int, preset: str, *, core: str | None = None, dsp: 
     if csr:  # the same core, wrapped in the AXI4-Lite register block
         from .csr_top import AnnihilationCSRTop
 
-        top = AnnihilationCSRTop(d, k, preset, in_range=in_range, heads=heads, chains=chains, dsp=dsp, bram=bram)
+        top = AnnihilationCSRTop(d, k, preset, in_range=in_range, heads=heads, chains=chains, dsp=dsp, bram=bram,
+                                 norm_lanes=norm_lanes)
         return Built(top, "specmem_annihilation_csr", top.manifest())
     if which == "v1":
         top = AnnihilationTop(d, k, preset=preset, in_range=in_range)
     else:
         top = AnnihilationTopV2(d, k, preset, dsp=dsp or "registered", bram=bram or "behavioural",
-                                heads=heads, chains=chains)
+                                heads=heads, chains=chains, norm_lanes=norm_lanes)
     return Built(top, "specmem_annihilation", top.manifest())
 
 

@@ -138,14 +138,26 @@ class AnnihilationTop(wiring.Component):
 #: Cycles per token (per head) of core v2 in the steady state (full tokens back to back, the
 #: next token buffered, the sink ready), *measured* in simulation: passes over ``U`` and the token
 #: chain, whose length is counted, not derived (``rtl/token_chain.py``). Keys ``(d, k, preset,
-#: heads, chain units)``; heads > 1: the H heads' tokens interleaved. Measured after the chain's
+#: heads, chain units, the chain's normaliser lanes)`` (lanes = k: the wide normalisers);
+#: heads > 1: the H heads' tokens interleaved. Measured after the chain's
 #: re-timing (pipelined roundings, multipliers and scalar units: ~125 cycles longer than before)
 #: with ``tests/rtl/test_annihilation_v2.py``'s harness (Amaranth, Gaussian tokens at full rate);
 #: ``tests/sim/test_core_v2.py`` checks the d=16 k=4 one-head entry in Verilator.
-V2_MEASURED_CYCLES = {(16, 4, "int18", 1, 1): 260, (64, 8, "int18", 1, 1): 312,
-                      (16, 4, "int18", 2, 1): 204, (16, 4, "int18", 3, 2): 98.9,
-                      (16, 4, "int18", 3, 1): 204,
-                      (64, 8, "int18", 2, 1): 207, (64, 8, "int18", 3, 1): 207, (64, 8, "int18", 3, 2): 104}
+V2_MEASURED_CYCLES = {(16, 4, "int18", 1, 1, 4): 260,
+                      (64, 8, "int18", 1, 1, 8): 312,
+                      (16, 4, "int18", 2, 1, 4): 204,
+                      (16, 4, "int18", 3, 2, 4): 102.0,
+                      (16, 4, "int18", 3, 1, 4): 204,
+                      (64, 8, "int18", 2, 1, 8): 207,
+                      (64, 8, "int18", 3, 1, 8): 207,
+                      (64, 8, "int18", 3, 2, 8): 104,
+                      # the default, two serial normaliser lanes (2026-11-23)
+                      (16, 4, "int18", 1, 1, 2): 263, (64, 8, "int18", 1, 1, 2): 323,
+                      (16, 4, "int18", 2, 1, 2): 207, (16, 4, "int18", 3, 2, 2): 103.5,
+                      (16, 4, "int18", 3, 1, 2): 207,
+                      (64, 8, "int18", 2, 1, 2): 218, (64, 8, "int18", 3, 1, 2): 218, (64, 8, "int18", 3, 2, 2): 109,
+                      # one lane
+                      (16, 4, "int18", 1, 1, 1): 268, (64, 8, "int18", 1, 1, 1): 339}
 
 
 class AnnihilationTopV2(AnnihilationTop):
@@ -158,10 +170,11 @@ class AnnihilationTopV2(AnnihilationTop):
     ``DP16KD``)."""
 
     def __init__(self, d: int, k: int, preset: str = "int18", *, dsp: str = "registered",
-                 bram: str = "behavioural", heads: int = 1, chains: int = 1):
+                 bram: str = "behavioural", heads: int = 1, chains: int = 1, norm_lanes: int | None = None):
         from .annihilation_v2 import AnnihilationCoreV2
 
-        self.core = AnnihilationCoreV2(d, k, preset, dsp=dsp, bram=bram, heads=heads, chains=chains)
+        self.core = AnnihilationCoreV2(d, k, preset, dsp=dsp, bram=bram, heads=heads, chains=chains,
+                                       norm_lanes=norm_lanes)
         self.d, self.k, self.preset, self.in_range = d, k, preset, None
         self.dsp, self.bram = dsp, bram
         self._ports(k)
@@ -169,13 +182,15 @@ class AnnihilationTopV2(AnnihilationTop):
     def manifest(self) -> dict:
         c = self.core
         F = c.fmt
-        measured = V2_MEASURED_CYCLES.get((self.d, self.k, self.preset, c.heads, len(c.chain_units)))
+        measured = V2_MEASURED_CYCLES.get((self.d, self.k, self.preset, c.heads, len(c.chain_units),
+                                           c.chain.norm_lanes))
         return {
             "core": "v2",
             "parameters": {"d": self.d, "k": self.k, "preset": self.preset, "in_range": F.preset.in_range,
                            "orthogonal_input_policy": "evict (round-robin column), count and flag",
                            "gram": "coaccumulate", "dsp": self.dsp, "bram": self.bram,
                            "heads": c.heads, "chains": len(c.chain_units),
+                           "norm_lanes": c.chain.norm_lanes,
                            "token_order": "n = t*heads + h: each time step's token of head 0, then head 1, ..."},
             "golden_model": "annihilation_fixed(x, k, preset, gram='coaccumulate', orth_policy='evict')",
             # vendor primitives the simulator needs beside the generated file
@@ -207,8 +222,8 @@ class AnnihilationTopV2(AnnihilationTop):
                     "measured in simulation (Amaranth and Verilator), full tokens back to back" if measured else
                     "not measured for this configuration; a full token costs pass_cycles plus the token "
                     "chain (~240 cycles at k = 4..8 since its re-timing), see docs/annihilation.md"),
-                "measured": {f"d={d},k={k},{p},heads={h},chains={n}": v
-                             for (d, k, p, h, n), v in V2_MEASURED_CYCLES.items()},
+                "measured": {f"d={d},k={k},{p},heads={h},chains={n},norm_lanes={nl}": v
+                             for (d, k, p, h, n, nl), v in V2_MEASURED_CYCLES.items()},
                 "pass_cycles": c.pass_cycles(),
                 "pass_cycles_note": "the row issue of one pass over U, from the design "
                                     "(AnnihilationCoreV2.pass_cycles(): dispatch, d rows, the block-RAM read); a "

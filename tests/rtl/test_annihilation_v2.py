@@ -80,14 +80,15 @@ def _run(core, X, *, idle=0.0, stall=0.0, gap=0, seed=0, collisions=None, trace=
     return ys, marks, got["counters"]
 
 
-@pytest.mark.parametrize("preset,d,k,idle,stall,gap,stream", [
-    ("int18", 16, 4, 0.0, 0.0, 0, _stream),
-    ("int18", 16, 4, 0.3, 0.3, 300, _stream),
-    ("int8", 8, 2, 0.0, 0.2, 0, _stream),
-    ("int18", 16, 4, 0.0, 0.0, 0, _unit_stream),
+@pytest.mark.parametrize("preset,d,k,idle,stall,gap,stream,norm_lanes", [
+    ("int18", 16, 4, 0.0, 0.0, 0, _stream, None),
+    ("int18", 16, 4, 0.3, 0.3, 300, _stream, 4),  # the wide normalisers
+    ("int8", 8, 2, 0.0, 0.2, 0, _stream, None),
+    ("int18", 16, 4, 0.0, 0.0, 0, _unit_stream, None),
+    ("int18", 16, 4, 0.2, 0.2, 50, _stream, 1),
 ])
-def test_core_v2_matches_golden(preset, d, k, idle, stall, gap, stream):
-    core = AnnihilationCoreV2(d, k, preset)
+def test_core_v2_matches_golden(preset, d, k, idle, stall, gap, stream, norm_lanes):
+    core = AnnihilationCoreV2(d, k, preset, norm_lanes=norm_lanes)
     T = 40
     x = stream(5, T, d, k)
     ref = annihilation_fixed(x, k, preset, gram="coaccumulate", orth_policy="evict")

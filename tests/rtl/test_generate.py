@@ -168,7 +168,7 @@ def test_core_v2_heads_and_chains_generate_and_lint(tmp_path):
     assert m["parameters"]["heads"] == 3 and m["parameters"]["chains"] == 2
     assert m["parameters"]["token_order"].startswith("n = t*heads + h")
     from specmem.rtl.top import V2_MEASURED_CYCLES
-    assert m["cycles_per_token"]["full_steady_state"] == V2_MEASURED_CYCLES[(16, 4, "int18", 3, 2)]
+    assert m["cycles_per_token"]["full_steady_state"] == V2_MEASURED_CYCLES[(16, 4, "int18", 3, 2, 2)]
     res = lint(m["paths"]["verilog"])
     assert res.clean, res.output
     with pytest.raises(ValueError, match="^heads: only the annihilation core v2"):

@@ -101,9 +101,11 @@ def _check(tc, cases, got):
         assert o["sat"] == sum(dp.sat[name] for name in ("ahat", "q", "t")), where
 
 
-@pytest.mark.parametrize("preset,d,k", [("int18", 16, 4), ("int8", 16, 4), ("int16", 12, 3), ("int18", 16, 8)])
-def test_chain_matches_golden(preset, d, k):
-    tc = TokenChain(d, k, preset)
+@pytest.mark.parametrize("preset,d,k,norm_lanes", [("int18", 16, 4, 4), ("int8", 16, 4, None),
+                                                    ("int16", 12, 3, 3), ("int18", 16, 8, None),
+                                                    ("int18", 16, 8, 2), ("int8", 16, 4, 1), ("int16", 12, 3, 2)])
+def test_chain_matches_golden(preset, d, k, norm_lanes):
+    tc = TokenChain(d, k, preset, norm_lanes=norm_lanes)
     cases = _from_runs(tc, 1, 12) + _random_grams(tc, 2, 12) + _edge_cases(tc)
     got = _run(tc, cases, seed=3)
     _check(tc, cases, got)
@@ -116,3 +118,7 @@ def test_chain_rejects_bad_generics():
         TokenChain(16, 4, "legacy-int8")
     with pytest.raises(ValueError, match="k: must be <= d"):
         TokenChain(4, 8)
+    for bad in (5, 9, 0, True, 2.0):  # serial ones take 1 .. 4 lanes; the wide one is k lanes
+        with pytest.raises(ValueError, match="norm_lanes: 1 .. 4 .* or k = 8"):
+            TokenChain(16, 8, norm_lanes=bad)
+    assert TokenChain(16, 8).norm_lanes == 2 and TokenChain(4, 2).norm_lanes == 2 and TokenChain(4, 1).norm_lanes == 1
