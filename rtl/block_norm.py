@@ -326,11 +326,11 @@ class SerialBlockNormaliser(wiring.Component):
         with m.If(en & at(3, B + 2)):  # beat b's magnitudes are in mags at c = 3 + b
             m.d.sync += acc_or.eq(Mux(c == 3, 0, acc_or) | _any(mags))
         cvec = None
-        if tpos:
-            cw = reg(_any([_window_ands(a, W, M) for a in mags]), unsigned(len(tpos)), "s3_cw")
+        if tpos:  # per-lane windows registered (three LUT levels), OR-ed into the accumulator after
+            cws = [reg(_window_ands(a, W, M), unsigned(len(tpos)), f"s3_cw{i}") for i, a in enumerate(mags)]
             cvec = Signal(unsigned(len(tpos)))
             with m.If(en & at(4, B + 3)):
-                m.d.sync += cvec.eq(Mux(c == 4, 0, cvec) | cw)
+                m.d.sync += cvec.eq(Mux(c == 4, 0, cvec) | _any(cws))
         # the controls, free-running: right from c = B + 4 (leading one) and B + 5 (fine shift)
         g_hot, lead_v = _leading(acc_or, W)
         gs = [reg(g_hot, gmax + 1, f"s4_g{i}") for i in range(w)]
