@@ -452,7 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "d=64 k=8 pass-bound)")
     g.add_argument("--norm-lanes", type=int, default=None,
                    help="annihilation core v2 only: lanes of the token chain's block normalisers: 1..4 (serial, "
-                        "2*ceil(k/lanes)+6 cycles a vector; default 2) or k (wide and pipelined: fewer cycles per "
+                        "2*ceil(k/lanes)+7 cycles a vector; default 2) or k (wide and pipelined: fewer cycles per "
                         "token, about 6.5k more LUT4 at k=8)")
     g.add_argument("--csr", action="store_true",
                    help="annihilation only: the top with its AXI4-Lite control/status registers "

@@ -70,6 +70,14 @@ def _any(terms):
     return acc
 
 
+def _all_of(terms):
+    """AND of a list of 1-bit values."""
+    acc = terms[0]
+    for t in terms[1:]:
+        acc = acc & t
+    return acc
+
+
 def _window_ands(mag, W, M):
     """Per msb position ``t`` at which rounding can carry (``M - 1 .. W - 1``): ``AND(|x|[t - M + 1 .. t])``."""
     return Cat(*(mag[t - M + 1:t + 1].all() for t in range(M - 1, W)))
@@ -254,7 +262,7 @@ class SerialBlockNormaliser(wiring.Component):
     leading one, carry and fine-shift controls once, as in :class:`BlockNormaliser`. Second
     sweep: each beat through the coarse shift, the fine shift and the rounding increment into an
     output shift register. Same stage contents, same per-stage timing discipline, the same
-    helper functions for the arithmetic. ``latency = 2·beats + 6`` cycles from accept to
+    helper functions for the arithmetic. ``latency = 2·beats + 7`` cycles from accept to
     ``o_valid`` (a one-cycle pulse; ``o_data``/``o_frac`` then hold until the next vector's
     second sweep). One vector at a time: ``i_valid`` is accepted only while ``busy`` is low
     (``busy`` covers the accept cycle's successors up to ``o_valid``); ``en`` stalls it."""
@@ -273,7 +281,7 @@ class SerialBlockNormaliser(wiring.Component):
         self.n, self.in_width, self.M, self.frac_width, self.lanes = n, in_width, M, frac_width, lanes
         self.beats = -(-n // lanes)
         #: cycles from an input accepted (``valid``, ``en``, not ``busy``) to ``o_valid``
-        self.latency = 2 * self.beats + 6
+        self.latency = 2 * self.beats + 7
         super().__init__({
             "en": In(1),
             "i_valid": In(1),
@@ -296,26 +304,36 @@ class SerialBlockNormaliser(wiring.Component):
         nb = B * w
 
         # c: cycles since the accept (0: idle). Sweep 1 reads beats at c = 1 .. B, sweep 2 at
-        # c = B + 3 .. 2B + 2 (once the controls exist); the output shifts at c = B + 6 .. 2B + 5.
-        END = 2 * B + 5
+        # c = B + 4 .. 2B + 3 (once the controls exist); the output shifts at c = B + 7 .. 2B + 6.
+        # Every phase is a flag register loaded from the counter's next value, so the wide enables
+        # (the buffers' rotate and shift) come straight from a flip-flop, not from a compare.
+        END = 2 * B + 6
         c = Signal(range(END + 1))
-        m.d.comb += self.busy.eq(c != 0)
-        accept = self.i_valid & (c == 0)
+        nxt = Signal(range(END + 1))
+        idle = Signal(init=1)
+
+        def flag(name, *ranges):
+            f = Signal(name=name)
+            with m.If(en):
+                m.d.sync += f.eq(_any([(nxt >= lo) & (nxt <= hi) for lo, hi in ranges]))
+            return f
+
+        accept = self.i_valid & idle
+        m.d.comb += [self.busy.eq(~idle), nxt.eq(Mux(idle, accept, Mux(c == END, 0, c + 1)))]
+        with m.If(en):
+            m.d.sync += [c.eq(nxt), idle.eq(nxt == 0)]
+        rotate = flag("ph_rotate", (1, B), (B + 4, 2 * B + 3))
+        or_on, or_first = flag("ph_or", (3, B + 2)), flag("ph_or_first", (3, 3))
+        cv_on, cv_first = flag("ph_cv", (5, B + 4)), flag("ph_cv_first", (5, 5))
+        shift_out, last = flag("ph_shift", (B + 7, END)), flag("ph_last", (END, END))
         xbuf = [Signal(signed(W), name=f"xbuf{i}") for i in range(nb)]
         fM = Signal(signed(FW))  # frac + (M - 2)
-
-        def at(lo, hi):
-            return (c >= lo) & (c <= hi)
-
-        rotate = at(1, B) | at(B + 3, 2 * B + 2)
         with m.If(en):
             with m.If(accept):
                 m.d.sync += [xbuf[i].eq(self.i_data[i] if i < n else 0) for i in range(nb)]
-                m.d.sync += [fM.eq(self.i_frac + (M - 2)), c.eq(1)]
-            with m.Elif(c != 0):
-                m.d.sync += c.eq(Mux(c == END, 0, c + 1))
-                with m.If(rotate):
-                    m.d.sync += [xbuf[i].eq(xbuf[(i + w) % nb]) for i in range(nb)]
+                m.d.sync += fM.eq(self.i_frac + (M - 2))
+            with m.Elif(rotate):
+                m.d.sync += [xbuf[i].eq(xbuf[(i + w) % nb]) for i in range(nb)]
 
         # sweep 1: ones' complements, magnitudes, window ANDs, OR accumulators
         beat = xbuf[:w]
@@ -323,19 +341,34 @@ class SerialBlockNormaliser(wiring.Component):
         sgn = [reg(x[-1], 1, f"s1_sgn{i}") for i, x in enumerate(beat)]
         mags = [reg(o + s, unsigned(W), f"s2_mag{i}") for i, (o, s) in enumerate(zip(ones, sgn))]
         acc_or = Signal(unsigned(W))
-        with m.If(en & at(3, B + 2)):  # beat b's magnitudes are in mags at c = 3 + b
-            m.d.sync += acc_or.eq(Mux(c == 3, 0, acc_or) | _any(mags))
+        with m.If(en & or_on):  # beat b's magnitudes are in mags at c = 3 + b
+            m.d.sync += acc_or.eq(Mux(or_first, 0, acc_or) | _any(mags))
         cvec = None
-        if tpos:  # per-lane windows registered (three LUT levels), OR-ed into the accumulator after
-            cws = [reg(_window_ands(a, W, M), unsigned(len(tpos)), f"s3_cw{i}") for i, a in enumerate(mags)]
+        if tpos:  # per-lane windows in two registered stages (ANDs of L-bit runs, then of a few runs),
+            # OR-ed into the accumulator after: no stage deeper than two LUT levels
+            L = min(4, M)
+            runs = [reg(Cat(*(a[j:j + L].all() for j in range(W - L + 1))), W - L + 1, f"s3_run{i}")
+                    for i, a in enumerate(mags)]
+
+            def window(r, t):
+                starts = sorted(set(list(range(t - M + 1, t - L + 2, L)) + [t - L + 1]))
+                return _all_of([r[j] for j in starts])
+
+            cws = [reg(Cat(*(window(r, t) for t in tpos)), unsigned(len(tpos)), f"s4_cw{i}")
+                   for i, r in enumerate(runs)]
             cvec = Signal(unsigned(len(tpos)))
-            with m.If(en & at(4, B + 3)):
-                m.d.sync += cvec.eq(Mux(c == 4, 0, cvec) | _any(cws))
-        # the controls, free-running: right from c = B + 4 (leading one) and B + 5 (fine shift)
-        g_hot, lead_v = _leading(acc_or, W)
+            with m.If(en & cv_on):
+                m.d.sync += cvec.eq(Mux(cv_first, 0, cvec) | _any(cws))
+        # the controls, free-running: right from c = B + 5 (leading one) and B + 6 (fine shift).
+        # The leading one in two stages: each 4-bit group's nonzero flag and local leading bit, then
+        # the leading group (a 12-input priority) and the bit (about 4 LUT levels each, not 8)
+        l1_gnz = reg(Cat(*(acc_or[4 * g:min(4 * g + 4, W)].any() for g in range(gmax + 1))), gmax + 1, "l1_gnz")
+        l1_loc = reg(Cat(*(acc_or[t] & ~acc_or[t + 1:min(4 * (t // 4) + 4, W)].any() if t + 1 < min(4 * (t // 4) + 4, W)
+                           else acc_or[t] for t in range(W))), W, "l1_loc")
+        g_hot = Cat(*(l1_gnz[g] & ~l1_gnz[g + 1:].any() if g < gmax else l1_gnz[g] for g in range(gmax + 1)))
         gs = [reg(g_hot, gmax + 1, f"s4_g{i}") for i in range(w)]
-        lead = reg(lead_v, W, "s4_lead")
-        nz = reg(acc_or.any(), 1, "s4_nz")
+        lead = reg(Cat(*(l1_loc[t] & g_hot[t // 4] for t in range(W))), W, "s4_lead")
+        nz = reg(l1_gnz.any(), 1, "s4_nz")
         cy, ksel_v, top_v = _fine_control(lead, cvec, W, M)
         ks = [reg(ksel_v, 5, f"s5_k{i}") for i in range(w)]
         top = reg(top_v, unsigned(len(top_v)), "s5_top")
@@ -357,11 +390,11 @@ class SerialBlockNormaliser(wiring.Component):
             sqs.append(reg(sq, 1, f"s6_sq{i}"))
         obuf = [Signal(signed(M), name=f"obuf{i}") for i in range(nb)]
         with m.If(en):
-            with m.If(at(B + 6, END)):
+            with m.If(shift_out):
                 m.d.sync += [obuf[i].eq(obuf[i + w]) for i in range(nb - w)]
                 m.d.sync += [obuf[nb - w + i].eq((rqs[i] + sqs[i])[1:M + 1]) for i in range(w)]
-            m.d.sync += self.o_valid.eq(c == END)
-            with m.If(c == END):
+            m.d.sync += self.o_valid.eq(last)
+            with m.If(last):
                 m.d.sync += self.o_frac.eq(f6 - cy5)
         # the last beat shifts in at c = END, so o_data is obuf after that edge
         m.d.comb += [self.o_data[i].eq(obuf[i]) for i in range(n)]

@@ -246,7 +246,7 @@ def test_serial_latency_is_declared_and_back_to_back_vectors_pass(n, lanes):
     """``o_valid`` comes ``latency`` cycles after the accept; ``busy`` drops in the cycle it
     rises, so vectors can follow each other every ``latency`` cycles; both come out right."""
     dut = SerialBlockNormaliser(n, 20, 8, lanes=lanes)
-    assert dut.beats == -(-n // lanes) and dut.latency == 2 * dut.beats + 6
+    assert dut.beats == -(-n // lanes) and dut.latency == 2 * dut.beats + 7
     rng = np.random.default_rng(n + lanes)
     vecs = [[int(x) for x in rng.integers(-40000, 40000, n)] for _ in range(3)]
     acc, outs = [], []
