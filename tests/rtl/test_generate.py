@@ -175,3 +175,21 @@ def test_core_v2_heads_and_chains_generate_and_lint(tmp_path):
         generate("annihilation", 16, 4, "legacy-int8", tmp_path / "v1", heads=2)
     with pytest.raises(ValueError, match=r"^chains: must be an integer in \[1, heads = 2\]"):
         generate("annihilation", 16, 4, "int18", tmp_path / "bad", heads=2, chains=3)
+
+
+def test_core_v2_norm_lanes_reach_the_manifest_and_bad_ones_are_refused(tmp_path):
+    """``norm_lanes`` (the token chain's block normalisers): 2 by default, k for the wide ones; the
+    manifest names it and its measured cycles; v1, 5 lanes and more than k are refused."""
+    from specmem.rtl.generate import build
+    from specmem.rtl.top import V2_MEASURED_CYCLES
+
+    for nl, want in ((None, 2), (4, 4), (1, 1)):
+        params = {} if nl is None else {"norm_lanes": nl}
+        m = build("annihilation", 16, 4, "int18", **params).manifest
+        assert m["parameters"]["norm_lanes"] == want
+        assert m["cycles_per_token"]["full_steady_state"] == V2_MEASURED_CYCLES[(16, 4, "int18", 1, 1, want)]
+    assert V2_MEASURED_CYCLES[(16, 4, "int18", 1, 1, 2)] > V2_MEASURED_CYCLES[(16, 4, "int18", 1, 1, 4)]
+    with pytest.raises(ValueError, match="^norm_lanes: only the annihilation core v2"):
+        build("annihilation", 16, 4, "legacy-int8", norm_lanes=2)
+    with pytest.raises(ValueError, match=r"^norm_lanes: 1 \.\. 3 .* or k = 4"):
+        build("annihilation", 16, 4, "int18", norm_lanes=5)
