@@ -70,6 +70,13 @@ def _any(terms):
     return acc
 
 
+def _ports(n, in_width, M, frac_width):
+    """The normalisers' ports: ``en``; the vector, its exponent and its valid bit in and out."""
+    return {"en": In(1), "i_valid": In(1), "i_data": In(data.ArrayLayout(signed(in_width), n)),
+            "i_frac": In(signed(frac_width)), "o_valid": Out(1), "o_data": Out(data.ArrayLayout(signed(M), n)),
+            "o_frac": Out(signed(frac_width))}
+
+
 def _all_of(terms):
     """AND of a list of 1-bit values."""
     acc = terms[0]
@@ -153,15 +160,7 @@ class BlockNormaliser(wiring.Component):
         self.or_levels = _or_tree_levels(n)
         #: cycles from an input accepted (``valid`` and ``en``) to its output
         self.latency = 6 + self.or_levels
-        super().__init__({
-            "en": In(1),
-            "i_valid": In(1),
-            "i_data": In(data.ArrayLayout(signed(in_width), n)),
-            "i_frac": In(signed(frac_width)),
-            "o_valid": Out(1),
-            "o_data": Out(data.ArrayLayout(signed(M), n)),
-            "o_frac": Out(signed(frac_width)),
-        })
+        super().__init__(_ports(n, in_width, M, frac_width))
 
     def elaborate(self, platform):
         m = Module()
@@ -282,16 +281,7 @@ class SerialBlockNormaliser(wiring.Component):
         self.beats = -(-n // lanes)
         #: cycles from an input accepted (``valid``, ``en``, not ``busy``) to ``o_valid``
         self.latency = 2 * self.beats + 7
-        super().__init__({
-            "en": In(1),
-            "i_valid": In(1),
-            "i_data": In(data.ArrayLayout(signed(in_width), n)),
-            "i_frac": In(signed(frac_width)),
-            "busy": Out(1),
-            "o_valid": Out(1),
-            "o_data": Out(data.ArrayLayout(signed(M), n)),
-            "o_frac": Out(signed(frac_width)),
-        })
+        super().__init__({**_ports(n, in_width, M, frac_width), "busy": Out(1)})
 
     def elaborate(self, platform):
         m = Module()
