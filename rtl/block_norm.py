@@ -260,8 +260,9 @@ class SerialBlockNormaliser(wiring.Component):
     into two accumulators (the OR of all magnitudes, the OR of their window vectors). Then the
     leading one, carry and fine-shift controls once, as in :class:`BlockNormaliser`. Second
     sweep: each beat through the coarse shift, the fine shift and the rounding increment into an
-    output shift register. Same stage contents, same per-stage timing discipline, the same
-    helper functions for the arithmetic. ``latency = 2·beats + 7`` cycles from accept to
+    output shift register. The same arithmetic through the same helper functions; the
+    once-per-vector controls take one stage more (the leading one in two steps) and the carry
+    windows are ANDs of 4-bit runs, so no stage is deeper than the wide unit's. ``latency = 2·beats + 7`` cycles from accept to
     ``o_valid`` (a one-cycle pulse; ``o_data``/``o_frac`` then hold until the next vector's
     second sweep). One vector at a time: ``i_valid`` is accepted only while ``busy`` is low
     (``busy`` covers the accept cycle's successors up to ``o_valid``); ``en`` stalls it."""

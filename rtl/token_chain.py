@@ -43,7 +43,7 @@ __all__ = ["TokenChain"]
 
 FW = 12  # exponents (block and scalar-unit) carried as signed 12-bit values
 #: lanes of the chain's block normalisers unless asked (at most k): at d = 64, k = 8 two serial
-#: lanes took the chain from 26.0k to 19.5k LUT4 for 11 more cycles per token (docs/annihilation.md)
+#: lanes took the chain from 26.0k to 19.7k LUT4 for 13 more cycles per token (docs/annihilation.md)
 NORM_LANES_DEFAULT = 2
 
 
