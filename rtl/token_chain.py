@@ -8,7 +8,7 @@ exponent and ``rsqrt(n²)`` for ``y``; and the token's saturation count (``ahat`
 
 The chain is *sequential*: a small FSM issues the chain's k-vector products one step at a
 time into one bank of ``k`` registered multipliers with a registered adder tree (``a·a``, then
-``G_n`` a row per cycle, ``a·g``, ``a·rsqrt``, ``ahat·beta``, ``ahat·g_j beta``, ``t·(1/n²)``), the
+``G_n`` a row per issue, ``a·g``, ``a·rsqrt``, ``ahat·beta``, ``ahat·g_j beta``, ``t·(1/n²)``), the
 block exponents go through :class:`~specmem.rtl.block_norm.BlockNormaliser` (``G``'s shift from
 its diagonal alone: ``|G_lm| <= sqrt(G_ll G_mm)``, so the largest magnitude is on the diagonal) and
 the four scalar operations through two :class:`~specmem.rtl.scalar_unit.ScalarUnit` instances:
@@ -20,7 +20,13 @@ rows before the bank, ``ahat``, ``q`` and ``term`` after it) share one pipelined
 saturation and a registered overflow count; ``g_j beta`` has a registered multiplier of its own;
 the eviction column (argmin of ``G``'s diagonal, nearest to the pointer on ties) and ``j``
 (argmax ``|a_n|``) come from registered tournament trees. The FSM's event cycles are named
-constants (``GROWS_END``, ``AH_CAP``, ...), so a change of a latency moves them together.
+constants (``GROWS_END``, ``AH_END``, ...), so a change of a latency moves them together.
+
+``norm_lanes`` (``b``) is the width of the chain's serial units: the block normalisers, and the
+rounding shift with its saturations, which a feeder register hands a k-vector ``b`` entries per
+cycle (``ceil(k/b)`` beats, tagged with kind and beat so each lane's result lands in its
+element). With ``b = k`` everything is one beat wide, the arrangement before the units went
+serial. The multiplier bank stays ``k`` lanes: a ``G`` row is issued with its last beat.
 """
 
 from __future__ import annotations
@@ -42,8 +48,8 @@ from .scalar_unit import ScalarOp, ScalarUnit
 __all__ = ["TokenChain"]
 
 FW = 12  # exponents (block and scalar-unit) carried as signed 12-bit values
-#: lanes of the chain's block normalisers unless asked (at most k): at d = 64, k = 8 two serial
-#: lanes took the chain from 26.0k to 19.7k LUT4 for 13 more cycles per token (docs/annihilation.md)
+#: lanes of the chain's serial units (block normalisers, rounding shift) unless asked (at most k);
+#: measured in docs/annihilation.md ("Where the chain's area goes")
 NORM_LANES_DEFAULT = 2
 
 
@@ -103,8 +109,8 @@ class TokenChain(wiring.Component):
             norm_lanes = min(NORM_LANES_DEFAULT, k)
         if (isinstance(norm_lanes, bool) or not isinstance(norm_lanes, int)
                 or not (norm_lanes == k or 1 <= norm_lanes <= min(4, k - 1))):
-            raise ValueError(f"norm_lanes: 1 .. {min(4, k - 1)} (serial block normalisers) or k = {k} (the wide, "
-                             f"pipelined ones), got {norm_lanes!r}" if k > 1 else
+            raise ValueError(f"norm_lanes: 1 .. {min(4, k - 1)} (serial block normalisers and rounding "
+                             f"shift) or k = {k} (all k lanes wide), got {norm_lanes!r}" if k > 1 else
                              f"norm_lanes: k = 1 has one lane, got {norm_lanes!r}")
         self.norm_lanes = norm_lanes
         if not isinstance(preset, str) or preset.startswith("legacy-"):
@@ -184,9 +190,11 @@ class TokenChain(wiring.Component):
             level = [s]
         dot = level[0]
         L, T = self.mul_latency, self.tree_levels
-        # products held for the tree's depth, so that a step reads both at the same cycle
-        prod_d = list(prod)
+        # products held for the tree's depth, so that a step reads both at the same cycle; the
+        # stage before the last loads the feeder one cycle ahead
+        prod_d = prod_pre = list(prod)
         for step in range(T):
+            prod_pre = prod_d
             nxt = [Signal(p.shape(), name=f"prod_d{step}_{l}") for l, p in enumerate(prod_d)]
             m.d.sync += [n.eq(p) for n, p in zip(nxt, prod_d)]
             prod_d = nxt
@@ -248,50 +256,103 @@ class TokenChain(wiring.Component):
         assert d_pick + 1 <= bn_a.latency, "the eviction tree is slower than block(a')"
         m.d.sync += a_zero.eq(~Cat(*(a_acc[l].any() for l in range(k))).any())
 
-        # one pipelined rounding shift (rtl/shift.py) shared by the G rows (GROWS) and the bank's
-        # products (ahat, q, term): a row or a product enters per cycle, with its own shift
+        # one pipelined rounding shift (rtl/shift.py) on ``b`` lanes, shared by the G rows and the
+        # bank's products (ahat, q, term): a feeder register takes a G row or a product vector and
+        # hands it to the shift ``b`` entries per cycle (``nb`` beats) with its shift, tagged with
+        # its kind and beat; tags travel beside the data, and each result lane is captured by them
+        b = self.norm_lanes
+        nb = -(-k // b)
+        kp = nb * b
+        KG, KH, KQ, KT = range(4)
         a_arr, g_arr, ahat_arr = Array(a_n), Array(g_n), Array(ahat)
         Grow = Array(Array(r) for r in G)
         shG = Signal(signed(FW))  # right shift of G' into G_n
         m.d.comb += shG.eq(2 * fm - fG)
-        grow_r = [reg(Grow[row][l], signed(W), f"grow{l}") for l in range(k)]
         w_rs = max(W, len(prod_d[0]))
-        rsv = RoundShiftVar(k, w_rs, max_left=max(self.wG + 1, 4), shift_width=FW + 4, rounding="rne")
+        fs = [Signal(signed(w_rs), name=f"fs{i}") for i in range(kp)]
+        f_left = Signal(range(nb + 1))           # beats still to feed, the current one included
+        f_beat = Signal(range(max(nb, 2)))
+        f_kind = Signal(2)
+        f_sh = Signal(signed(FW + 4))
+        ld, ld_kind, ld_shift = Signal(), Signal(2), Signal(signed(FW + 4))
+        with m.If(ld):
+            m.d.sync += [fs[i].eq(Mux(ld_kind == KG, Grow[row][i], prod_pre[i]) if i < k else 0)
+                         for i in range(kp)]
+            m.d.sync += [f_left.eq(nb), f_beat.eq(0), f_kind.eq(ld_kind), f_sh.eq(ld_shift)]
+        with m.Elif(f_left != 0):
+            m.d.sync += [fs[i].eq(fs[i + b] if i + b < kp else 0) for i in range(kp)]
+            m.d.sync += [f_left.eq(f_left - 1), f_beat.eq(f_beat + 1)]
+        rsv = RoundShiftVar(b, w_rs, max_left=max(self.wG + 1, 4), shift_width=FW + 4, rounding="rne")
         m.submodules.rsv = rsv
-        rsv_g = Signal()                  # this cycle's input is a G row (else the products)
-        rsv_shift = Signal(signed(FW + 4))
-        m.d.comb += [rsv.en.eq(1), rsv.i_valid.eq(1), rsv.i_shift.eq(rsv_shift)]
-        m.d.comb += [rsv.i_data[l].eq(Mux(rsv_g, grow_r[l], prod_d[l])) for l in range(k)]
+        m.d.comb += [rsv.en.eq(1), rsv.i_valid.eq(1), rsv.i_shift.eq(f_sh)]
+        m.d.comb += [rsv.i_data[i].eq(fs[i]) for i in range(b)]
         R = RoundShiftVar.latency
-        ro = [rsv.o_data[l] for l in range(k)]
+        ro = [rsv.o_data[i] for i in range(b)]
+
+        def pipe(x, n, name):
+            for s in range(n):
+                x = reg(x, x.shape(), f"{name}{s}")
+            return x
+
+        ro_on, ro_kind = pipe(f_left != 0, R, "tag_on"), pipe(f_kind, R, "tag_kind")
+        beat = [pipe(f_beat, R, "tag_beat")]                  # beat[n]: the beat n cycles after ro
+        for n in range(6):
+            beat.append(reg(beat[-1], beat[-1].shape(), f"tag_beat_r{n}"))
+        s_g, s_h, s_q, s_t = (ro_on & (ro_kind == kind) for kind in (KG, KH, KQ, KT))
 
         # saturations after the shift, each a registered sign-extension test then a mux; the
         # overflow flags are counted one cycle later. Offsets: cycles after ro.
         def narrowed(width, name):
-            fits = [reg(fits_signed(x, width), 1, f"{name}_f{l}") for l, x in enumerate(ro)]
-            tr = [reg(x[:width], unsigned(width), f"{name}_tr{l}") for l, x in enumerate(ro)]
-            ng = [reg(x[-1], 1, f"{name}_ng{l}") for l, x in enumerate(ro)]
+            fits = [reg(fits_signed(x, width), 1, f"{name}_f{i}") for i, x in enumerate(ro)]
+            tr = [reg(x[:width], unsigned(width), f"{name}_tr{i}") for i, x in enumerate(ro)]
+            ng = [reg(x[-1], 1, f"{name}_ng{i}") for i, x in enumerate(ro)]
             hi, lo = Const((1 << (width - 1)) - 1, signed(width)), Const(-(1 << (width - 1)), signed(width))
-            out = [reg(Mux(fits[l], tr[l].as_signed(), Mux(ng[l], lo, hi)), signed(width), f"{name}_v{l}")
-                   for l in range(k)]
-            ovs = [reg(~fits[l], 1, f"{name}_ov{l}") for l in range(k)]
+            out = [reg(Mux(fits[i], tr[i].as_signed(), Mux(ng[i], lo, hi)), signed(width), f"{name}_v{i}")
+                   for i in range(b)]
+            ovs = [reg(~fits[i], 1, f"{name}_ov{i}") for i in range(b)]
             return out, _popcount(m, ovs, f"{name}_pc")     # out at +2, count at +2 + levels
 
         ahat_v, (ahat_pc, LP) = narrowed(self.wh, "hn")
         q_v, (q_pc, _) = narrowed(self.wq, "qn")
-        q_s = [reg(Mux(s_neg, q_v[l], -q_v[l]), signed(self.wq), f"qs{l}") for l in range(k)]  # +3
+        q_s = [reg(Mux(s_neg, q_v[i], -q_v[i]), signed(self.wq), f"qs{i}") for i in range(b)]  # +3
         # t = sat(-g_n + s term): term clamped first (a clamped term saturates t the same way)
         cw = max(self.wt, self.wg) + 2
         term_c, _ = narrowed(cw, "tc")                                                              # +2
-        tn = [reg(Mux(s_neg, -term_c[l], term_c[l]), signed(cw + 1), f"tn{l}") for l in range(k)]  # +3
-        tsum = [reg(tn[l] - g_n[l], signed(cw + 2), f"tsum{l}") for l in range(k)]                  # +4
-        t_fits = [reg(fits_signed(x, self.wt), 1, f"tf{l}") for l, x in enumerate(tsum)]
-        t_tr = [reg(x[:self.wt], unsigned(self.wt), f"ttr{l}") for l, x in enumerate(tsum)]
-        t_ng = [reg(x[-1], 1, f"tng{l}") for l, x in enumerate(tsum)]
+        tn = [reg(Mux(s_neg, -term_c[i], term_c[i]), signed(cw + 1), f"tn{i}") for i in range(b)]  # +3
+        g_lane = [g_n[i] if nb == 1 else
+                  Array(g_n[bt * b + i] if bt * b + i < k else Const(0, signed(self.wg)) for bt in range(nb))[beat[3]]
+                  for i in range(b)]
+        tsum = [reg(tn[i] - g_lane[i], signed(cw + 2), f"tsum{i}") for i in range(b)]             # +4
+        t_fits = [reg(fits_signed(x, self.wt), 1, f"tf{i}") for i, x in enumerate(tsum)]
+        t_tr = [reg(x[:self.wt], unsigned(self.wt), f"ttr{i}") for i, x in enumerate(tsum)]
+        t_ng = [reg(x[-1], 1, f"tng{i}") for i, x in enumerate(tsum)]
         thi, tlo = (1 << (self.wt - 1)) - 1, -(1 << (self.wt - 1))
-        t_v = [reg(Mux(t_fits[l], t_tr[l].as_signed(), Mux(t_ng[l], tlo, thi)), signed(self.wt), f"tv{l}")
-               for l in range(k)]                                                                   # +6
-        t_pc, _ = _popcount(m, [reg(~t_fits[l], 1, f"tov{l}") for l in range(k)], "t_pc")          # +6 + LP
+        t_v = [reg(Mux(t_fits[i], t_tr[i].as_signed(), Mux(t_ng[i], tlo, thi)), signed(self.wt), f"tv{i}")
+               for i in range(b)]                                                                   # +6
+        t_pc, _ = _popcount(m, [reg(~t_fits[i], 1, f"tov{i}") for i in range(b)], "t_pc")          # +6 + LP
+
+        # each beat's results into their k-vector; each beat's overflow count into sat
+        def capture(vec, vals, strobe, at):
+            for l in range(k):
+                with m.If(strobe & (beat[at] == l // b)):
+                    m.d.sync += vec[l].eq(vals[l % b])
+
+        capture(ahat, ahat_v, pipe(s_h, 2, "cap_h"), 2)
+        capture(q, q_s, pipe(s_q, 3, "cap_q"), 3)
+        capture(t, t_v, pipe(s_t, 6, "cap_t"), 6)
+        pcv_h, pcv_q, pcv_t = pipe(s_h, 2 + LP, "pcv_h"), pipe(s_q, 2 + LP, "pcv_q"), pipe(s_t, 6 + LP, "pcv_t")
+        with m.If(pcv_h | pcv_q | pcv_t):
+            m.d.sync += sat.eq(sat + Mux(pcv_h, ahat_pc, 0) + Mux(pcv_q, q_pc, 0) + Mux(pcv_t, t_pc, 0))
+
+        # a G row goes to the bank with its last beat: the earlier beats from their row register
+        gasm = [Signal(signed(self.wA), name=f"gasm{l}") for l in range((nb - 1) * b)]
+        for l in range(len(gasm)):
+            with m.If(s_g & (beat[0] == l // b)):
+                m.d.sync += gasm[l].eq(ro[l % b])
+        g_row = [gasm[l] if l < (nb - 1) * b else ro[l - (nb - 1) * b] for l in range(k)]
+        g_iss = Signal()
+        m.d.comb += g_iss.eq(s_g & (beat[0] == nb - 1))
+        g_cap = pipe(g_iss, bank_wait, "g_cap")
 
         # g_j beta on a multiplier of its own (the chain's only product outside the bank)
         gjm = PipelinedMultiplier(self.wg, P, self.dsp)
@@ -302,22 +363,17 @@ class TokenChain(wiring.Component):
         mag_hj = reg(Mux(hj < 0, -hj, hj), unsigned(self.wh + 1), "mag_hj")
         beta_x = reg((1 << fh) + mag_hj, unsigned(max(fh, self.wh) + 2), "beta_x")   # 3 cycles after ahat
 
-        # the FSM's event cycles (``wait`` counts from each state's entry)
+        # the FSM's event cycles (``wait`` counts from each state's entry); a vector's last beat
+        # leaves the feeder nb - 1 cycles after its first
         BW = bank_wait
-        D = 1 + R                                # a G row: register, shift
-        G_ISSUE0, G_LAST = D, D + k - 1          # the shifted rows' issue cycles
-        GROWS_END = G_LAST + BW
+        GROWS_END = k * nb + R + BW              # the last row's dot: loads every nb cycles from 0
         AH_FEED = BW + 1                         # ahat's products into the shift
-        AH_CAP = AH_FEED + R + 2
-        AH_SAT = AH_CAP + LP
+        AH_END = AH_FEED + nb - 1 + R + 2 + LP   # its last beat counted
         Q_FEED = BW
-        Q_CAP = Q_FEED + R + 3
-        Q_SAT = Q_CAP - 1 + LP
-        T_ISSUE = gjm.latency + 1                # ahat (g_j beta) once g_j beta is out
+        T_ISSUE = max(gjm.latency + 1, nb)       # ahat (g_j beta) once g_j beta is out and q is fed
         T_FEED = T_ISSUE + BW
-        T_CAP = T_FEED + R + 6
-        T_SAT = T_CAP + LP
-        wait = Signal(range(max(GROWS_END, AH_SAT, Q_SAT, T_SAT, bn_a.latency) + 8))
+        T_END = T_FEED + nb - 1 + R + 6 + LP
+        wait = Signal(range(max(GROWS_END, AH_END, T_END, bn_a.latency) + 8))
 
         def scalar_request(x, frac, op, unit=su):
             m.d.comb += [unit.i.valid.eq(1), unit.i.payload.x.eq(x), unit.i.payload.frac.eq(frac),
@@ -382,19 +438,21 @@ class TokenChain(wiring.Component):
                         m.d.sync += orth.eq(0)
                         m.next = "GROWS"
             with m.State("GROWS"):  # a_n·a_n; G's rows fetched, shifted, then times a_n; rsqrt(a·a) once out
-                m.d.comb += [rsv_g.eq(1), rsv_shift.eq(shG)]
+                with m.If((row < k) & (f_left <= 1)):
+                    m.d.comb += [ld.eq(1), ld_kind.eq(KG), ld_shift.eq(shG)]
+                    m.d.sync += row.eq(row + 1)
                 with m.If(wait == 0):
                     m.d.comb += [opA[l].eq(a_n[l]) for l in range(k)]
                     m.d.comb += [opB[l].eq(a_n[l]) for l in range(k)]
-                with m.If((wait >= G_ISSUE0) & (wait <= G_LAST)):
-                    m.d.comb += [opA[l].eq(ro[l]) for l in range(k)]
+                with m.If(g_iss):
+                    m.d.comb += [opA[l].eq(g_row[l]) for l in range(k)]
                     m.d.comb += [opB[l].eq(a_n[l]) for l in range(k)]
-                m.d.sync += [row.eq(Mux(row < k, row + 1, row)), wait.eq(wait + 1)]
+                m.d.sync += wait.eq(wait + 1)
                 with m.If(wait == BW):
                     m.d.sync += a2.eq(dot)
                 with m.If(wait == BW + 1):
                     scalar_request(a2, 2 * fan, ScalarOp.RSQRT)  # accepted: the unit is idle between tokens
-                with m.If((wait >= G_ISSUE0 + BW) & (wait <= GROWS_END)):
+                with m.If(g_cap):
                     m.d.sync += [g_acc[l].eq(g_acc[l + 1]) for l in range(k - 1)]
                     m.d.sync += g_acc[k - 1].eq(dot)
                 with m.If(wait == GROWS_END):
@@ -425,12 +483,10 @@ class TokenChain(wiring.Component):
                 with m.If(wait == BW + 1):
                     m.d.sync += orth.eq(n2 <= 0)
                     m.d.comb += n_start.eq(n2 > 0)
-                with m.If(wait == AH_FEED):
-                    m.d.comb += rsv_shift.eq(rs_f + fan - fh)
-                with m.If(wait == AH_CAP):
-                    m.d.sync += [ahat[l].eq(ahat_v[l]) for l in range(k)]
-                with m.If(wait == AH_SAT):
-                    m.d.sync += [sat.eq(sat + ahat_pc), wait.eq(0)]
+                with m.If(wait == AH_FEED - 1):
+                    m.d.comb += [ld.eq(1), ld_kind.eq(KH), ld_shift.eq(rs_f + fan - fh)]
+                with m.If(wait == AH_END):
+                    m.d.sync += wait.eq(0)
                     m.next = "BETA"
             with m.State("BETA"):
                 with m.If(orth):
@@ -454,18 +510,12 @@ class TokenChain(wiring.Component):
                 with m.If(wait == T_ISSUE):
                     m.d.comb += [opA[l].eq(ahat[l]) for l in range(k)]
                     m.d.comb += [opB[l].eq(gjb) for l in range(k)]
-                with m.If(wait == Q_FEED):
-                    m.d.comb += rsv_shift.eq(be_f + fh - fq)
-                with m.If(wait == T_FEED):
-                    m.d.comb += rsv_shift.eq(fh + be_f)
-                with m.If(wait == Q_CAP):
-                    m.d.sync += [q[l].eq(q_s[l]) for l in range(k)]
-                with m.If(wait == Q_SAT):
-                    m.d.sync += sat.eq(sat + q_pc)
-                with m.If(wait == T_CAP):
-                    m.d.sync += [t[l].eq(t_v[l]) for l in range(k)]
-                with m.If(wait == T_SAT):
-                    m.d.sync += [sat.eq(sat + t_pc), wait.eq(0)]
+                with m.If(wait == Q_FEED - 1):
+                    m.d.comb += [ld.eq(1), ld_kind.eq(KQ), ld_shift.eq(be_f + fh - fq)]
+                with m.If(wait == T_FEED - 1):
+                    m.d.comb += [ld.eq(1), ld_kind.eq(KT), ld_shift.eq(fh + be_f)]
+                with m.If(wait == T_END):
+                    m.d.sync += wait.eq(0)
                     m.next = "P"
             with m.State("P"):  # p = block(t / n²) once 1/n² is in; rsqrt(n²) runs on
                 with m.If(wait != 0):
