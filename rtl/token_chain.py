@@ -7,8 +7,9 @@ orthogonal-input flag and the column to evict, or ``a_n``, ``j``, ``s``, ``q``, 
 exponent and ``rsqrt(n²)`` for ``y``; and the token's saturation count (``ahat``, ``q``, ``t``).
 
 The chain is *sequential*: a small FSM issues the chain's k-vector products one step at a
-time into one bank of ``k`` registered multipliers with a registered adder tree (``a·a``, then
-``G_n`` a row per issue, ``a·g``, ``a·rsqrt``, ``ahat·beta``, ``ahat·g_j beta``, ``t·(1/n²)``), the
+time into one bank of registered multipliers with a registered adder tree and a dot accumulator
+(``a·a``, then ``G_n a_n`` a row at a time, ``a·g``, ``a·rsqrt``, ``ahat·beta``, ``ahat·g_j beta``,
+``t·(1/n²)``), the
 block exponents go through :class:`~specmem.rtl.block_norm.BlockNormaliser` (``G``'s shift from
 its diagonal alone: ``|G_lm| <= sqrt(G_ll G_mm)``, so the largest magnitude is on the diagonal) and
 the four scalar operations through two :class:`~specmem.rtl.scalar_unit.ScalarUnit` instances:
@@ -22,11 +23,12 @@ the eviction column (argmin of ``G``'s diagonal, nearest to the pointer on ties)
 (argmax ``|a_n|``) come from registered tournament trees. The FSM's event cycles are named
 constants (``GROWS_END``, ``AH_END``, ...), so a change of a latency moves them together.
 
-``norm_lanes`` (``b``) is the width of the chain's serial units: the block normalisers, and the
-rounding shift with its saturations, which a feeder register hands a k-vector ``b`` entries per
-cycle (``ceil(k/b)`` beats, tagged with kind and beat so each lane's result lands in its
-element). With ``b = k`` everything is one beat wide, the arrangement before the units went
-serial. The multiplier bank stays ``k`` lanes: a ``G`` row is issued with its last beat.
+``norm_lanes`` (``b``) is the width of the chain's lane units: the block normalisers, the
+multiplier bank and the rounding shift with its saturations. A k-vector step takes ``ceil(k/b)``
+beats, each tagged with its kind and beat so that each lane's result lands in its element and
+each beat's dot in the accumulator; a G row's beats go from a feeder register through the shift
+straight into the bank. With ``b = k`` every step is one beat, the arrangement before the units
+went narrow (one cycle more per dot, for the accumulator).
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ from .scalar_unit import ScalarOp, ScalarUnit
 __all__ = ["TokenChain"]
 
 FW = 12  # exponents (block and scalar-unit) carried as signed 12-bit values
-#: lanes of the chain's serial units (block normalisers, rounding shift) unless asked (at most k);
+#: lanes of the chain's lane units (block normalisers, multiplier bank, rounding shift) unless
+#: asked (at most k);
 #: measured in docs/annihilation.md ("Where the chain's area goes")
 NORM_LANES_DEFAULT = 2
 
@@ -109,8 +112,8 @@ class TokenChain(wiring.Component):
             norm_lanes = min(NORM_LANES_DEFAULT, k)
         if (isinstance(norm_lanes, bool) or not isinstance(norm_lanes, int)
                 or not (norm_lanes == k or 1 <= norm_lanes <= min(4, k - 1))):
-            raise ValueError(f"norm_lanes: 1 .. {min(4, k - 1)} (serial block normalisers and rounding "
-                             f"shift) or k = {k} (all k lanes wide), got {norm_lanes!r}" if k > 1 else
+            raise ValueError(f"norm_lanes: 1 .. {min(4, k - 1)} (the chain's normalisers, multipliers and "
+                             f"rounding shift) or k = {k} (all k lanes wide), got {norm_lanes!r}" if k > 1 else
                              f"norm_lanes: k = 1 has one lane, got {norm_lanes!r}")
         self.norm_lanes = norm_lanes
         if not isinstance(preset, str) or preset.startswith("legacy-"):
@@ -133,7 +136,7 @@ class TokenChain(wiring.Component):
         self.wA = max(self.wa, self.wG, self.wh, self.wt)
         self.wB = max(self.wa, self.wg, self.P, self.w_gjb)
         self.mul_latency = PipelinedMultiplier.latency_for(dsp, self.wA, self.wB, input_register=True)
-        self.tree_levels = lk
+        self.tree_levels = max(1, (self.norm_lanes - 1).bit_length())  # the bank's adder tree
         self.out_layout = data.StructLayout({
             "orth": 1, "evict_j": range(k), "a_n": data.ArrayLayout(signed(self.wa), k), "j": range(k),
             "s_neg": 1, "q": data.ArrayLayout(signed(self.wq), k), "p": data.ArrayLayout(signed(self.wp), k),
@@ -162,14 +165,16 @@ class TokenChain(wiring.Component):
         G = [[Signal(signed(W), name=f"G{l}_{n}") for n in range(k)] for l in range(k)]
         ptr = Signal(range(k))
 
-        # -- the multiplier bank and the adder tree
-        opA = [Signal(signed(self.wA), name=f"opA{l}") for l in range(k)]
-        opB = [Signal(signed(self.wB), name=f"opB{l}") for l in range(k)]
+        # -- the multiplier bank (b lanes, ``nb`` beats per k-vector) and its adder tree
+        b = self.norm_lanes
+        nb = -(-k // b)
+        opA = [Signal(signed(self.wA), name=f"opA{i}") for i in range(b)]
+        opB = [Signal(signed(self.wB), name=f"opB{i}") for i in range(b)]
         prod = []
-        for l in range(k):
+        for i in range(b):
             mm = PipelinedMultiplier(self.wA, self.wB, self.dsp, input_register=True)
-            m.submodules[f"mul{l}"] = mm
-            m.d.comb += [mm.a.eq(opA[l]), mm.b.eq(opB[l]), mm.en.eq(1)]
+            m.submodules[f"mul{i}"] = mm
+            m.d.comb += [mm.a.eq(opA[i]), mm.b.eq(opB[i]), mm.en.eq(1)]
             prod.append(mm.p)
         level, lvl = list(prod), 0
         while len(level) > 1:
@@ -184,18 +189,16 @@ class TokenChain(wiring.Component):
                 m.d.sync += s.eq(level[-1])
                 nxt.append(s)
             level = nxt
-        if k == 1:
+        if b == 1:
             s = Signal(level[0].shape(), name="tree1_0")
             m.d.sync += s.eq(level[0])
             level = [s]
         dot = level[0]
         L, T = self.mul_latency, self.tree_levels
-        # products held for the tree's depth, so that a step reads both at the same cycle; the
-        # stage before the last loads the feeder one cycle ahead
-        prod_d = prod_pre = list(prod)
+        # products held for the tree's depth, so that a beat's products and its dot arrive together
+        prod_d = list(prod)
         for step in range(T):
-            prod_pre = prod_d
-            nxt = [Signal(p.shape(), name=f"prod_d{step}_{l}") for l, p in enumerate(prod_d)]
+            nxt = [Signal(p.shape(), name=f"prod_d{step}_{i}") for i, p in enumerate(prod_d)]
             m.d.sync += [n.eq(p) for n, p in zip(nxt, prod_d)]
             prod_d = nxt
         bank_wait = L + T  # cycles from the operands' cycle to prod_d and dot
@@ -208,13 +211,13 @@ class TokenChain(wiring.Component):
 
         bn_a = normaliser(W, self.wa)
         bn_d = normaliser(W, self.wG)
-        bn_g = normaliser(self.w_gacc, self.wg)
-        bn_p = normaliser(self.wt + P, self.wp)
+        assert self.wg == self.wp, "block(g) and block(p) share one normaliser: one mantissa width"
+        bn_g = bn_p = normaliser(max(self.w_gacc, self.wt + P), self.wg)  # block(g), later block(t/n²)
         su = ScalarUnit(self.su_config, max(self.w_n2, self.wh + 2), FW, pipelined=True, dsp=dsp)  # rsqrt(a·a), beta
         sun = ScalarUnit(self.su_config, self.w_n2, FW, pipelined=True, dsp=dsp)  # 1/n², then rsqrt(n²)
-        m.submodules.bn_a, m.submodules.bn_d, m.submodules.bn_g, m.submodules.bn_p = bn_a, bn_d, bn_g, bn_p
+        m.submodules.bn_a, m.submodules.bn_d, m.submodules.bn_gp = bn_a, bn_d, bn_g
         m.submodules.su, m.submodules.sun = su, sun
-        for bn in (bn_a, bn_d, bn_g, bn_p):
+        for bn in (bn_a, bn_d, bn_g):
             m.d.comb += bn.en.eq(1)
 
         # -- chain registers
@@ -256,49 +259,130 @@ class TokenChain(wiring.Component):
         assert d_pick + 1 <= bn_a.latency, "the eviction tree is slower than block(a')"
         m.d.sync += a_zero.eq(~Cat(*(a_acc[l].any() for l in range(k))).any())
 
-        # one pipelined rounding shift (rtl/shift.py) on ``b`` lanes, shared by the G rows and the
-        # bank's products (ahat, q, term): a feeder register takes a G row or a product vector and
-        # hands it to the shift ``b`` entries per cycle (``nb`` beats) with its shift, tagged with
-        # its kind and beat; tags travel beside the data, and each result lane is captured by them
-        b = self.norm_lanes
-        nb = -(-k // b)
-        kp = nb * b
-        KG, KH, KQ, KT = range(4)
+        # The bank and the rounding shift are b lanes wide. A k-vector step is ``nb`` beats, each
+        # tagged with its kind and beat; the tags travel beside the data and steer each lane's
+        # result into its element (``ahat``, ``q``, ``t``, the product vector for ``block(p)``) or
+        # a beat's dot into the accumulator (``a·a``, the G rows, ``a·g``). Bank steps come from the
+        # issuer; the G rows come through the shift (``G_n = round(G' 2^-shG)``) straight into the
+        # bank. Kinds:
+        AA, GR, AG, KH, KQ, KT, KP = range(7)
         a_arr, g_arr, ahat_arr = Array(a_n), Array(g_n), Array(ahat)
         Grow = Array(Array(r) for r in G)
         shG = Signal(signed(FW))  # right shift of G' into G_n
         m.d.comb += shG.eq(2 * fm - fG)
-        w_rs = max(W, len(prod_d[0]))
-        fs = [Signal(signed(w_rs), name=f"fs{i}") for i in range(kp)]
-        f_left = Signal(range(nb + 1))           # beats still to feed, the current one included
-        f_beat = Signal(range(max(nb, 2)))
-        f_kind = Signal(2)
-        f_sh = Signal(signed(FW + 4))
-        ld, ld_kind, ld_shift = Signal(), Signal(2), Signal(signed(FW + 4))
-        with m.If(ld):
-            m.d.sync += [fs[i].eq(Mux(ld_kind == KG, Grow[row][i], prod_pre[i]) if i < k else 0)
-                         for i in range(kp)]
-            m.d.sync += [f_left.eq(nb), f_beat.eq(0), f_kind.eq(ld_kind), f_sh.eq(ld_shift)]
-        with m.Elif(f_left != 0):
-            m.d.sync += [fs[i].eq(fs[i + b] if i + b < kp else 0) for i in range(kp)]
-            m.d.sync += [f_left.eq(f_left - 1), f_beat.eq(f_beat + 1)]
-        rsv = RoundShiftVar(b, w_rs, max_left=max(self.wG + 1, 4), shift_width=FW + 4, rounding="rne")
-        m.submodules.rsv = rsv
-        m.d.comb += [rsv.en.eq(1), rsv.i_valid.eq(1), rsv.i_shift.eq(f_sh)]
-        m.d.comb += [rsv.i_data[i].eq(fs[i]) for i in range(b)]
-        R = RoundShiftVar.latency
-        ro = [rsv.o_data[i] for i in range(b)]
+
+        def chunk(vec, i, at):
+            """element ``at·b + i`` of the k-vector ``vec`` (0 past its end)"""
+            if nb == 1:
+                return vec[i]
+            return Array(vec[bt * b + i] if bt * b + i < k else Const(0, vec[0].shape())
+                         for bt in range(nb))[at]
 
         def pipe(x, n, name):
             for s in range(n):
                 x = reg(x, x.shape(), f"{name}{s}")
             return x
 
-        ro_on, ro_kind = pipe(f_left != 0, R, "tag_on"), pipe(f_kind, R, "tag_kind")
-        beat = [pipe(f_beat, R, "tag_beat")]                  # beat[n]: the beat n cycles after ro
+        # the G-row feeder: a row of G' loaded, handed to the shift b entries per cycle
+        kp = nb * b
+        fs = [Signal(signed(W), name=f"fs{i}") for i in range(kp)]
+        f_left = Signal(range(nb + 1))           # beats still to feed, the current one included
+        f_beat = Signal(range(max(nb, 2)))
+        ld = Signal()
+        with m.If(ld):
+            m.d.sync += [fs[i].eq(Grow[row][i] if i < k else 0) for i in range(kp)]
+            m.d.sync += [f_left.eq(nb), f_beat.eq(0)]
+        with m.Elif(f_left != 0):
+            m.d.sync += [fs[i].eq(fs[i + b] if i + b < kp else 0) for i in range(kp)]
+            m.d.sync += [f_left.eq(f_left - 1), f_beat.eq(f_beat + 1)]
+
+        # the issuer: a bank step of ``nb`` beats from the cycle after ``go``
+        go, go_kind = Signal(), Signal(3)
+        i_left = Signal(range(nb + 1))
+        i_beat = Signal(range(max(nb, 2)))
+        i_kind = Signal(3)
+        with m.If(go):
+            m.d.sync += [i_left.eq(nb), i_beat.eq(0), i_kind.eq(go_kind)]
+        with m.Elif(i_left != 0):
+            m.d.sync += [i_left.eq(i_left - 1), i_beat.eq(i_beat + 1)]
+
+        # the rounding shift: the G rows from the feeder, ahat/q/term from the bank
+        w_rs = max(W, len(prod_d[0]))
+        rsv = RoundShiftVar(b, w_rs, max_left=max(self.wG + 1, 4), shift_width=FW + 4, rounding="rne")
+        m.submodules.rsv = rsv
+        R = RoundShiftVar.latency
+        ro = [rsv.o_data[i] for i in range(b)]
+        ro_on = Signal()
+        ro_kind = Signal(3)
+        ro_beat = Signal(range(max(nb, 2)))
+
+        # the bank's operands: a G row's beat as it leaves the shift, else the issuer's step
+        gr = Signal()
+        m.d.comb += gr.eq(ro_on & (ro_kind == GR))
+        with m.If(gr):
+            m.d.comb += [opA[i].eq(ro[i]) for i in range(b)]
+            m.d.comb += [opB[i].eq(chunk(a_n, i, ro_beat)) for i in range(b)]
+        with m.Elif(i_left != 0):
+            for i in range(b):
+                with m.Switch(i_kind):
+                    with m.Case(AA):
+                        m.d.comb += [opA[i].eq(chunk(a_n, i, i_beat)), opB[i].eq(chunk(a_n, i, i_beat))]
+                    with m.Case(AG):
+                        m.d.comb += [opA[i].eq(chunk(a_n, i, i_beat)), opB[i].eq(chunk(g_n, i, i_beat))]
+                    with m.Case(KH):
+                        m.d.comb += [opA[i].eq(chunk(a_n, i, i_beat)), opB[i].eq(rs_m)]
+                    with m.Case(KQ):
+                        m.d.comb += [opA[i].eq(chunk(ahat, i, i_beat)), opB[i].eq(be_m)]
+                    with m.Case(KT):
+                        m.d.comb += [opA[i].eq(chunk(ahat, i, i_beat)), opB[i].eq(gjb)]
+                    with m.Case(KP):
+                        m.d.comb += [opA[i].eq(chunk(t, i, i_beat)), opB[i].eq(rn_m)]
+        bt_on0 = (i_left != 0) | gr
+        bt_kind0 = Mux(gr, GR, i_kind)
+        bt_beat0 = Mux(gr, ro_beat, i_beat)
+        # the tag one cycle before the beat's products (to register the shift) and with them
+        bp_on, bp_kind, bp_beat = (pipe(x, bank_wait - 1, f"btag_{n}")
+                                   for x, n in ((bt_on0, "on"), (bt_kind0, "kind"), (bt_beat0, "beat")))
+        bt_on, bt_kind = reg(bp_on, 1, "bt_on"), reg(bp_kind, 3, "bt_kind")
+        bt_beat = reg(bp_beat, bp_beat.shape(), "bt_beat")
+        bt_last = bt_on & (bt_beat == nb - 1)
+        to_rs = bt_on & ((bt_kind == KH) | (bt_kind == KQ) | (bt_kind == KT))
+        f_on = f_left != 0
+        f_sh = Signal(signed(FW + 4))
+        with m.If(ld):
+            m.d.sync += f_sh.eq(shG)
+        with m.Elif(bp_on & (bp_beat == 0)):
+            with m.Switch(bp_kind):
+                with m.Case(KH):
+                    m.d.sync += f_sh.eq(rs_f + fan - fh)
+                with m.Case(KQ):
+                    m.d.sync += f_sh.eq(be_f + fh - fq)
+                with m.Case(KT):
+                    m.d.sync += f_sh.eq(fh + be_f)
+        m.d.comb += [rsv.en.eq(1), rsv.i_valid.eq(1), rsv.i_shift.eq(f_sh)]
+        m.d.comb += [rsv.i_data[i].eq(Mux(f_on, fs[i], prod_d[i])) for i in range(b)]
+        m.d.sync += [ro_on.eq(pipe(f_on | to_rs, R - 1, "rtag_on")),
+                     ro_kind.eq(pipe(Mux(f_on, GR, bt_kind), R - 1, "rtag_kind")),
+                     ro_beat.eq(pipe(Mux(f_on, f_beat, bt_beat), R - 1, "rtag_beat"))]
+        beat = [ro_beat]                                      # beat[n]: the beat n cycles after ro
         for n in range(6):
             beat.append(reg(beat[-1], beat[-1].shape(), f"tag_beat_r{n}"))
-        s_g, s_h, s_q, s_t = (ro_on & (ro_kind == kind) for kind in (KG, KH, KQ, KT))
+        s_h, s_q, s_t = (ro_on & (ro_kind == kind) for kind in (KH, KQ, KT))
+
+        # a beat's dot into the accumulator; ``*_done`` the cycle after a step's last dot
+        dacc = Signal(signed(len(dot) + max(1, (nb - 1).bit_length())))
+        with m.If(bt_on):
+            m.d.sync += dacc.eq(Mux(bt_beat == 0, dot, dacc + dot))
+        aa_done, gr_done, ag_done = (reg(bt_last & (bt_kind == kind), 1, f"done{kind}") for kind in (AA, GR, AG))
+
+        # the product vector of t/n² for block(p): earlier beats held, the last one straight in
+        pasm = [Signal(signed(self.wt + P), name=f"pasm{l}") for l in range((nb - 1) * b)]
+        for l in range(len(pasm)):
+            with m.If(bt_on & (bt_kind == KP) & (bt_beat == l // b)):
+                m.d.sync += pasm[l].eq(prod_d[l % b])
+        p_in = [pasm[l] if l < (nb - 1) * b else prod_d[l - (nb - 1) * b] for l in range(k)]
+        p_go = Signal()
+        m.d.comb += p_go.eq(bt_last & (bt_kind == KP))
 
         # saturations after the shift, each a registered sign-extension test then a mux; the
         # overflow flags are counted one cycle later. Offsets: cycles after ro.
@@ -319,10 +403,7 @@ class TokenChain(wiring.Component):
         cw = max(self.wt, self.wg) + 2
         term_c, _ = narrowed(cw, "tc")                                                              # +2
         tn = [reg(Mux(s_neg, -term_c[i], term_c[i]), signed(cw + 1), f"tn{i}") for i in range(b)]  # +3
-        g_lane = [g_n[i] if nb == 1 else
-                  Array(g_n[bt * b + i] if bt * b + i < k else Const(0, signed(self.wg)) for bt in range(nb))[beat[3]]
-                  for i in range(b)]
-        tsum = [reg(tn[i] - g_lane[i], signed(cw + 2), f"tsum{i}") for i in range(b)]             # +4
+        tsum = [reg(tn[i] - chunk(g_n, i, beat[3]), signed(cw + 2), f"tsum{i}") for i in range(b)]  # +4
         t_fits = [reg(fits_signed(x, self.wt), 1, f"tf{i}") for i, x in enumerate(tsum)]
         t_tr = [reg(x[:self.wt], unsigned(self.wt), f"ttr{i}") for i, x in enumerate(tsum)]
         t_ng = [reg(x[-1], 1, f"tng{i}") for i, x in enumerate(tsum)]
@@ -344,36 +425,26 @@ class TokenChain(wiring.Component):
         with m.If(pcv_h | pcv_q | pcv_t):
             m.d.sync += sat.eq(sat + Mux(pcv_h, ahat_pc, 0) + Mux(pcv_q, q_pc, 0) + Mux(pcv_t, t_pc, 0))
 
-        # a G row goes to the bank with its last beat: the earlier beats from their row register
-        gasm = [Signal(signed(self.wA), name=f"gasm{l}") for l in range((nb - 1) * b)]
-        for l in range(len(gasm)):
-            with m.If(s_g & (beat[0] == l // b)):
-                m.d.sync += gasm[l].eq(ro[l % b])
-        g_row = [gasm[l] if l < (nb - 1) * b else ro[l - (nb - 1) * b] for l in range(k)]
-        g_iss = Signal()
-        m.d.comb += g_iss.eq(s_g & (beat[0] == nb - 1))
-        g_cap = pipe(g_iss, bank_wait, "g_cap")
-
         # g_j beta on a multiplier of its own (the chain's only product outside the bank)
         gjm = PipelinedMultiplier(self.wg, P, self.dsp)
         m.submodules.gjm = gjm
         m.d.comb += [gjm.a.eq(reg(g_arr[j], signed(self.wg), "gj")), gjm.b.eq(be_m), gjm.en.eq(1)]
-        m.d.comb += gjb.eq(gjm.p)
+        m.d.sync += gjb.eq(gjm.p)                # registered before the bank's operand select
         hj = reg(ahat_arr[j], signed(self.wh), "hj")
         mag_hj = reg(Mux(hj < 0, -hj, hj), unsigned(self.wh + 1), "mag_hj")
         beta_x = reg((1 << fh) + mag_hj, unsigned(max(fh, self.wh) + 2), "beta_x")   # 3 cycles after ahat
 
-        # the FSM's event cycles (``wait`` counts from each state's entry); a vector's last beat
-        # leaves the feeder nb - 1 cycles after its first
+        # the FSM's event cycles (``wait`` counts from each state's entry; a step's beats run
+        # from the cycle after its ``go``)
         BW = bank_wait
-        GROWS_END = k * nb + R + BW              # the last row's dot: loads every nb cycles from 0
-        AH_FEED = BW + 1                         # ahat's products into the shift
-        AH_END = AH_FEED + nb - 1 + R + 2 + LP   # its last beat counted
-        Q_FEED = BW
-        T_ISSUE = max(gjm.latency + 1, nb)       # ahat (g_j beta) once g_j beta is out and q is fed
-        T_FEED = T_ISSUE + BW
-        T_END = T_FEED + nb - 1 + R + 6 + LP
+        G_LD0 = max(0, nb - R)                   # the first G row's beats reach the bank after a·a's
+        GROWS_END = G_LD0 + k * nb + R + BW + 1  # the last row's dot accumulated
+        AH_GO = nb                               # ahat = a_n rsqrt(a·a), after a·g
+        AH_END = AH_GO + nb + BW + R + 2 + LP    # its last beat counted
+        T_GO = max(nb, gjm.latency + 1)          # ahat (g_j beta): after q, once g_j beta is registered
+        T_END = T_GO + nb + BW + R + 6 + LP
         wait = Signal(range(max(GROWS_END, AH_END, T_END, bn_a.latency) + 8))
+        a2_req, n2_chk = reg(aa_done, 1, "a2_req"), reg(ag_done, 1, "n2_chk")
 
         def scalar_request(x, frac, op, unit=su):
             m.d.comb += [unit.i.valid.eq(1), unit.i.payload.x.eq(x), unit.i.payload.frac.eq(frac),
@@ -412,7 +483,24 @@ class TokenChain(wiring.Component):
             with m.Else():
                 m.d.sync += [be_m.eq(su.o.payload.m), be_f.eq(su.o.payload.f), beta_done.eq(1)]
 
+        # the normalisers' and the output's data held on their ports; only the valids are the FSM's
+        # (gating them to zero outside their states cost ~1.8k LUT4 at k = 8 and selected nothing)
+        m.d.comb += [bn_a.i_frac.eq(fm + fx), bn_d.i_frac.eq(2 * fm),
+                     bn_g.i_frac.eq(Mux(p_go, fg + rn_f, fG + fan))]
+        m.d.comb += [bn_a.i_data[l].eq(a_acc[l]) for l in range(k)]
+        m.d.comb += [bn_d.i_data[l].eq(G[l][l]) for l in range(k)]
+        m.d.comb += [bn_g.i_data[l].eq(Mux(p_go, p_in[l], g_acc[l])) for l in range(k)]
         o = self.o.payload
+        m.d.comb += [o.orth.eq(orth), o.evict_j.eq(evict_j), o.j.eq(j), o.s_neg.eq(s_neg), o.fp.eq(fp),
+                     o.ysc_m.eq(ys_m), o.ysc_f.eq(ys_f), o.sat.eq(sat)]
+        m.d.comb += [o.a_n[l].eq(a_n[l]) for l in range(k)]
+        m.d.comb += [o.q[l].eq(q[l]) for l in range(k)]
+        m.d.comb += [o.p[l].eq(p[l]) for l in range(k)]
+        # the normalisers' starts from registers, set as the FSM enters NORM and GNORM (their
+        # decode from the FSM state was the routed chain's critical path)
+        norm_go, gnorm_go = Signal(), Signal()
+        m.d.sync += [norm_go.eq(0), gnorm_go.eq(0)]
+        m.d.comb += [bn_a.i_valid.eq(norm_go), bn_d.i_valid.eq(norm_go), bn_g.i_valid.eq(gnorm_go | p_go)]
         with m.FSM(init="IDLE"):
             with m.State("IDLE"):
                 m.d.comb += self.i.ready.eq(1)
@@ -420,12 +508,9 @@ class TokenChain(wiring.Component):
                     pl = self.i.payload
                     m.d.sync += [a_acc[l].eq(pl.a[l]) for l in range(k)]
                     m.d.sync += [G[l][n].eq(pl.g[self.gram_index(l, n)]) for l in range(k) for n in range(k)]
-                    m.d.sync += [ptr.eq(pl.ptr), sat.eq(0)]
+                    m.d.sync += [ptr.eq(pl.ptr), sat.eq(0), norm_go.eq(1)]
                     m.next = "NORM"
-            with m.State("NORM"):  # block(a'), the shift of G from its diagonal; the trees run
-                m.d.comb += [bn_a.i_valid.eq(1), bn_a.i_frac.eq(fm + fx), bn_d.i_valid.eq(1), bn_d.i_frac.eq(2 * fm)]
-                m.d.comb += [bn_a.i_data[l].eq(a_acc[l]) for l in range(k)]
-                m.d.comb += [bn_d.i_data[l].eq(G[l][l]) for l in range(k)]
+            with m.State("NORM"):  # block(a'), the shift of G from its diagonal (norm_go); the trees run
                 m.next = "NORM_WAIT"
             with m.State("NORM_WAIT"):
                 with m.If(bn_a.o_valid):
@@ -438,28 +523,23 @@ class TokenChain(wiring.Component):
                         m.d.sync += orth.eq(0)
                         m.next = "GROWS"
             with m.State("GROWS"):  # a_n·a_n; G's rows fetched, shifted, then times a_n; rsqrt(a·a) once out
-                with m.If((row < k) & (f_left <= 1)):
-                    m.d.comb += [ld.eq(1), ld_kind.eq(KG), ld_shift.eq(shG)]
+                with m.If(((wait >= G_LD0) if G_LD0 else 1) & (row < k) & (f_left <= 1)):
+                    m.d.comb += ld.eq(1)
                     m.d.sync += row.eq(row + 1)
                 with m.If(wait == 0):
-                    m.d.comb += [opA[l].eq(a_n[l]) for l in range(k)]
-                    m.d.comb += [opB[l].eq(a_n[l]) for l in range(k)]
-                with m.If(g_iss):
-                    m.d.comb += [opA[l].eq(g_row[l]) for l in range(k)]
-                    m.d.comb += [opB[l].eq(a_n[l]) for l in range(k)]
+                    m.d.comb += [go.eq(1), go_kind.eq(AA)]
                 m.d.sync += wait.eq(wait + 1)
-                with m.If(wait == BW):
-                    m.d.sync += a2.eq(dot)
-                with m.If(wait == BW + 1):
+                with m.If(aa_done):
+                    m.d.sync += a2.eq(dacc)
+                with m.If(a2_req):
                     scalar_request(a2, 2 * fan, ScalarOp.RSQRT)  # accepted: the unit is idle between tokens
-                with m.If(g_cap):
+                with m.If(gr_done):
                     m.d.sync += [g_acc[l].eq(g_acc[l + 1]) for l in range(k - 1)]
-                    m.d.sync += g_acc[k - 1].eq(dot)
+                    m.d.sync += g_acc[k - 1].eq(dacc)
                 with m.If(wait == GROWS_END):
+                    m.d.sync += gnorm_go.eq(1)
                     m.next = "GNORM"
-            with m.State("GNORM"):  # block(g)
-                m.d.comb += [bn_g.i_valid.eq(1), bn_g.i_frac.eq(fG + fan)]
-                m.d.comb += [bn_g.i_data[l].eq(g_acc[l]) for l in range(k)]
+            with m.State("GNORM"):  # block(g) (gnorm_go)
                 m.d.sync += j.eq(best_j)
                 m.next = "RSQ_A_WAIT"
             with m.State("RSQ_A_WAIT"):  # both block(g) and rsqrt(a·a), in either order
@@ -470,21 +550,17 @@ class TokenChain(wiring.Component):
                 with m.If(g_done & su_done):
                     m.d.sync += [wait.eq(0), g_done.eq(0), su_done.eq(0)]
                     m.next = "N2"
-            with m.State("N2"):  # n² = a_n·g_n; ahat = a_n rsqrt(a·a), in one issue each
+            with m.State("N2"):  # n² = a_n·g_n, then ahat = a_n rsqrt(a·a)
                 m.d.sync += wait.eq(wait + 1)
                 with m.If(wait == 0):
-                    m.d.comb += [opA[l].eq(a_n[l]) for l in range(k)]
-                    m.d.comb += [opB[l].eq(g_n[l]) for l in range(k)]
-                with m.If(wait == 1):
-                    m.d.comb += [opA[l].eq(a_n[l]) for l in range(k)]
-                    m.d.comb += [opB[l].eq(rs_m) for l in range(k)]
-                with m.If(wait == BW):
-                    m.d.sync += n2.eq(dot)
-                with m.If(wait == BW + 1):
+                    m.d.comb += [go.eq(1), go_kind.eq(AG)]
+                with m.If(wait == AH_GO):
+                    m.d.comb += [go.eq(1), go_kind.eq(KH)]
+                with m.If(ag_done):
+                    m.d.sync += n2.eq(dacc)
+                with m.If(n2_chk):
                     m.d.sync += orth.eq(n2 <= 0)
                     m.d.comb += n_start.eq(n2 > 0)
-                with m.If(wait == AH_FEED - 1):
-                    m.d.comb += [ld.eq(1), ld_kind.eq(KH), ld_shift.eq(rs_f + fan - fh)]
                 with m.If(wait == AH_END):
                     m.d.sync += wait.eq(0)
                     m.next = "BETA"
@@ -505,29 +581,16 @@ class TokenChain(wiring.Component):
             with m.State("QT"):  # q = -s ahat beta; term = ahat (g_j beta); t = -g + s term; 1/n² runs
                 m.d.sync += wait.eq(wait + 1)
                 with m.If(wait == 0):
-                    m.d.comb += [opA[l].eq(ahat[l]) for l in range(k)]
-                    m.d.comb += [opB[l].eq(be_m) for l in range(k)]
-                with m.If(wait == T_ISSUE):
-                    m.d.comb += [opA[l].eq(ahat[l]) for l in range(k)]
-                    m.d.comb += [opB[l].eq(gjb) for l in range(k)]
-                with m.If(wait == Q_FEED - 1):
-                    m.d.comb += [ld.eq(1), ld_kind.eq(KQ), ld_shift.eq(be_f + fh - fq)]
-                with m.If(wait == T_FEED - 1):
-                    m.d.comb += [ld.eq(1), ld_kind.eq(KT), ld_shift.eq(fh + be_f)]
+                    m.d.comb += [go.eq(1), go_kind.eq(KQ)]
+                with m.If(wait == T_GO):
+                    m.d.comb += [go.eq(1), go_kind.eq(KT)]
                 with m.If(wait == T_END):
                     m.d.sync += wait.eq(0)
                     m.next = "P"
             with m.State("P"):  # p = block(t / n²) once 1/n² is in; rsqrt(n²) runs on
-                with m.If(wait != 0):
-                    m.d.sync += wait.eq(wait + 1)
-                with m.Elif(rn_done):
-                    m.d.sync += wait.eq(1)
                 with m.If((wait == 0) & rn_done):
-                    m.d.comb += [opA[l].eq(t[l]) for l in range(k)]
-                    m.d.comb += [opB[l].eq(rn_m) for l in range(k)]
-                with m.If(wait == bank_wait):
-                    m.d.comb += [bn_p.i_valid.eq(1), bn_p.i_frac.eq(fg + rn_f)]
-                    m.d.comb += [bn_p.i_data[l].eq(prod_d[l]) for l in range(k)]
+                    m.d.comb += [go.eq(1), go_kind.eq(KP)]
+                    m.d.sync += wait.eq(1)
                 with m.If(bn_p.o_valid):
                     m.d.sync += [p[l].eq(Mux(j == l, 0, bn_p.o_data[l])) for l in range(k)]
                     m.d.sync += [q[l].eq(Mux(j == l, 0, q[l])) for l in range(k)]
@@ -538,11 +601,6 @@ class TokenChain(wiring.Component):
                     m.next = "OUT"
             with m.State("OUT"):
                 m.d.comb += self.o.valid.eq(1)
-                m.d.comb += [o.orth.eq(orth), o.evict_j.eq(evict_j), o.j.eq(j), o.s_neg.eq(s_neg), o.fp.eq(fp),
-                             o.ysc_m.eq(ys_m), o.ysc_f.eq(ys_f), o.sat.eq(sat)]
-                m.d.comb += [o.a_n[l].eq(a_n[l]) for l in range(k)]
-                m.d.comb += [o.q[l].eq(q[l]) for l in range(k)]
-                m.d.comb += [o.p[l].eq(p[l]) for l in range(k)]
                 with m.If(self.o.ready):
                     m.d.sync += [ys_m.eq(0), ys_f.eq(0), rn_done.eq(0), ys_done.eq(0)]
                     m.next = "IDLE"

@@ -104,7 +104,7 @@ def _check(tc, cases, got):
 @pytest.mark.parametrize("preset,d,k,norm_lanes", [("int18", 16, 4, 4), ("int8", 16, 4, None),
                                                     ("int16", 12, 3, 3), ("int18", 16, 8, None),
                                                     ("int18", 16, 8, 2), ("int8", 16, 4, 1), ("int16", 12, 3, 2),
-                                                    ("int8", 16, 8, 3)])
+                                                    ("int8", 16, 8, 3), ("int8", 16, 16, 2)])
 def test_chain_matches_golden(preset, d, k, norm_lanes):
     tc = TokenChain(d, k, preset, norm_lanes=norm_lanes)
     cases = _from_runs(tc, 1, 12) + _random_grams(tc, 2, 12) + _edge_cases(tc)
