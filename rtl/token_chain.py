@@ -446,6 +446,23 @@ class TokenChain(wiring.Component):
         wait = Signal(range(max(GROWS_END, AH_END, T_END, bn_a.latency) + 8))
         a2_req, n2_chk = reg(aa_done, 1, "a2_req"), reg(ag_done, 1, "n2_chk")
 
+        # the G rows' loads (``ld``) as a register of their own, every nb cycles from GROWS's
+        # G_LD0 (decoded from the FSM state, the load was the routed chain's critical path)
+        g_arm = Signal()
+        g_gap = Signal(range(max(nb, G_LD0, 1)))
+        g_left = Signal(range(k + 1))
+        with m.If(g_arm):
+            m.d.sync += [ld.eq(G_LD0 == 0), g_gap.eq(nb - 1 if G_LD0 == 0 else G_LD0 - 1),
+                         g_left.eq(k - 1 if G_LD0 == 0 else k)]
+        with m.Elif((g_left != 0) & (g_gap == 0)):
+            m.d.sync += [ld.eq(1), g_left.eq(g_left - 1), g_gap.eq(nb - 1)]
+        with m.Else():
+            m.d.sync += ld.eq(0)
+            with m.If(g_left != 0):
+                m.d.sync += g_gap.eq(g_gap - 1)
+        with m.If(ld):
+            m.d.sync += row.eq(row + 1)
+
         def scalar_request(x, frac, op, unit=su):
             m.d.comb += [unit.i.valid.eq(1), unit.i.payload.x.eq(x), unit.i.payload.frac.eq(frac),
                          unit.i.payload.op.eq(op)]
@@ -501,41 +518,60 @@ class TokenChain(wiring.Component):
         norm_go, gnorm_go = Signal(), Signal()
         m.d.sync += [norm_go.eq(0), gnorm_go.eq(0)]
         m.d.comb += [bn_a.i_valid.eq(norm_go), bn_d.i_valid.eq(norm_go), bn_g.i_valid.eq(gnorm_go | p_go)]
+        # captures outside the FSM, each enabled by its own event (a tag, a unit's valid, a flag),
+        # so that no wide register's enable is decoded from the state
+        in_idle = Signal(init=1)        # the FSM is in IDLE
+        gp_p = Signal()                 # the shared normaliser works on t/n² (else on g)
+        m.d.comb += self.i.ready.eq(in_idle)
+        with m.If(in_idle & self.i.valid):
+            pl = self.i.payload
+            m.d.sync += [a_acc[l].eq(pl.a[l]) for l in range(k)]
+            m.d.sync += [G[l][n].eq(pl.g[self.gram_index(l, n)]) for l in range(k) for n in range(k)]
+            m.d.sync += ptr.eq(pl.ptr)
+        with m.If(bn_a.o_valid):
+            m.d.sync += [a_n[l].eq(bn_a.o_data[l]) for l in range(k)]
+            m.d.sync += fG.eq(bn_d.o_frac)
+        with m.If(aa_done):
+            m.d.sync += a2.eq(dacc)
+        with m.If(gr_done):
+            m.d.sync += [g_acc[l].eq(g_acc[l + 1]) for l in range(k - 1)]
+            m.d.sync += g_acc[k - 1].eq(dacc)
+        with m.If(ag_done):
+            m.d.sync += n2.eq(dacc)
+        with m.If(gnorm_go):
+            m.d.sync += gp_p.eq(0)
+        with m.If(p_go):
+            m.d.sync += gp_p.eq(1)
+        with m.If(bn_g.o_valid & ~gp_p):
+            m.d.sync += [g_n[l].eq(bn_g.o_data[l]) for l in range(k)]
+            m.d.sync += [fg.eq(bn_g.o_frac), g_done.eq(1)]
+        with m.If(bn_p.o_valid & gp_p):
+            m.d.sync += [p[l].eq(Mux(j == l, 0, bn_p.o_data[l])) for l in range(k)]
+            m.d.sync += [q[l].eq(Mux(j == l, 0, q[l])) for l in range(k)]
+            m.d.sync += fp.eq(bn_p.o_frac)
         with m.FSM(init="IDLE"):
             with m.State("IDLE"):
-                m.d.comb += self.i.ready.eq(1)
                 with m.If(self.i.valid):
-                    pl = self.i.payload
-                    m.d.sync += [a_acc[l].eq(pl.a[l]) for l in range(k)]
-                    m.d.sync += [G[l][n].eq(pl.g[self.gram_index(l, n)]) for l in range(k) for n in range(k)]
-                    m.d.sync += [ptr.eq(pl.ptr), sat.eq(0), norm_go.eq(1)]
+                    m.d.sync += [sat.eq(0), norm_go.eq(1), in_idle.eq(0)]
                     m.next = "NORM"
             with m.State("NORM"):  # block(a'), the shift of G from its diagonal (norm_go); the trees run
                 m.next = "NORM_WAIT"
             with m.State("NORM_WAIT"):
                 with m.If(bn_a.o_valid):
-                    m.d.sync += [a_n[l].eq(bn_a.o_data[l]) for l in range(k)]
-                    m.d.sync += [fG.eq(bn_d.o_frac), row.eq(0), wait.eq(0), evict_j.eq(pick)]
+                    m.d.sync += [row.eq(0), wait.eq(0), evict_j.eq(pick)]
                     with m.If(a_zero):
                         m.d.sync += orth.eq(1)
                         m.next = "OUT"
                     with m.Else():
                         m.d.sync += orth.eq(0)
+                        m.d.comb += g_arm.eq(1)
                         m.next = "GROWS"
             with m.State("GROWS"):  # a_n·a_n; G's rows fetched, shifted, then times a_n; rsqrt(a·a) once out
-                with m.If(((wait >= G_LD0) if G_LD0 else 1) & (row < k) & (f_left <= 1)):
-                    m.d.comb += ld.eq(1)
-                    m.d.sync += row.eq(row + 1)
                 with m.If(wait == 0):
                     m.d.comb += [go.eq(1), go_kind.eq(AA)]
                 m.d.sync += wait.eq(wait + 1)
-                with m.If(aa_done):
-                    m.d.sync += a2.eq(dacc)
                 with m.If(a2_req):
                     scalar_request(a2, 2 * fan, ScalarOp.RSQRT)  # accepted: the unit is idle between tokens
-                with m.If(gr_done):
-                    m.d.sync += [g_acc[l].eq(g_acc[l + 1]) for l in range(k - 1)]
-                    m.d.sync += g_acc[k - 1].eq(dacc)
                 with m.If(wait == GROWS_END):
                     m.d.sync += gnorm_go.eq(1)
                     m.next = "GNORM"
@@ -543,9 +579,6 @@ class TokenChain(wiring.Component):
                 m.d.sync += j.eq(best_j)
                 m.next = "RSQ_A_WAIT"
             with m.State("RSQ_A_WAIT"):  # both block(g) and rsqrt(a·a), in either order
-                with m.If(bn_g.o_valid):
-                    m.d.sync += [g_n[l].eq(bn_g.o_data[l]) for l in range(k)]
-                    m.d.sync += [fg.eq(bn_g.o_frac), g_done.eq(1)]
                 m.d.sync += s_neg.eq(a_arr[j] < 0)
                 with m.If(g_done & su_done):
                     m.d.sync += [wait.eq(0), g_done.eq(0), su_done.eq(0)]
@@ -556,8 +589,6 @@ class TokenChain(wiring.Component):
                     m.d.comb += [go.eq(1), go_kind.eq(AG)]
                 with m.If(wait == AH_GO):
                     m.d.comb += [go.eq(1), go_kind.eq(KH)]
-                with m.If(ag_done):
-                    m.d.sync += n2.eq(dacc)
                 with m.If(n2_chk):
                     m.d.sync += orth.eq(n2 <= 0)
                     m.d.comb += n_start.eq(n2 > 0)
@@ -592,9 +623,6 @@ class TokenChain(wiring.Component):
                     m.d.comb += [go.eq(1), go_kind.eq(KP)]
                     m.d.sync += wait.eq(1)
                 with m.If(bn_p.o_valid):
-                    m.d.sync += [p[l].eq(Mux(j == l, 0, bn_p.o_data[l])) for l in range(k)]
-                    m.d.sync += [q[l].eq(Mux(j == l, 0, q[l])) for l in range(k)]
-                    m.d.sync += fp.eq(bn_p.o_frac)
                     m.next = "P_WAIT"
             with m.State("P_WAIT"):  # rsqrt(n²) may still be running
                 with m.If(ys_done):
@@ -602,6 +630,6 @@ class TokenChain(wiring.Component):
             with m.State("OUT"):
                 m.d.comb += self.o.valid.eq(1)
                 with m.If(self.o.ready):
-                    m.d.sync += [ys_m.eq(0), ys_f.eq(0), rn_done.eq(0), ys_done.eq(0)]
+                    m.d.sync += [ys_m.eq(0), ys_f.eq(0), rn_done.eq(0), ys_done.eq(0), in_idle.eq(1)]
                     m.next = "IDLE"
         return m
