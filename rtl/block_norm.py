@@ -262,9 +262,9 @@ class SerialBlockNormaliser(wiring.Component):
     sweep: each beat through the coarse shift, the fine shift and the rounding increment into an
     output shift register. The same arithmetic through the same helper functions; the
     once-per-vector controls take one stage more (the leading one in two steps) and the carry
-    windows are ANDs of 4-bit runs, so no stage is deeper than the wide unit's. ``latency = 2·beats + 7`` cycles from accept to
-    ``o_valid`` (a one-cycle pulse; ``o_data``/``o_frac`` then hold until the next vector's
-    second sweep). One vector at a time: ``i_valid`` is accepted only while ``busy`` is low
+    windows are ANDs of 4-bit runs, so no stage is deeper than the wide unit's.
+    ``latency = 2·beats + 7`` cycles from accept to ``o_valid`` (a one-cycle pulse; ``o_data``/
+    ``o_frac`` then hold until the next vector's second sweep). One vector at a time: ``i_valid`` is accepted only while ``busy`` is low
     (``busy`` covers the accept cycle's successors up to ``o_valid``); ``en`` stalls it."""
 
     def __init__(self, n: int, in_width: int, M: int, frac_width: int = 16, lanes: int = 1,

@@ -9,9 +9,9 @@ exponent and ``rsqrt(n²)`` for ``y``; and the token's saturation count (``ahat`
 The chain is *sequential*: a small FSM issues the chain's k-vector products one step at a
 time into one bank of registered multipliers with a registered adder tree and a dot accumulator
 (``a·a``, then ``G_n a_n`` a row at a time, ``a·g``, ``a·rsqrt``, ``ahat·beta``, ``ahat·g_j beta``,
-``t·(1/n²)``), the
-block exponents go through :class:`~specmem.rtl.block_norm.BlockNormaliser` (``G``'s shift from
-its diagonal alone: ``|G_lm| <= sqrt(G_ll G_mm)``, so the largest magnitude is on the diagonal) and
+``t·(1/n²)``), the block exponents go through :class:`~specmem.rtl.block_norm.BlockNormaliser`
+(``G``'s shift from its diagonal alone: ``|G_lm| <= sqrt(G_ll G_mm)``, so the largest magnitude is
+on the diagonal; ``block(g)`` and ``block(t/n²)`` share one, they never overlap) and
 the four scalar operations through two :class:`~specmem.rtl.scalar_unit.ScalarUnit` instances:
 ``rsqrt(a·a)`` (issued first, under the ``G_n a_n`` rows) then ``beta`` on one, ``1/n²`` then
 ``rsqrt(n²)`` on the other, beside the ``q``/``t`` steps. The steps' order, widths and roundings
@@ -51,8 +51,7 @@ __all__ = ["TokenChain"]
 
 FW = 12  # exponents (block and scalar-unit) carried as signed 12-bit values
 #: lanes of the chain's lane units (block normalisers, multiplier bank, rounding shift) unless
-#: asked (at most k);
-#: measured in docs/annihilation.md ("Where the chain's area goes")
+#: asked (at most k); measured in docs/annihilation.md ("Where the chain's area goes")
 NORM_LANES_DEFAULT = 2
 
 
@@ -619,7 +618,7 @@ class TokenChain(wiring.Component):
                     m.d.sync += wait.eq(0)
                     m.next = "P"
             with m.State("P"):  # p = block(t / n²) once 1/n² is in; rsqrt(n²) runs on
-                with m.If((wait == 0) & rn_done):
+                with m.If((wait == 0) & rn_done):  # wait: 1 once the step is issued
                     m.d.comb += [go.eq(1), go_kind.eq(KP)]
                     m.d.sync += wait.eq(1)
                 with m.If(bn_p.o_valid):
