@@ -69,9 +69,11 @@ def _token_chain(d=64, k=8, preset="int18", dsp="registered", norm_lanes=None):
     return TokenChain(d, k, preset, dsp=dsp, norm_lanes=norm_lanes), f"token_chain_d{d}_k{k}_{preset}_{dsp}{tag}"
 
 
-def _core_v2(d=64, k=8, preset="int18", dsp="registered", bram="ecp5"):
+def _core_v2(d=64, k=8, preset="int18", dsp="registered", bram="ecp5", norm_lanes=None, heads=1, chains=1):
     from specmem.rtl.annihilation_v2 import AnnihilationCoreV2
-    return AnnihilationCoreV2(d, k, preset, dsp=dsp, bram=bram), f"core_v2_d{d}_k{k}_{preset}_{dsp}_{bram}"
+    tag = ("" if norm_lanes is None else f"_nl{norm_lanes}") + ("" if heads == 1 else f"_h{heads}c{chains}")
+    return (AnnihilationCoreV2(d, k, preset, dsp=dsp, bram=bram, norm_lanes=norm_lanes, heads=heads, chains=chains),
+            f"core_v2_d{d}_k{k}_{preset}_{dsp}_{bram}{tag}")
 
 
 BLOCKS = {"bram": _bram, "block_norm": _block_norm, "saturate": _saturate, "lane_control": _lane_control,
@@ -141,7 +143,9 @@ def main(argv=None) -> int:
     p.add_argument("--dsp", default="registered", help="row_unit, token_chain and core_v2 multipliers: registered, "
                    "ecp5 or fabric "
                    "(default registered)")
-    p.add_argument("--norm-lanes", type=int, default=None, help="token_chain: lanes of its block normalisers "
+    p.add_argument("--heads", type=int, default=1, help="core_v2: memories interleaved (default 1)")
+    p.add_argument("--chains", type=int, default=1, help="core_v2: token chains, 1 .. heads (default 1)")
+    p.add_argument("--norm-lanes", type=int, default=None, help="token_chain, core_v2: lanes of the chain's units "
                    "(1 .. 4, or k: the wide ones; default 2); block_norm: the serial normaliser on this many lanes "
                    "(default: the wide one, --n lanes)")
     p.add_argument("--max-left", type=int, default=24, help="round_shift: largest left shift (default 24; "
@@ -162,7 +166,7 @@ def main(argv=None) -> int:
         elif a.block == "token_chain":
             comp, name = _token_chain(a.d, a.k, a.preset, a.dsp, a.norm_lanes)
         elif a.block == "core_v2":
-            comp, name = _core_v2(a.d, a.k, a.preset, a.dsp, a.style)
+            comp, name = _core_v2(a.d, a.k, a.preset, a.dsp, a.style, a.norm_lanes, a.heads, a.chains)
         elif a.block == "round_shift":
             comp, name = _round_shift(a.k, a.in_width, a.max_left)
         else:

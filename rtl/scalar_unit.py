@@ -215,10 +215,10 @@ class ScalarUnit(wiring.Component):
         m.submodules.mul = mul
         m.d.comb += [mul.a.eq(mul_a), mul.b.eq(mul_b), mul.en.eq(1), prod.eq(mul.p)]
         wait = Signal(range(mul.latency + 1))
-        x1 = Signal(unsigned(self.in_width))
         msb = Signal(range(max(self.in_width, 2)))
-        # the leading one in two registered steps: within each 8-bit group, then the top group
-        groups = [x1[i:i + 8] for i in range(0, self.in_width, 8)]
+        # the leading one in two registered steps: within each 8-bit group, then the top group;
+        # x = 0 is searched as x = 1 (msb 0, the default) so the request's payload meets only x
+        groups = [x[i:i + 8] for i in range(0, self.in_width, 8)]
         g_any = [Signal(name=f"lo_any{gi}") for gi in range(len(groups))]
         g_idx = [Signal(range(8), name=f"lo_idx{gi}") for gi in range(len(groups))]
         mr = Signal(signed(len(y) + max(0, (P - 1) - N) + 1))
@@ -238,7 +238,7 @@ class ScalarUnit(wiring.Component):
                 m.d.comb += self.i.ready.eq(1)
                 with m.If(self.i.valid):
                     m.d.sync += [x.eq(self.i.payload.x), frac.eq(self.i.payload.frac), op.eq(self.i.payload.op),
-                                 x1.eq(Mux(self.i.payload.x == 0, 1, self.i.payload.x)), wait.eq(0)]
+                                 wait.eq(0)]
                     m.next = "LEADING_ONE"
             with m.State("LEADING_ONE"):
                 for gi, grp in enumerate(groups):
@@ -246,12 +246,13 @@ class ScalarUnit(wiring.Component):
                 m.d.sync += zero.eq(x == 0)
                 m.next = "TOP_GROUP"
             with m.State("TOP_GROUP"):
+                m.d.sync += msb.eq(0)
                 for gi in range(len(groups)):  # the last true assignment wins: the highest group
                     with m.If(g_any[gi]):
                         m.d.sync += msb.eq(8 * gi + g_idx[gi])
                 m.next = "NORMALISE"
             with m.State("NORMALISE"):
-                m.d.sync += [xm.eq(((x1 << (W - 1)) >> msb)[:W]), e.eq(msb - frac)]
+                m.d.sync += [xm.eq(((Mux(zero, 1, x) << (W - 1)) >> msb)[:W]), e.eq(msb - frac)]
                 m.next = "SEED"
             with m.State("SEED"):
                 self._seed(m, op, e, xm, y, step, recip_rom, rsqrt_rom, "ROUND")

@@ -380,8 +380,9 @@ class TokenChain(wiring.Component):
             with m.If(bt_on & (bt_kind == KP) & (bt_beat == l // b)):
                 m.d.sync += pasm[l].eq(prod_d[l % b])
         p_in = [pasm[l] if l < (nb - 1) * b else prod_d[l - (nb - 1) * b] for l in range(k)]
-        p_go = Signal()
-        m.d.comb += p_go.eq(bt_last & (bt_kind == KP))
+        # registered from the tag one cycle before (decoded from bt_*, its fanout into the shared
+        # normaliser's input buffer was the routed critical path)
+        p_go = reg(bp_on & (bp_beat == nb - 1) & (bp_kind == KP), 1, "p_go")
 
         # saturations after the shift, each a registered sign-extension test then a mux; the
         # overflow flags are counted one cycle later. Offsets: cycles after ro.
@@ -462,7 +463,7 @@ class TokenChain(wiring.Component):
         with m.If(ld):
             m.d.sync += row.eq(row + 1)
 
-        def scalar_request(x, frac, op, unit=su):
+        def scalar_request(x, frac, op, unit):
             m.d.comb += [unit.i.valid.eq(1), unit.i.payload.x.eq(x), unit.i.payload.frac.eq(frac),
                          unit.i.payload.op.eq(op)]
 
@@ -491,6 +492,13 @@ class TokenChain(wiring.Component):
                     m.d.sync += [ys_m.eq(sun.o.payload.m), ys_f.eq(sun.o.payload.f), ys_done.eq(1)]
                     m.next = "IDLE"
 
+        # the unit's request from registers: a2_req, or beta_req raised the cycle before BETA
+        # asks (decoded from the FSM state and ``wait``, the request was the routed critical path)
+        beta_req = Signal()
+        m.d.comb += [su.i.valid.eq(a2_req | beta_req),
+                     su.i.payload.x.eq(Mux(beta_req, beta_x, a2)),
+                     su.i.payload.frac.eq(Mux(beta_req, fh, 2 * fan)),
+                     su.i.payload.op.eq(Mux(beta_req, ScalarOp.RECIP, ScalarOp.RSQRT))]
         m.d.comb += su.o.ready.eq(1)
         beta_done = Signal()
         with m.If(su.o.valid):
@@ -499,13 +507,14 @@ class TokenChain(wiring.Component):
             with m.Else():
                 m.d.sync += [be_m.eq(su.o.payload.m), be_f.eq(su.o.payload.f), beta_done.eq(1)]
 
+        gp_p = Signal()  # the shared normaliser works on t/n² (else on g): its input select
         # the normalisers' and the output's data held on their ports; only the valids are the FSM's
         # (gating them to zero outside their states cost ~1.8k LUT4 at k = 8 and selected nothing)
         m.d.comb += [bn_a.i_frac.eq(fm + fx), bn_d.i_frac.eq(2 * fm),
-                     bn_g.i_frac.eq(Mux(p_go, fg + rn_f, fG + fan))]
+                     bn_g.i_frac.eq(Mux(gp_p, fg + rn_f, fG + fan))]
         m.d.comb += [bn_a.i_data[l].eq(a_acc[l]) for l in range(k)]
         m.d.comb += [bn_d.i_data[l].eq(G[l][l]) for l in range(k)]
-        m.d.comb += [bn_g.i_data[l].eq(Mux(p_go, p_in[l], g_acc[l])) for l in range(k)]
+        m.d.comb += [bn_g.i_data[l].eq(Mux(gp_p, p_in[l], g_acc[l])) for l in range(k)]
         o = self.o.payload
         m.d.comb += [o.orth.eq(orth), o.evict_j.eq(evict_j), o.j.eq(j), o.s_neg.eq(s_neg), o.fp.eq(fp),
                      o.ysc_m.eq(ys_m), o.ysc_f.eq(ys_f), o.sat.eq(sat)]
@@ -520,7 +529,6 @@ class TokenChain(wiring.Component):
         # captures outside the FSM, each enabled by its own event (a tag, a unit's valid, a flag),
         # so that no wide register's enable is decoded from the state
         in_idle = Signal(init=1)        # the FSM is in IDLE
-        gp_p = Signal()                 # the shared normaliser works on t/n² (else on g)
         m.d.comb += self.i.ready.eq(in_idle)
         with m.If(in_idle & self.i.valid):
             pl = self.i.payload
@@ -537,10 +545,6 @@ class TokenChain(wiring.Component):
             m.d.sync += g_acc[k - 1].eq(dacc)
         with m.If(ag_done):
             m.d.sync += n2.eq(dacc)
-        with m.If(gnorm_go):
-            m.d.sync += gp_p.eq(0)
-        with m.If(p_go):
-            m.d.sync += gp_p.eq(1)
         with m.If(bn_g.o_valid & ~gp_p):
             m.d.sync += [g_n[l].eq(bn_g.o_data[l]) for l in range(k)]
             m.d.sync += [fg.eq(bn_g.o_frac), g_done.eq(1)]
@@ -551,7 +555,7 @@ class TokenChain(wiring.Component):
         with m.FSM(init="IDLE"):
             with m.State("IDLE"):
                 with m.If(self.i.valid):
-                    m.d.sync += [sat.eq(0), norm_go.eq(1), in_idle.eq(0)]
+                    m.d.sync += [sat.eq(0), norm_go.eq(1), in_idle.eq(0), gp_p.eq(0)]
                     m.next = "NORM"
             with m.State("NORM"):  # block(a'), the shift of G from its diagonal (norm_go); the trees run
                 m.next = "NORM_WAIT"
@@ -569,8 +573,7 @@ class TokenChain(wiring.Component):
                 with m.If(wait == 0):
                     m.d.comb += [go.eq(1), go_kind.eq(AA)]
                 m.d.sync += wait.eq(wait + 1)
-                with m.If(a2_req):
-                    scalar_request(a2, 2 * fan, ScalarOp.RSQRT)  # accepted: the unit is idle between tokens
+                # a2_req (the cycle after a·a is in) is the unit's request: it is idle between tokens
                 with m.If(wait == GROWS_END):
                     m.d.sync += gnorm_go.eq(1)
                     m.next = "GNORM"
@@ -599,11 +602,11 @@ class TokenChain(wiring.Component):
                     m.next = "OUT"
                 with m.Elif(wait < 3):  # |ahat_j| + 1 through its registers
                     m.d.sync += wait.eq(wait + 1)
-                with m.Else():
-                    scalar_request(beta_x, fh, ScalarOp.RECIP)
-                    with m.If(su.i.ready):
-                        m.d.sync += beta_wait.eq(1)
-                        m.next = "BETA_WAIT"
+                    with m.If(wait == 2):
+                        m.d.sync += beta_req.eq(1)
+                with m.Elif(su.i.ready):  # beta_req is the request
+                    m.d.sync += [beta_wait.eq(1), beta_req.eq(0)]
+                    m.next = "BETA_WAIT"
             with m.State("BETA_WAIT"):
                 with m.If(beta_done):
                     m.d.sync += [wait.eq(0), beta_done.eq(0), beta_wait.eq(0)]
@@ -620,6 +623,7 @@ class TokenChain(wiring.Component):
             with m.State("P"):  # p = block(t / n²) once 1/n² is in; rsqrt(n²) runs on
                 with m.If((wait == 0) & rn_done):  # wait: 1 once the step is issued
                     m.d.comb += [go.eq(1), go_kind.eq(KP)]
+                    m.d.sync += gp_p.eq(1)  # the shared normaliser's input select, set before p_go
                     m.d.sync += wait.eq(1)
                 with m.If(bn_p.o_valid):
                     m.next = "P_WAIT"
