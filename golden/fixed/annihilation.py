@@ -163,7 +163,8 @@ def annihilation_fixed(x, k, preset="int8", *, in_range: float | None = None, or
 
     Returns ``u_raw`` ``[..., d, k]`` (int64, ``u``'s format), ``y_raw`` ``[..., T, d]``,
     their dequantised ``u``, ``y``, the float ``omega = U Uᵀ`` of the dequantised ``U`` (a
-    derived diagnostic, not a hardware output), ``orth`` ``[..., T]``, ``count`` ``[...]``,
+    derived diagnostic, not a hardware output), ``orth`` ``[..., T]``, ``updated`` ``[..., T]`` (the
+    full tokens that updated ``U``) and ``p_fp`` (their ``p``'s block exponent, 0 elsewhere), ``count`` ``[...]``,
     ``sat`` (per-tensor saturation counts), ``ranges`` (observed per-tensor ranges) and
     ``fmt`` (the :class:`FixedFormat`); with ``history`` also ``u_hist`` ``[..., T, d, k]`` (raw).
     """
@@ -195,6 +196,8 @@ def annihilation_fixed(x, k, preset="int8", *, in_range: float | None = None, or
     ptr = np.zeros(B, dtype=np.int64)  # evict: round-robin pointer
     y_raw = np.zeros((B, T, d), dtype=np.int64)
     orth = np.zeros((B, T), dtype=bool)
+    upd = np.zeros((B, T), dtype=bool)      # full tokens that updated U (not warm-up, not orthogonal)
+    p_fp = np.zeros((B, T), dtype=np.int64)  # their p's block exponent (the row unit's shift is fr + fp - fu)
     hist = np.zeros((B, T, d, k), dtype=np.int64) if history else None
     x_to_u = fu - fx  # x written into U: an exact left shift (u has more fraction bits)
     if x_to_u < 0:
@@ -235,6 +238,7 @@ def annihilation_fixed(x, k, preset="int8", *, in_range: float | None = None, or
                 idx = full[go]
                 Us, Um, xs, r = Us[go], Um[go], xs[go], r[go]
                 kw = kvector_work(dp, a_n[go], g_n[go], fg[go], n2[go], fn2[go])
+                upd[idx, t], p_fp[idx, t] = True, kw["fp"]
                 # fused row pass (r_i recomputed: the same integers): U_i += round(r_i p) + round(U_ij q); U_ij = x_i
                 U[idx] = row_update(dp, Us, Um, r, kw["p"], kw["fp"], kw["q"], kw["j"], xs)
                 y_raw[idx, t] = dp.scale("y", r, fr, kw["ysc"])
@@ -253,6 +257,8 @@ def annihilation_fixed(x, k, preset="int8", *, in_range: float | None = None, or
         "y_raw": y_raw.reshape(batch + (T, d)),
         "y": fmt["y"].to_float(y_raw).reshape(batch + (T, d)),
         "orth": orth.reshape(batch + (T,)),
+        "updated": upd.reshape(batch + (T,)),
+        "p_fp": p_fp.reshape(batch + (T,)),
         "count": count.reshape(batch),
         "sat": dict(dp.sat),
         "ranges": dict(dp.ranges),

@@ -1,0 +1,53 @@
+"""``specmem.shift_range``: the golden model's ``p_fp``/``updated`` trace and the measurement built on it."""
+
+import numpy as np
+import pytest
+
+from specmem.golden.fixed.annihilation import annihilation_fixed, token_chain
+from specmem.golden.fixed.datapath import Datapath
+from specmem.golden.fixed.formats import formats_for
+from specmem.shift_range import STREAMS, covered_range, main, p_shift_samples
+
+
+def test_p_fp_trace_matches_the_token_chain_from_the_state_before():
+    """Every updating token's ``p_fp`` equals the chain's ``fp`` recomputed from ``U`` one token
+    earlier (``u_hist``) and the token's ``x``; tokens that did not update carry neither."""
+    d, k, preset = 16, 4, "int18"
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 30, d))
+    out = annihilation_fixed(x, k, preset, history=True, trace=False)
+    F = formats_for("annihilation", preset, d, {"k": k, "in_range": None})
+    dp = Datapath(F, trace=False)
+    Xq = dp.quantize("x", x)
+    checked = 0
+    for b in range(2):
+        for t in range(1, 30):
+            U = out["u_hist"][b, t - 1]
+            Um = dp.narrow("u_mul", U, F["u"].frac)
+            ch = token_chain(dp, (Um.T @ Xq[b, t])[None], (Um.T @ Um)[None], np.zeros(1, np.int64))
+            if out["updated"][b, t]:
+                assert not ch["orth"][0]
+                assert out["p_fp"][b, t] == ch["fp"][0]
+                checked += 1
+            else:
+                assert out["p_fp"][b, t] == 0
+    assert checked >= 40  # warm-up is k tokens per stream; the rest update
+
+
+def test_samples_lie_inside_the_covered_range_and_cli_reports_every_stream(capsys):
+    lo, hi = covered_range(16, 4)
+    assert lo < 0 < hi
+    s = p_shift_samples("gaussian", 16, 4, streams=2, T=20)
+    assert s.size == 2 * (20 - 4)
+    assert lo <= s.min() and s.max() <= hi
+    assert main(["--d", "16", "--k", "4", "--streams", "2", "--T", "12"]) == 0
+    text = capsys.readouterr().out
+    for name in STREAMS:
+        assert name in text
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="stream"):
+        p_shift_samples("uniform", 16, 4)
+    with pytest.raises(SystemExit):
+        main(["--d", "4", "--k", "8"])
