@@ -221,6 +221,8 @@ class ScalarUnit(wiring.Component):
         groups = [x[i:i + 8] for i in range(0, self.in_width, 8)]
         g_any = [Signal(name=f"lo_any{gi}") for gi in range(len(groups))]
         g_idx = [Signal(range(8), name=f"lo_idx{gi}") for gi in range(len(groups))]
+        fine = Signal(3)
+        xc = Signal(unsigned(self.in_width + W - 1))
         mr = Signal(signed(len(y) + max(0, (P - 1) - N) + 1))
         ee = Signal(signed(len(e)))
         top = Signal()
@@ -245,14 +247,16 @@ class ScalarUnit(wiring.Component):
                     m.d.sync += [g_any[gi].eq(grp.any()), g_idx[gi].eq(msb_index(m, grp, f"lo_msb{gi}"))]
                 m.d.sync += zero.eq(x == 0)
                 m.next = "TOP_GROUP"
-            with m.State("TOP_GROUP"):
-                m.d.sync += msb.eq(0)
+            with m.State("TOP_GROUP"):  # and the coarse half of the normalising shift, by 8 x the group
+                x1 = x | zero
+                m.d.sync += [msb.eq(0), fine.eq(0), xc.eq(x1 << (W - 1))]
                 for gi in range(len(groups)):  # the last true assignment wins: the highest group
                     with m.If(g_any[gi]):
-                        m.d.sync += msb.eq(8 * gi + g_idx[gi])
+                        m.d.sync += [msb.eq(8 * gi + g_idx[gi]), fine.eq(g_idx[gi]),
+                                     xc.eq((x1 << (W - 1)) >> (8 * gi))]
                 m.next = "NORMALISE"
-            with m.State("NORMALISE"):
-                m.d.sync += [xm.eq(((Mux(zero, 1, x) << (W - 1)) >> msb)[:W]), e.eq(msb - frac)]
+            with m.State("NORMALISE"):  # the fine half: the leading one to bit W - 1
+                m.d.sync += [xm.eq((xc >> fine)[:W]), e.eq(msb - frac)]
                 m.next = "SEED"
             with m.State("SEED"):
                 self._seed(m, op, e, xm, y, step, recip_rom, rsqrt_rom, "ROUND")

@@ -73,7 +73,9 @@ def _popcount(m, flags, name):
 
 def _tournament(m, keys, better, name):
     """``(index, depth)``: the index of the best of ``keys`` (``better(l, r)`` true when the right
-    one wins; ties stay left, so the first best wins), one registered level per round."""
+    one wins; ties stay left, so the first best wins), ``depth`` cycles after the keys. Each round
+    takes two registered cycles: the compare (a carry chain as wide as the key), then the select
+    (in one cycle, a 44-bit compare into its select was the routed chain's critical path)."""
     cands = [(Const(i, range(len(keys))), key) for i, key in enumerate(keys)]
     depth = 0
     while len(cands) > 1:
@@ -81,19 +83,26 @@ def _tournament(m, keys, better, name):
         nxt = []
         for i in range(0, len(cands) - 1, 2):
             (il, kl), (ir, kr) = cands[i], cands[i + 1]
-            take = better(kl, kr)
+            take = Signal(name=f"{name}{depth}_t{i // 2}")
+            sl = [Signal(range(len(keys)), name=f"{name}{depth}_il{i // 2}"),
+                  Signal(kl.shape(), name=f"{name}{depth}_kl{i // 2}"),
+                  Signal(range(len(keys)), name=f"{name}{depth}_ir{i // 2}"),
+                  Signal(kr.shape(), name=f"{name}{depth}_kr{i // 2}")]
+            m.d.sync += [take.eq(better(kl, kr)), sl[0].eq(il), sl[1].eq(kl), sl[2].eq(ir), sl[3].eq(kr)]
             idx = Signal(range(len(keys)), name=f"{name}{depth}_i{i // 2}")
             key = Signal(kl.shape(), name=f"{name}{depth}_k{i // 2}")
-            m.d.sync += [idx.eq(Mux(take, ir, il)), key.eq(Mux(take, kr, kl))]
+            m.d.sync += [idx.eq(Mux(take, sl[2], sl[0])), key.eq(Mux(take, sl[3], sl[1]))]
             nxt.append((idx, key))
         if len(cands) % 2:
             il, kl = cands[-1]
+            i1 = Signal(range(len(keys)), name=f"{name}{depth}_i_odd1")
+            k1 = Signal(kl.shape(), name=f"{name}{depth}_k_odd1")
             idx = Signal(range(len(keys)), name=f"{name}{depth}_i_odd")
             key = Signal(kl.shape(), name=f"{name}{depth}_k_odd")
-            m.d.sync += [idx.eq(il), key.eq(kl)]
+            m.d.sync += [i1.eq(il), k1.eq(kl), idx.eq(i1), key.eq(k1)]
             nxt.append((idx, key))
         cands = nxt
-    return cands[0][0], depth
+    return cands[0][0], 2 * depth
 
 
 class TokenChain(wiring.Component):
@@ -256,7 +265,9 @@ class TokenChain(wiring.Component):
                              signed(W + max(1, (k - 1).bit_length())), f"dkey{l}"))
         pick, d_pick = _tournament(m, dkeys, lambda l, r: r < l, "dmin")
         assert d_pick + 1 <= bn_a.latency, "the eviction tree is slower than block(a')"
-        m.d.sync += a_zero.eq(~Cat(*(a_acc[l].any() for l in range(k))).any())
+        a_nz = reg(Cat(*(a_acc[l].any() for l in range(k))), k, "a_nz")  # per lane, then across lanes
+        m.d.sync += a_zero.eq(~a_nz.any())
+        assert bn_a.latency >= 3, "a_zero (two registers after the input latch) is read with block(a')"
 
         # The bank and the rounding shift are b lanes wide. A k-vector step is ``nb`` beats, each
         # tagged with its kind and beat; the tags travel beside the data and steer each lane's
@@ -422,8 +433,11 @@ class TokenChain(wiring.Component):
         capture(q, q_s, pipe(s_q, 3, "cap_q"), 3)
         capture(t, t_v, pipe(s_t, 6, "cap_t"), 6)
         pcv_h, pcv_q, pcv_t = pipe(s_h, 2 + LP, "pcv_h"), pipe(s_q, 2 + LP, "pcv_q"), pipe(s_t, 6 + LP, "pcv_t")
-        with m.If(pcv_h | pcv_q | pcv_t):
-            m.d.sync += sat.eq(sat + Mux(pcv_h, ahat_pc, 0) + Mux(pcv_q, q_pc, 0) + Mux(pcv_t, t_pc, 0))
+        # the beat's counts summed in a register of their own, then added to ``sat`` (the two adds
+        # chained into the 32-bit counter were a long path)
+        sat_inc = reg(Mux(pcv_h, ahat_pc, 0) + Mux(pcv_q, q_pc, 0) + Mux(pcv_t, t_pc, 0), range(3 * b + 1), "sat_inc")
+        with m.If(reg(pcv_h | pcv_q | pcv_t, 1, "sat_inc_v")):
+            m.d.sync += sat.eq(sat + sat_inc)
 
         # g_j beta on a multiplier of its own (the chain's only product outside the bank)
         gjm = PipelinedMultiplier(self.wg, P, self.dsp)
@@ -439,6 +453,7 @@ class TokenChain(wiring.Component):
         BW = bank_wait
         G_LD0 = max(0, nb - R)                   # the first G row's beats reach the bank after a·a's
         GROWS_END = G_LD0 + k * nb + R + BW + 1  # the last row's dot accumulated
+        assert d_best + 2 <= GROWS_END, "argmax |a_n| is slower than the G rows (GNORM reads it)"
         AH_GO = nb                               # ahat = a_n rsqrt(a·a), after a·g
         AH_END = AH_GO + nb + BW + R + 2 + LP    # its last beat counted
         T_GO = max(nb, gjm.latency + 1)          # ahat (g_j beta): after q, once g_j beta is registered
