@@ -526,7 +526,8 @@ class TokenChain(wiring.Component):
         # the normalisers' and the output's data held on their ports; only the valids are the FSM's
         # (gating them to zero outside their states cost ~1.8k LUT4 at k = 8 and selected nothing)
         m.d.comb += [bn_a.i_frac.eq(fm + fx), bn_d.i_frac.eq(2 * fm),
-                     bn_g.i_frac.eq(Mux(gp_p, fg + rn_f, fG + fan))]
+                     # from a register: fg, rn_f (and gp_p) settle cycles before p_go, fG before gnorm_go
+                     bn_g.i_frac.eq(reg(Mux(gp_p, fg + rn_f, fG + fan), signed(FW), "gp_frac"))]
         m.d.comb += [bn_a.i_data[l].eq(a_acc[l]) for l in range(k)]
         m.d.comb += [bn_d.i_data[l].eq(G[l][l]) for l in range(k)]
         m.d.comb += [bn_g.i_data[l].eq(Mux(gp_p, p_in[l], g_acc[l])) for l in range(k)]
