@@ -299,13 +299,8 @@ class TokenChain(wiring.Component):
         f_left = Signal(range(nb + 1))           # beats still to feed, the current one included
         f_beat = Signal(range(max(nb, 2)))
         ld = Signal()
-        if nb >= 2:  # loads are nb cycles apart: the row is selected a cycle ahead into a register
-            gsel = [Signal(G[0][0].shape(), name=f"gsel{i}") for i in range(k)]
-            m.d.sync += [gsel[i].eq(Grow[row][i]) for i in range(k)]
-        else:
-            gsel = [Grow[row][i] for i in range(k)]
         with m.If(ld):
-            m.d.sync += [fs[i].eq(gsel[i] if i < k else 0) for i in range(kp)]
+            m.d.sync += [fs[i].eq(Grow[row][i] if i < k else 0) for i in range(kp)]
             m.d.sync += [f_left.eq(nb), f_beat.eq(0)]
         with m.Elif(f_left != 0):
             m.d.sync += [fs[i].eq(fs[i + b] if i + b < kp else 0) for i in range(kp)]
@@ -576,13 +571,13 @@ class TokenChain(wiring.Component):
         with m.FSM(init="IDLE"):
             with m.State("IDLE"):
                 with m.If(self.i.valid):
-                    m.d.sync += [sat.eq(0), norm_go.eq(1), in_idle.eq(0), gp_p.eq(0), row.eq(0)]
+                    m.d.sync += [sat.eq(0), norm_go.eq(1), in_idle.eq(0), gp_p.eq(0)]
                     m.next = "NORM"
             with m.State("NORM"):  # block(a'), the shift of G from its diagonal (norm_go); the trees run
                 m.next = "NORM_WAIT"
             with m.State("NORM_WAIT"):
                 with m.If(bn_a.o_valid):
-                    m.d.sync += [wait.eq(0), evict_j.eq(pick)]
+                    m.d.sync += [row.eq(0), wait.eq(0), evict_j.eq(pick)]
                     with m.If(a_zero):
                         m.d.sync += orth.eq(1)
                         m.next = "OUT"
