@@ -14,6 +14,7 @@ import sys
 import numpy as np
 
 from specmem.golden.fixed.annihilation import annihilation_fixed
+from specmem.golden.common import SpecmemInputError
 from specmem.golden.fixed.formats import formats_for
 
 __all__ = ["STREAMS", "p_shift_samples", "covered_range", "main"]
@@ -62,7 +63,10 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if a.k < 1 or a.d < a.k or a.streams < 1 or a.T < 1:
         p.error("need 1 <= k <= d, streams >= 1, T >= 1")
-    lo, hi = covered_range(a.d, a.k, a.preset)
+    try:
+        lo, hi = covered_range(a.d, a.k, a.preset)
+    except (SpecmemInputError, ValueError) as e:
+        p.error(str(e))
     print(f"d={a.d} k={a.k} {a.preset}: the row unit covers p_shift in [{lo}, {hi}]")
     print(f"{'stream':22s} {'updates':>8s} {'min':>4s} {'p0.1':>5s} {'median':>6s} {'max':>4s}")
     for name in STREAMS:

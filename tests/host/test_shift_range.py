@@ -51,3 +51,10 @@ def test_bad_inputs():
         p_shift_samples("uniform", 16, 4)
     with pytest.raises(SystemExit):
         main(["--d", "4", "--k", "8"])
+
+
+def test_unknown_preset_is_a_usage_error_not_a_traceback(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--preset", "BAD", "--d", "16", "--k", "4"])
+    assert e.value.code == 2
+    assert "preset" in capsys.readouterr().err
