@@ -5,7 +5,8 @@ resources: the same tools, device and I/O shell as ``specmem synth``'s cores.
     python -m specmem.synth_block block_norm --n 8 --in-width 24 --M 18
     python -m specmem.synth_block saturate --k 8 --in-width 36 --out-width 18
     python -m specmem.synth_block round_shift --k 8 --in-width 36 --max-left 24
-    python -m specmem.synth_block row_unit --d 64 --k 8 --preset int18 --dsp ecp5
+    python -m specmem.synth_block delay_line --style ecp5 --width 36 --n-stages 24
+    python -m specmem.synth_block row_unit --d 64 --k 8 --preset int18 --dsp ecp5 --delays ecp5 --travelling
     python -m specmem.synth_block token_chain --d 64 --k 8 --preset int18
     python -m specmem.synth_block core_v2 --d 64 --k 8 --preset int18 --dsp ecp5 --style ecp5
 
@@ -30,6 +31,11 @@ __all__ = ["synth_block", "BLOCKS", "main"]
 def _bram(depth=128, width=18, style="ecp5"):
     from specmem.rtl.bram import RegisteredRAM
     return RegisteredRAM(depth, width, style), f"bram_{style}_{depth}x{width}"
+
+
+def _delay_line(width=36, n=24, style="ecp5"):
+    from specmem.rtl.delay_line import DelayLine
+    return DelayLine(width, n, style, fabric_out=style != "registers"), f"delay_line_{style}_{width}x{n}"
 
 
 def _block_norm(n=8, in_width=24, M=18, lanes=None):
@@ -58,9 +64,11 @@ def _round_shift(k=8, in_width=36, max_left=24):
     return RoundShiftVar(k, in_width, max_left=max_left), f"round_shift_k{k}_w{in_width}_l{max_left}"
 
 
-def _row_unit(d=64, k=8, preset="int18", dsp="registered"):
+def _row_unit(d=64, k=8, preset="int18", dsp="registered", delays="registers", travelling=False):
     from specmem.rtl.row_unit import RowUnit
-    return RowUnit(d, k, preset, dsp=dsp), f"row_unit_d{d}_k{k}_{preset}_{dsp}"
+    tag = ("" if delays == "registers" else f"_dl{delays}") + ("_tc" if travelling else "")
+    return (RowUnit(d, k, preset, dsp=dsp, delays=delays, travelling_controls=travelling),
+            f"row_unit_d{d}_k{k}_{preset}_{dsp}{tag}")
 
 
 def _token_chain(d=64, k=8, preset="int18", dsp="registered", norm_lanes=None):
@@ -76,7 +84,7 @@ def _core_v2(d=64, k=8, preset="int18", dsp="registered", bram="ecp5", norm_lane
             f"core_v2_d{d}_k{k}_{preset}_{dsp}_{bram}{tag}")
 
 
-BLOCKS = {"bram": _bram, "block_norm": _block_norm, "saturate": _saturate, "lane_control": _lane_control,
+BLOCKS = {"bram": _bram, "delay_line": _delay_line, "block_norm": _block_norm, "saturate": _saturate, "lane_control": _lane_control,
           "round_shift": _round_shift, "row_unit": _row_unit, "token_chain": _token_chain, "core_v2": _core_v2}
 
 
@@ -143,6 +151,11 @@ def main(argv=None) -> int:
     p.add_argument("--dsp", default="registered", help="row_unit, token_chain and core_v2 multipliers: registered, "
                    "ecp5 or fabric "
                    "(default registered)")
+    p.add_argument("--delays", default="registers", help="row_unit: its delay lines in registers, or block RAM "
+                   "(ecp5, behavioural); core_v2's follow --style (default registers)")
+    p.add_argument("--n-stages", type=int, default=24, help="delay_line: stages (default 24; bits: --width, "
+                   "style: --style)")
+    p.add_argument("--travelling", action="store_true", help="row_unit: travelling controls, as in core_v2")
     p.add_argument("--heads", type=int, default=1, help="core_v2: memories interleaved (default 1)")
     p.add_argument("--chains", type=int, default=1, help="core_v2: token chains, 1 .. heads (default 1)")
     p.add_argument("--norm-lanes", type=int, default=None, help="token_chain, core_v2: lanes of the chain's units "
@@ -157,12 +170,14 @@ def main(argv=None) -> int:
     try:
         if a.block == "bram":
             comp, name = _bram(a.depth, a.width, a.style)
+        elif a.block == "delay_line":
+            comp, name = _delay_line(a.width, a.n_stages, a.delays if a.delays != "registers" else a.style)
         elif a.block == "lane_control":
             comp, name = _lane_control(a.k)
         elif a.block == "saturate":
             comp, name = _saturate(a.k, a.in_width, a.out_width)
         elif a.block == "row_unit":
-            comp, name = _row_unit(a.d, a.k, a.preset, a.dsp)
+            comp, name = _row_unit(a.d, a.k, a.preset, a.dsp, a.delays, a.travelling)
         elif a.block == "token_chain":
             comp, name = _token_chain(a.d, a.k, a.preset, a.dsp, a.norm_lanes)
         elif a.block == "core_v2":

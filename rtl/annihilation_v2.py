@@ -68,7 +68,7 @@ class AnnihilationCoreV2(wiring.Component):
             raise ValueError(f"chains: must be an integer in [1, heads = {heads}], got {chains!r}")
         self.d, self.k, self.preset, self.dsp, self.bram, self.heads = d, k, preset, dsp, bram, heads
         self.slots = heads + 2  # x_n, x_{n+H} (the head's next token) and one filling
-        self.rows = RowUnit(d, k, preset, dsp=dsp, travelling_controls=True)
+        self.rows = RowUnit(d, k, preset, dsp=dsp, travelling_controls=True, delays=bram)
         # the chain's products wider than one MULT18X18D (g_j beta: 36 bits) are split into 18 x 18 pieces
         self.chain_units = [TokenChain(d, k, preset, acc_width=self.rows.acc_width, dsp=dsp, norm_lanes=norm_lanes)
                             for _ in range(chains)]

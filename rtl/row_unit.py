@@ -28,12 +28,13 @@ carry chain or a few LUT levels (``hardware.md``, "Timing discipline"); the mult
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from specmem.golden.fixed.formats import formats_for
 
+from .delay_line import DELAY_STYLES, DelayLine
 from .dsp import LaneMultiplier, check_dsp
 from .fixed import round_shift
 from .params import check_dims
@@ -42,6 +43,9 @@ from .saturate import SaturatingNarrow, fits_signed
 from .shift import RoundShiftVar
 
 __all__ = ["RowUnit"]
+
+#: a delay line goes to block RAM (``delays`` not ``registers``) from this many stages and bits
+RAM_MIN_STAGES, RAM_MIN_BITS = 6, 96
 
 
 class RowUnit(wiring.Component):
@@ -59,13 +63,21 @@ class RowUnit(wiring.Component):
     first advancing cycle they are, for a row entered with ``i_last``). With
     ``travelling_controls`` ``acc_a``/``acc_g`` are snapshots taken at each ``i_last`` row, held
     until the next (the running sums go on with the next pass).
+
+    ``delays``: ``registers`` (every delay in flip-flops: the reference) or a block-RAM style of
+    :class:`~specmem.rtl.delay_line.DelayLine`, which puts the long, wide data delays (``U_i`` to
+    its sum, ``x_i``, ``r_i``, the travelling ``p``, ``q``, ``wsel``, ``p_shift``) in ring buffers;
+    after elaboration ``ram_lines`` lists them as ``(name, width, stages)``. Same cycles, same bits.
     """
 
     def __init__(self, d: int, k: int, preset: str = "int18", *, dsp: str = "registered",
-                 travelling_controls: bool = False):
+                 travelling_controls: bool = False, delays: str = "registers"):
         check_dims(d, k, divides=False)
-        self.d, self.k, self.preset = d, k, preset
+        if delays not in DELAY_STYLES:
+            raise ValueError(f"delays: must be one of {', '.join(DELAY_STYLES)}, got {delays!r}")
+        self.d, self.k, self.preset, self.delays = d, k, preset, delays
         self.travelling_controls = bool(travelling_controls)
+        self.ram_lines = []   # (name, width, n) of each delay line put in block RAM
         self.fmt = F = formats_for("annihilation", preset, d, {"k": k, "in_range": None})
         self.mul_latency = check_dsp(dsp, 18, 18)
         self.dsp = dsp
@@ -127,6 +139,7 @@ class RowUnit(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         k, en, L = self.k, self.en, self.mul_latency
+        self.ram_lines = []
         rnd = self.fmt["u"].rounding
 
         reg = stage_register(m, en)
@@ -135,6 +148,26 @@ class RowUnit(wiring.Component):
             for s in range(n):
                 value = reg(value, shape, f"{name}_d{s}")
             return value
+
+        def line(value, shape, n, name):
+            """``delay`` of a data word (never a valid bit: RAM contents are not reset); long and
+            wide ones in a block-RAM ring buffer with a fabric output register (``delays``)"""
+            w = len(Value.cast(value))
+            if self.delays == "registers" or n < RAM_MIN_STAGES or w * n < RAM_MIN_BITS:
+                return delay(value, shape, n, name)
+            dl = DelayLine(w, n, self.delays, fabric_out=True)
+            m.submodules[f"{name}_line"] = dl
+            self.ram_lines.append((name, w, n))
+            out = Signal(shape, name=f"{name}_dl")
+            m.d.comb += [dl.en.eq(en), dl.i.eq(Value.cast(value)), Value.cast(out).eq(dl.o)]
+            return out
+
+        def line_lanes(values, shape, n, name):
+            """``line`` of ``k`` lanes as one word (one pair of pointers, fewer, wider RAMs)"""
+            word = line(Cat(*values), unsigned(sum(len(Value.cast(v)) for v in values)), n, name)
+            w = len(Value.cast(values[0]))
+            return [word[l * w:(l + 1) * w].as_signed() if shape.signed else word[l * w:(l + 1) * w]
+                    for l in range(len(values))]
 
         def narrow(xs, shift, width, name, flags=None):
             """round (one carry chain), then a registered sign-extension saturation: 2 stages;
@@ -166,14 +199,19 @@ class RowUnit(wiring.Component):
 
         def ctl(name, stage):
             """The control ``name`` as seen by the row at ``stage`` (registers after its entry):
-            the input itself when controls are held, else its copy that entered with that row."""
+            the input itself when controls are held, else its copy that entered with that row
+            (delayed from the latest earlier tap; multi-bit ones through ``line``)."""
             value = getattr(self, name)
             if not self.travelling_controls:
                 return value
-            chain = taps.setdefault(name, [value])
-            while len(chain) <= stage:
-                chain.append(reg(chain[-1], value.shape(), f"ctl_{name}_d{len(chain)}"))
-            return chain[stage]
+            have = taps.setdefault(name, {0: value})
+            if stage not in have:
+                base = max(t for t in have if t < stage)
+                if len(Value.cast(value)) > 1:
+                    have[stage] = line(have[base], value.shape(), stage - base, f"ctl_{name}_{base}_{stage}")
+                else:
+                    have[stage] = delay(have[base], value.shape(), stage - base, f"ctl_{name}_{base}_{stage}")
+            return have[stage]
 
         # 1. inputs
         v = reg(self.i_valid, 1, "s1_v")
@@ -203,17 +241,18 @@ class RowUnit(wiring.Component):
         wsel3 = ctl("wsel", 3)
         cj = reg(_or_all([Um[l].as_unsigned() & wsel3[l].replicate(self.wm) for l in range(k)]),
                  unsigned(self.wm), "cj")
-        cj = delay(cj.as_signed(), signed(self.wm), self.st_r - 4, "cj")
+        # Um_ij q is formed as late as its sum needs it: cj and q wait (in one line each), not k products
+        st_q = self.st_r + RoundShiftVar.latency + SaturatingNarrow.latency - 1
+        cj = line(cj.as_signed(), signed(self.wm), st_q - 4, "cj")
         # 3. r_i p (token shift), Um_ij q (constant shift)
-        p_c, q_c = ctl("p", self.st_r), ctl("q", self.st_r)
+        p_c, q_c = ctl("p", self.st_r), ctl("q", st_q)
         rp = [mul(r, p_c[l], f"mul_p{l}") for l in range(k)]
         cq = [mul(cj, q_c[l], f"mul_q{l}") for l in range(k)]
         rsv = RoundShiftVar(k, len(rp[0]), max_left=self.max_left, rounding=rnd)
         m.submodules.rsv = rsv
         m.d.comb += [rsv.en.eq(en), rsv.i_valid.eq(1), rsv.i_shift.eq(ctl("p_shift", self.st_r + L))]
         m.d.comb += [rsv.i_data[l].eq(rp[l]) for l in range(k)]
-        t2 = [delay(round_shift(m, c, self.sh_q, rnd, f"cq_r{l}"), signed(self.wu),
-                    RoundShiftVar.latency + SaturatingNarrow.latency - 1, f"t2_{l}") for l, c in enumerate(cq)]
+        t2 = [round_shift(m, c, self.sh_q, rnd, f"cq_r{l}") for l, c in enumerate(cq)]
         # the clamp of round(r_i p) to wt bits: its own registered input, sign-extension test and
         # mux (no count: a clamped term saturates U' the same way, and that write is what counts)
         clamp = SaturatingNarrow(k, len(rsv.o_data[0]), self.wt)
@@ -224,11 +263,11 @@ class RowUnit(wiring.Component):
         t2 = [reg(t, signed(self.wu), f"t2c_{l}") for l, t in enumerate(t2)]
         # U_i, x_i and the row's valid bit aligned with the sum, the saturation and the write
         S = self.st_sum
-        Ud = [delay(U[l], signed(self.wu), S - 2, f"ud{l}") for l in range(k)]
+        Ud = line_lanes(U, signed(self.wu), S - 2, "ud")
         s1 = [reg(t1[l] + t2[l], signed(self.wt + 1), f"sum1_{l}") for l in range(k)]
         s2 = [reg(s1[l] + Ud[l], signed(self.wt + 2), f"sum2_{l}") for l in range(k)]
         Ud3 = [delay(u, signed(self.wu), SaturatingNarrow.latency + 1, f"ud3_{l}") for l, u in enumerate(Ud)]
-        xd = delay(x, signed(self.wx), self.latency - 2, "xd")
+        xd = line(x, signed(self.wx), self.latency - 2, "xd")
         sat = SaturatingNarrow(k, self.wt + 2, self.wu)
         m.submodules.sat = sat
         vd = delay(v, 1, S - 1, "vd")
@@ -241,7 +280,7 @@ class RowUnit(wiring.Component):
         new = [reg(Mux(wsel_w[l], xu, Mux(upd_w, sat.o_data[l], Ud3[l])), signed(self.wu), f"w{l}")
                for l in range(k)]
         vo = delay(vd, 1, self.latency - S, "vo")
-        rd = delay(r, signed(self.wr), self.latency - self.st_r, "rd")
+        rd = line(r, signed(self.wr), self.latency - self.st_r, "rd")
         m.d.comb += [self.o_valid.eq(vo), self.o_r.eq(rd)]
         m.d.comb += [self.o_u[l].eq(new[l]) for l in range(k)]
         # 5. co-accumulation of a' = Um'ᵀ x' and G' = Um'ᵀ Um' over the rows as written. Each product
@@ -252,7 +291,7 @@ class RowUnit(wiring.Component):
         firstd = delay(first, 1, self.latency + 2 + L, "fd")
         lastd = delay(reg(self.i_last & self.i_valid, 1, "s1_last"), 1, self.latency + 2 + L, "ld")
         vacc = delay(vo, 1, 2 + L + 1, "va")
-        xnd = delay(xn, signed(self.wx), self.latency + 2 - 1, "xnd")
+        xnd = line(xn, signed(self.wx), self.latency + 2 - 1, "xnd")
         Um2 = narrow(new, self.sh_um, self.wm, "um2")
         pa = [mul(Um2[l], xnd, f"mul_x{l}") for l in range(k)]
         pg = [mul(Um2[l], Um2[n], f"mul_g{l}_{n}") for l in range(k) for n in range(l, k)]

@@ -101,11 +101,12 @@ def _run(ru, tokens, *, stall=0.0, seed=0):
     return got
 
 
-@pytest.mark.parametrize("d, k, preset, stall", [(8, 4, "int18", 0.0), (12, 3, "int18", 0.3), (8, 8, "int8", 0.2),
-                                                  (4, 1, "int18", 0.0)])
-def test_passes_match_the_golden_row_update(d, k, preset, stall):
+@pytest.mark.parametrize("d, k, preset, stall, delays", [
+    (8, 4, "int18", 0.0, "registers"), (12, 3, "int18", 0.3, "registers"), (8, 8, "int8", 0.2, "registers"),
+    (4, 1, "int18", 0.0, "registers"), (8, 4, "int18", 0.0, "behavioural"), (12, 3, "int18", 0.3, "behavioural")])
+def test_passes_match_the_golden_row_update(d, k, preset, stall, delays):
     rng = random.Random(d * 10 + k)
-    ru = RowUnit(d, k, preset)
+    ru = RowUnit(d, k, preset, delays=delays)
     dp = Datapath(ru.fmt, trace=False)
     modes = ["full", "full", "column", "none", "full", "full"]
     tokens = [_token(rng, ru, dp, mode) for mode in modes]
@@ -197,10 +198,11 @@ def _run_back_to_back(ru, tokens, *, stall=0.0, seed=0):
     return rows, rs, accs
 
 
-@pytest.mark.parametrize("d, k, stall", [(8, 4, 0.0), (6, 3, 0.25)])
-def test_travelling_controls_let_passes_of_different_memories_follow_with_no_gap(d, k, stall):
+@pytest.mark.parametrize("d, k, stall, delays", [(8, 4, 0.0, "registers"), (6, 3, 0.25, "registers"),
+                                                 (8, 4, 0.0, "behavioural"), (6, 3, 0.25, "behavioural")])
+def test_travelling_controls_let_passes_of_different_memories_follow_with_no_gap(d, k, stall, delays):
     rng = random.Random(7 * d + k)
-    ru = RowUnit(d, k, "int18", travelling_controls=True)
+    ru = RowUnit(d, k, "int18", travelling_controls=True, delays=delays)
     dp = Datapath(ru.fmt, trace=False)
     modes = ["full", "column", "full", "none", "full", "full"]
     tokens = [_token(rng, ru, dp, mode) for mode in modes]
@@ -220,3 +222,20 @@ def test_held_controls_cannot_follow_with_no_gap():
     tokens = [_token(rng, ru, dp, mode) for mode in ["full", "full", "column"]]
     rows, _, _ = _run_back_to_back(ru, tokens)
     assert any(rows[p * 8:(p + 1) * 8] != t[4]["u"].tolist() for p, t in enumerate(tokens))
+
+
+def test_ram_delays_take_the_long_wide_data_delays_only():
+    """With block-RAM delays the row unit's long data delays are ring buffers (and the same passes
+    match the model above); valid bits and short delays stay in registers."""
+    from amaranth.back import rtlil
+    ru = RowUnit(64, 8, "int18", travelling_controls=True, delays="ecp5")
+    rtlil.convert(ru)
+    names = {n for n, _, _ in ru.ram_lines}
+    assert {"ud", "xd", "xnd", "rd", "cj"} <= names
+    assert any(n.startswith("ctl_p_") for n in names) and any(n.startswith("ctl_q_") for n in names)
+    assert not any(n.startswith(("ctl_upd", "ctl_cnt", "ctl_a_")) for n in names)
+    assert all(w * n >= 96 and n >= 6 for _, w, n in ru.ram_lines)
+    ud = next((w, n) for name, w, n in ru.ram_lines if name == "ud")
+    assert ud == (8 * ru.wu, ru.st_sum - 2)
+    with pytest.raises(ValueError, match="^delays:"):
+        RowUnit(8, 4, "int18", delays="srl")

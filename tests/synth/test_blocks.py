@@ -17,6 +17,16 @@ def test_bram_block_places_and_routes(tmp_path, style):
     assert (res["ffs"] == 0) == (style == "ecp5")
 
 
+def test_delay_line_block_maps_to_block_ram_and_pointers(tmp_path):
+    """A 36-bit, 24-stage ring buffer: two DP16KD, the fabric output register and two 5-bit pointers
+    (a register chain would be 864 flip-flops)."""
+    from specmem.synth_block import BLOCKS
+
+    comp, name = BLOCKS["delay_line"](36, 24, "ecp5")
+    res = synth_block(comp, name, tmp_path)
+    assert res["ebr"] == 2 and res["dsp"] == 0 and res["ffs"] == 36 + 2 * 5, res
+
+
 def test_core_v2_and_chain_blocks_are_registered():
     """The v2 core and its chain are selectable blocks (their place-and-route runs by command)."""
     from specmem.synth_block import BLOCKS
