@@ -51,10 +51,13 @@ from specmem.golden.common import SpecmemInputError, as_float_array, check_scala
 
 from .datapath import Datapath
 from .formats import formats_for
-from .fxtype import mul_round_shift
+from .fxtype import mul_round_shift, round_shift
 
 __all__ = ["annihilation_fixed", "row_update", "token_chain", "gram_front", "kvector_work", "default_orth_policy",
-           "default_gram", "GRAM_SCHEDULES"]
+           "default_gram", "GRAM_SCHEDULES", "p_shift_window", "clamp_p_exponent", "P_WINDOW_BITS"]
+
+#: the row unit's run-time shift of ``r_i p`` in a clamped-``p`` model takes ``2**P_WINDOW_BITS`` values
+P_WINDOW_BITS = 4
 
 #: where ``g = Uᵀ r`` and ``n²`` come from (module docstring)
 GRAM_SCHEDULES = ("recompute", "coaccumulate")
@@ -90,6 +93,35 @@ def row_update(dp: Datapath, U, Um, r, p, fp, q, j, x) -> np.ndarray:
     return Un
 
 
+def p_shift_window(fmt, k: int) -> tuple[int, int]:
+    """The ``p_shift = fr + fp - fu`` values ``[lo, hi]`` a clamped-``p`` model lets through: ``hi``
+    bounds it from above (``|p_l| >= |t|/n²`` with ``a_n`` block-normalised and ``|t| >= |g|/2``
+    give ``fp <= (w_p - 1) + (w_a - 1 - f_a) + log2 k + 1``; measured maxima are 1–3 below,
+    ``python -m specmem.shift_range``), ``lo = hi - 15``: 16 values, a 4-bit right shift after a
+    constant one. Below ``lo`` the memory is ill-conditioned by ``2^(hi - lo)`` past that bound."""
+    fr, fu, fa = fmt["r"].frac, fmt["u"].frac, fmt["a"].frac
+    hi = fr - fu + fmt["p"].width + fmt["a"].width - fa + max(0, (k - 1).bit_length())
+    return hi - (1 << P_WINDOW_BITS) + 1, hi
+
+
+def clamp_p_exponent(dp: Datapath, p, fp, window):
+    """``p``'s block exponent clamped so that ``fr + fp - fu`` lies in ``window`` ``(lo, hi)``,
+    batched (``p`` ``[B, k]``, ``fp`` ``[B]``): above ``hi`` the mantissas are rounded right by
+    ``min(excess, w_p + 1)`` (tiny ``p``: fewer significant bits); below ``lo`` they are shifted left
+    by ``min(deficit, w_p)`` and saturated to ``p``'s width, counted as ``p`` saturations (an
+    ill-conditioned memory). Returns ``(p, fp)``."""
+    F = dp.fmt
+    lo, hi = window
+    base = F["u"].frac - F["r"].frac
+    fp = np.asarray(fp, dtype=np.int64)
+    fpc = np.clip(fp, base + lo, base + hi)
+    wp = F["p"].width
+    right = np.minimum(np.maximum(fp - fpc, 0), wp + 1)
+    left = np.minimum(np.maximum(fpc - fp, 0), wp)
+    out = round_shift(np.asarray(p, dtype=np.int64), (right - left)[:, None], dp.rounding)
+    return dp.clip("p", np.asarray(out, dtype=np.int64), fpc), fpc
+
+
 def gram_front(dp: Datapath, a_acc, G_acc):
     """The co-accumulated schedule's start of a token (``gram="coaccumulate"``), batched:
     ``a_n = block(a')`` (exponent dropped), ``G_n = block(G')``, ``g = block(G_n a_n)``,
@@ -105,10 +137,11 @@ def gram_front(dp: Datapath, a_acc, G_acc):
     return a_n, g_n, fg, n2, fg + fan
 
 
-def kvector_work(dp: Datapath, a_n, g_n, fg, n2, fn2) -> dict:
+def kvector_work(dp: Datapath, a_n, g_n, fg, n2, fn2, p_window=None) -> dict:
     """Step 3 of the module docstring (both schedules), batched over rows with ``n² > 0``:
-    ``ahat``, ``j``, ``s``, ``beta``, ``q``, ``t``, ``p = block(t / n²)`` with ``p_j = q_j = 0``,
-    and ``rsqrt(n²)`` for ``y``. Returns ``j, s, q, p, fp, ysc`` (``ysc`` a golden ``Scalar``)."""
+    ``ahat``, ``j``, ``s``, ``beta``, ``q``, ``t``, ``p = block(t / n²)`` (its exponent clamped to
+    ``p_window`` by :func:`clamp_p_exponent` when given) with ``p_j = q_j = 0``, and ``rsqrt(n²)``
+    for ``y``. Returns ``j, s, q, p, fp, ysc`` (``ysc`` a golden ``Scalar``)."""
     F = dp.fmt
     fh, fan = F["ahat"].frac, F["a"].frac
     b = np.arange(a_n.shape[0])
@@ -123,12 +156,14 @@ def kvector_work(dp: Datapath, a_n, g_n, fg, n2, fn2) -> dict:
     tvec = dp.clip("t", -g_n + s[:, None] * np.asarray(term, dtype=np.int64), fg)
     rn = dp.recip(n2, fn2)
     p, fp = dp.block("p", tvec * rn.m[:, None], fg + rn.f)
+    if p_window is not None:
+        p, fp = clamp_p_exponent(dp, p, fp, p_window)
     p[b, j] = 0
     q[b, j] = 0
     return {"j": j, "s": s, "q": q, "p": p, "fp": fp, "ysc": dp.rsqrt(n2, fn2)}
 
 
-def token_chain(dp: Datapath, a_acc, G_acc, ptr) -> dict:
+def token_chain(dp: Datapath, a_acc, G_acc, ptr, p_window=None) -> dict:
     """Everything the co-accumulated schedule does between two row passes of a full memory,
     batched: from the accumulators ``a' = Uᵀx`` ``[B, k]`` and ``G' = UmᵀUm`` ``[B, k, k]`` (exact)
     and the eviction pointer ``ptr`` ``[B]`` to the next row pass's controls. The RTL's per-token
@@ -137,7 +172,7 @@ def token_chain(dp: Datapath, a_acc, G_acc, ptr) -> dict:
     Returns ``orth`` ``[B]`` (``a' = 0`` or ``n² <= 0``), ``evict_j`` (the column of least energy
     ``G'_jj`` from ``ptr``; meaningful where ``orth``), ``a_n`` and, for the rows that are not
     orthogonal (zeros elsewhere), ``j``, ``s``, ``q``, ``p``, ``fp`` and ``ysc_m``/``ysc_f``
-    (``rsqrt(n²)``)."""
+    (``rsqrt(n²)``). ``p_window``: as :func:`kvector_work`'s."""
     a_acc, G_acc = np.asarray(a_acc, dtype=np.int64), np.asarray(G_acc, dtype=np.int64)
     B, k = a_acc.shape
     a_n, g_n, fg, n2, fn2 = gram_front(dp, a_acc, G_acc)
@@ -148,7 +183,7 @@ def token_chain(dp: Datapath, a_acc, G_acc, ptr) -> dict:
            "ysc_f": np.zeros(B, np.int64)}
     go = ~orth
     if np.any(go):
-        kw = kvector_work(dp, a_n[go], g_n[go], fg[go], n2[go], fn2[go])
+        kw = kvector_work(dp, a_n[go], g_n[go], fg[go], n2[go], fn2[go], p_window)
         for name in ("j", "s", "q", "p", "fp"):
             out[name][go] = kw[name]
         out["ysc_m"][go], out["ysc_f"][go] = kw["ysc"].m, kw["ysc"].f
@@ -156,10 +191,13 @@ def token_chain(dp: Datapath, a_acc, G_acc, ptr) -> dict:
 
 
 def annihilation_fixed(x, k, preset="int8", *, in_range: float | None = None, orth_policy: str | None = None,
-                       gram: str | None = None, trace: bool = True, history: bool = False) -> dict:
+                       gram: str | None = None, trace: bool = True, history: bool = False,
+                       p_window: bool = False) -> dict:
     """Run the memory in fixed point. ``x``: ``[..., T, d]`` floats. ``orth_policy``: ``"evict"``,
     ``"skip"`` or None (the preset's default, :func:`default_orth_policy`). ``gram``:
     ``"recompute"``, ``"coaccumulate"`` or None (the preset's default, :func:`default_gram`).
+    ``p_window``: clamp ``p``'s exponent to :func:`p_shift_window` (the narrow row-unit shift;
+    saturations counted as ``p``).
 
     Returns ``u_raw`` ``[..., d, k]`` (int64, ``u``'s format), ``y_raw`` ``[..., T, d]``,
     their dequantised ``u``, ``y``, the float ``omega = U Uᵀ`` of the dequantised ``U`` (a
@@ -185,6 +223,9 @@ def annihilation_fixed(x, k, preset="int8", *, in_range: float | None = None, or
         raise SpecmemInputError(f"gram: must be one of {GRAM_SCHEDULES}, got {gram!r}")
     coacc = gram == "coaccumulate"
     dp = Datapath(fmt, trace=trace)
+    if not isinstance(p_window, (bool, np.bool_)):
+        raise SpecmemInputError(f"p_window: must be True or False, got {p_window!r}")
+    window = p_shift_window(fmt, k) if p_window else None
     batch = xx.shape[:-2]
     X = dp.quantize("x", xx.reshape((-1,) + xx.shape[-2:]))
     B, T, _ = X.shape
@@ -237,7 +278,7 @@ def annihilation_fixed(x, k, preset="int8", *, in_range: float | None = None, or
             if np.any(go):
                 idx = full[go]
                 Us, Um, xs, r = Us[go], Um[go], xs[go], r[go]
-                kw = kvector_work(dp, a_n[go], g_n[go], fg[go], n2[go], fn2[go])
+                kw = kvector_work(dp, a_n[go], g_n[go], fg[go], n2[go], fn2[go], window)
                 upd[idx, t], p_fp[idx, t] = True, kw["fp"]
                 # fused row pass (r_i recomputed: the same integers): U_i += round(r_i p) + round(U_ij q); U_ij = x_i
                 U[idx] = row_update(dp, Us, Um, r, kw["p"], kw["fp"], kw["q"], kw["j"], xs)

@@ -58,3 +58,15 @@ def test_unknown_preset_is_a_usage_error_not_a_traceback(capsys):
         main(["--preset", "BAD", "--d", "16", "--k", "4"])
     assert e.value.code == 2
     assert "preset" in capsys.readouterr().err
+
+
+def test_window_effect_counts_against_a_direct_comparison():
+    from specmem.shift_range import window_effect
+
+    w = window_effect("anisotropic 1..1e-4", 16, 4, streams=3, T=40)
+    x = STREAMS["anisotropic 1..1e-4"](np.random.default_rng(1), 3, 40, 16, 4)
+    a = annihilation_fixed(x, 4, "int18", trace=False)
+    b = annihilation_fixed(x, 4, "int18", trace=False, p_window=True)
+    assert w["streams"] == 3 and w["identical"] == sum(
+        np.array_equal(a["y_raw"][i], b["y_raw"][i]) and np.array_equal(a["u_raw"][i], b["u_raw"][i]) for i in range(3))
+    assert w["outside"] == 0 and w["identical"] == 3 and w["max_u_lsb"] == 0
