@@ -43,7 +43,7 @@ def p_shift_samples(stream: str, d: int, k: int, preset: str = "int18", *, strea
         raise ValueError(f"stream: one of {sorted(STREAMS)}, got {stream!r}")
     F = formats_for("annihilation", preset, d, {"k": k, "in_range": None})
     x = STREAMS[stream](np.random.default_rng(seed), streams, T, d, k)
-    out = annihilation_fixed(x, k, preset, trace=False)
+    out = annihilation_fixed(x, k, preset, trace=False, p_window=False)
     return out["p_fp"][out["updated"]] + F["r"].frac - F["u"].frac
 
 
@@ -56,7 +56,7 @@ def window_effect(stream: str, d: int, k: int, preset: str = "int18", *, streams
     if stream not in STREAMS:
         raise ValueError(f"stream: one of {sorted(STREAMS)}, got {stream!r}")
     x = STREAMS[stream](np.random.default_rng(seed), streams, T, d, k)
-    a = annihilation_fixed(x, k, preset, trace=False)
+    a = annihilation_fixed(x, k, preset, trace=False, p_window=False)
     b = annihilation_fixed(x, k, preset, trace=False, p_window=True)
     F = a["fmt"]
     lo, hi = p_shift_window(F, k)

@@ -1,8 +1,9 @@
 """The annihilation core v2 (issue 13): one pass over ``U`` per token, ``heads`` independent
 memories interleaved on one datapath, bit-exact with
 :func:`specmem.golden.fixed.annihilation.annihilation_fixed` in the co-accumulated schedule
-(``gram="coaccumulate"``, presets ``int18`` / ``int16`` / ``int8``, orthogonal inputs evicted: the
-model's defaults for those presets), each head a batch row of the model.
+(``gram="coaccumulate"``, presets ``int18`` / ``int16`` / ``int8``, orthogonal inputs evicted,
+``p``'s exponent clamped: the model's defaults for those presets), each head a batch row of the
+model.
 
 Blocks: the states ``U`` of all heads (``H·d`` rows of ``k·w_u`` bits) in one
 :class:`~specmem.rtl.bram.RegisteredRAM` (read through its output register); the
@@ -35,6 +36,9 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigne
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from specmem.golden.fixed.annihilation import p_shift_window
+from specmem.golden.fixed.formats import formats_for
+
 from .bram import BRAM_READ_LATENCY, RegisteredRAM
 from .dsp import PipelinedMultiplier
 from .params import check_dims
@@ -55,7 +59,7 @@ class AnnihilationCoreV2(wiring.Component):
 
     Members as the v1 core's (``AnnihilationCore``): ``x_in`` (``k`` signed elements per beat,
     ``d/k`` beats a token), ``y_out`` (``k`` elements of ``y`` and ``last``), ``tokens``,
-    ``saturations`` (``U`` writes, ``ahat``, ``q``, ``t``, ``y``), ``orth_count``, ``orth_flag``,
+    ``saturations`` (``U`` writes, ``u_mul``, ``r``, ``ahat``, ``q``, ``t``, ``p``, ``y``), ``orth_count``, ``orth_flag``,
     ``count``, ``busy``.
     """
 
@@ -68,9 +72,14 @@ class AnnihilationCoreV2(wiring.Component):
             raise ValueError(f"chains: must be an integer in [1, heads = {heads}], got {chains!r}")
         self.d, self.k, self.preset, self.dsp, self.bram, self.heads = d, k, preset, dsp, bram, heads
         self.slots = heads + 2  # x_n, x_{n+H} (the head's next token) and one filling
-        self.rows = RowUnit(d, k, preset, dsp=dsp, travelling_controls=True, delays=bram)
+        # p's exponent clamped to a 16-value window (the model's default for these presets): the row
+        # unit's shift of r_i p is then 4 bits to the right, no left shifter
+        fmt = formats_for("annihilation", preset, d, {"k": k, "in_range": None})
+        self.p_window = p_shift_window(fmt, k)
+        self.rows = RowUnit(d, k, preset, dsp=dsp, travelling_controls=True, delays=bram, p_window=self.p_window)
         # the chain's products wider than one MULT18X18D (g_j beta: 36 bits) are split into 18 x 18 pieces
-        self.chain_units = [TokenChain(d, k, preset, acc_width=self.rows.acc_width, dsp=dsp, norm_lanes=norm_lanes)
+        self.chain_units = [TokenChain(d, k, preset, acc_width=self.rows.acc_width, dsp=dsp, norm_lanes=norm_lanes,
+                                       p_window=self.p_window)
                             for _ in range(chains)]
         self.chain = self.chain_units[0]
         self.uram = RegisteredRAM(heads * d, k * self.rows.wu, bram)

@@ -68,10 +68,14 @@ class RowUnit(wiring.Component):
     :class:`~specmem.rtl.delay_line.DelayLine`, which puts the long, wide data delays (``U_i`` to
     its sum, ``x_i``, ``r_i``, the travelling ``p``, ``q``, ``wsel``, ``p_shift``) in ring buffers;
     after elaboration ``ram_lines`` lists them as ``(name, width, stages)``. Same cycles, same bits.
+    ``p_window``: ``(lo, hi)``, the ``p_shift`` values a clamped ``p`` takes
+    (:func:`~specmem.golden.fixed.annihilation.p_shift_window`): the shift of ``r_i p`` is then a
+    constant one plus a right shift of ``hi - min(lo, 0)`` at most (no left shifter); shifts
+    outside the window are the caller's error.
     """
 
     def __init__(self, d: int, k: int, preset: str = "int18", *, dsp: str = "registered",
-                 travelling_controls: bool = False, delays: str = "registers"):
+                 travelling_controls: bool = False, delays: str = "registers", p_window=None):
         check_dims(d, k, divides=False)
         if delays not in DELAY_STYLES:
             raise ValueError(f"delays: must be one of {', '.join(DELAY_STYLES)}, got {delays!r}")
@@ -99,6 +103,15 @@ class RowUnit(wiring.Component):
             raise ValueError(f"preset: {preset!r} rounds Um_ij q to up to 2^{t2.bit_length() - 1}, beyond u's "
                              f"{self.wu}-bit range; the row unit's clamp of r_i p assumes it stays below")
         self.max_left = self.wt
+        # a clamped p (the model's p_window): p_shift in [lo, hi] is a constant left shift of r_i p by
+        # max(0, -lo), then a right shift of 0 .. hi + max(0, -lo) (4 bits for a 16-value window)
+        self.p_window = None if p_window is None else tuple(int(v) for v in p_window)
+        if self.p_window is not None:
+            lo, hi = self.p_window
+            if not (lo <= hi and hi - lo < 64 and hi > -self.wt):
+                raise ValueError(f"p_window: (lo, hi) with lo <= hi, hi - lo < 64, hi > -{self.wt}, got {p_window!r}")
+            self.pre_left = max(0, -lo)
+            self.max_right = hi + self.pre_left
         self.tree_levels = max(1, (k - 1).bit_length())
         L = self.mul_latency
         # the stage (advancing cycles after i_u) at which each value is registered
@@ -248,10 +261,17 @@ class RowUnit(wiring.Component):
         p_c, q_c = ctl("p", self.st_r), ctl("q", st_q)
         rp = [mul(r, p_c[l], f"mul_p{l}") for l in range(k)]
         cq = [mul(cj, q_c[l], f"mul_q{l}") for l in range(k)]
-        rsv = RoundShiftVar(k, len(rp[0]), max_left=self.max_left, rounding=rnd)
+        if self.p_window is None:
+            rsv = RoundShiftVar(k, len(rp[0]), max_left=self.max_left, rounding=rnd)
+            m.d.comb += rsv.i_shift.eq(ctl("p_shift", self.st_r + L))
+            m.d.comb += [rsv.i_data[l].eq(rp[l]) for l in range(k)]
+        else:
+            pre = self.pre_left
+            rsv = RoundShiftVar(k, len(rp[0]) + pre, max_left=0, max_right=self.max_right, rounding=rnd)
+            m.d.comb += rsv.i_shift.eq(ctl("p_shift", self.st_r + L) + pre)
+            m.d.comb += [rsv.i_data[l].eq(rp[l] << pre) for l in range(k)]
         m.submodules.rsv = rsv
-        m.d.comb += [rsv.en.eq(en), rsv.i_valid.eq(1), rsv.i_shift.eq(ctl("p_shift", self.st_r + L))]
-        m.d.comb += [rsv.i_data[l].eq(rp[l]) for l in range(k)]
+        m.d.comb += [rsv.en.eq(en), rsv.i_valid.eq(1)]
         t2 = [round_shift(m, c, self.sh_q, rnd, f"cq_r{l}") for l, c in enumerate(cq)]
         # the clamp of round(r_i p) to wt bits: its own registered input, sign-extension test and
         # mux (no count: a clamped term saturates U' the same way, and that write is what counts)

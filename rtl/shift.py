@@ -21,7 +21,8 @@ at 36 bits); this block splits it by the timing discipline of ``hardware.md``:
 
 ``o_data`` follows ``i_data`` by :attr:`RoundShiftVar.latency` (6) advancing cycles; every
 register advances while ``en`` is high. Right shifts beyond ``W + 1`` give the result of
-``W + 1`` (only the sign is left); left shifts are clamped to ``max_left`` (the caller saturates
+``W + 1`` (only the sign is left), or beyond ``max_right`` (when given: a narrower shifter for a
+caller that bounds its shifts) that of ``max_right``; left shifts are clamped to ``max_left`` (the caller saturates
 next and passes a ``max_left`` past its saturation threshold, as for ``round_shift_var``).
 """
 
@@ -48,9 +49,11 @@ class RoundShiftVar(wiring.Component):
 
     latency = 6
 
-    def __init__(self, k: int, in_width: int, *, max_left: int, shift_width: int = 8, rounding: str = "rne"):
+    def __init__(self, k: int, in_width: int, *, max_left: int, shift_width: int = 8, rounding: str = "rne",
+                 max_right: int | None = None):
         for name, v, lo in (("k", k, 1), ("in_width", in_width, 2), ("max_left", max_left, 0),
-                            ("shift_width", shift_width, 2)):
+                            ("shift_width", shift_width, 2), ("max_right", in_width + 1 if max_right is None
+                                                              else max_right, 1)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ValueError(f"{name}: must be an integer >= {lo}, got {v!r}")
         if rounding not in _ROUNDING:
@@ -59,6 +62,7 @@ class RoundShiftVar(wiring.Component):
             raise ValueError(f"max_left: a {shift_width}-bit shift reaches at most {1 << (shift_width - 1)} "
                              f"to the left, got {max_left}")
         self.k, self.in_width, self.max_left = k, in_width, max_left
+        self.max_right = in_width + 1 if max_right is None else min(max_right, in_width + 1)
         self.shift_width, self.rounding = shift_width, rounding
         self.out_width = in_width + max(max_left, 1) + 1
         super().__init__({
@@ -73,7 +77,7 @@ class RoundShiftVar(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         k, W, en = self.k, self.in_width, self.en
-        smax = W + 1
+        smax = self.max_right
         rc_max = smax >> 3
 
         reg = stage_register(m, en)

@@ -114,8 +114,11 @@ class TokenChain(wiring.Component):
     """
 
     def __init__(self, d: int, k: int, preset: str = "int18", *, acc_width: int | None = None,
-                 dsp: str = "registered", norm_lanes: int | None = None):
+                 dsp: str = "registered", norm_lanes: int | None = None, p_window=None):
         check_dims(d, k, divides=False)
+        self.p_window = None if p_window is None else tuple(int(v) for v in p_window)
+        if self.p_window is not None and not self.p_window[0] <= self.p_window[1]:
+            raise ValueError(f"p_window: (lo, hi) with lo <= hi, got {p_window!r}")
         if norm_lanes is None:
             norm_lanes = min(NORM_LANES_DEFAULT, k)
         if (isinstance(norm_lanes, bool) or not isinstance(norm_lanes, int)
@@ -148,7 +151,7 @@ class TokenChain(wiring.Component):
         self.out_layout = data.StructLayout({
             "orth": 1, "evict_j": range(k), "a_n": data.ArrayLayout(signed(self.wa), k), "j": range(k),
             "s_neg": 1, "q": data.ArrayLayout(signed(self.wq), k), "p": data.ArrayLayout(signed(self.wp), k),
-            "fp": signed(FW), "ysc_m": signed(self.P), "ysc_f": signed(FW), "sat": range(3 * k + 1),
+            "fp": signed(FW), "ysc_m": signed(self.P), "ysc_f": signed(FW), "sat": range(4 * k + 1),
         })
         self.in_layout = data.StructLayout({
             "a": data.ArrayLayout(signed(self.acc_width), k),
@@ -161,6 +164,63 @@ class TokenChain(wiring.Component):
         """Position of ``G_ln`` (``l <= n``) in the upper-triangle order of ``acc_g``."""
         l, n = min(l, n), max(l, n)
         return sum(self.k - i for i in range(l)) + (n - l)
+
+    def _p_clamp(self, m, p, fp, sat, bn_p, gp_p):
+        """``p``'s exponent clamped to ``p_window`` (the model's :func:`clamp_p_exponent`), after
+        ``p`` and ``fp`` are captured from the normaliser: returns ``ready`` (high once ``p``,
+        ``fp`` and ``sat`` are final). Inside the window (the case every measured stream is in)
+        ``ready`` is high the cycle after the capture; outside, ``p`` moves one bit per cycle
+        (right: guard and sticky bits kept, rounded half to even at the end; left: overflow
+        tracked, saturated at the end and counted into ``sat``), at most ``w_p + 3`` cycles."""
+        ready = Signal(init=1, name="p_ready")
+        if self.p_window is None:
+            return ready
+        k, F, wp = self.k, self.fmt, self.wp
+        lo, hi = self.p_window
+        base = F["u"].frac - F["r"].frac
+        f_lo, f_hi = base + lo, base + hi
+        arm = Signal(name="pc_arm")         # a captured fp outside the window: decode its shift
+        n = Signal(range(wp + 2), name="pc_n")
+        left = Signal(name="pc_left")
+        busy = Signal(name="pc_busy")
+        fin = Signal(name="pc_fin")         # the final step wrote p: add the count next
+        rb = [Signal(name=f"pc_rb{l}") for l in range(k)]
+        st = [Signal(name=f"pc_st{l}") for l in range(k)]
+        ov = [Signal(name=f"pc_ov{l}") for l in range(k)]
+        sg = [Signal(name=f"pc_sg{l}") for l in range(k)]
+        cnt = Signal(range(k + 1), name="pc_cnt")
+        m.d.sync += fin.eq(0)
+        with m.If(bn_p.o_valid & gp_p):
+            inside = (bn_p.o_frac >= f_lo) & (bn_p.o_frac <= f_hi)
+            m.d.sync += [ready.eq(inside), arm.eq(~inside)]
+        with m.If(arm):
+            r_exc = Signal(signed(FW + 1), name="pc_rexc")
+            l_exc = Signal(signed(FW + 1), name="pc_lexc")
+            m.d.comb += [r_exc.eq(fp - f_hi), l_exc.eq(f_lo - fp)]
+            m.d.sync += [arm.eq(0), busy.eq(1), left.eq(l_exc > 0),
+                         fp.eq(Mux(l_exc > 0, f_lo, f_hi)),
+                         n.eq(Mux(l_exc > 0, Mux(l_exc > wp, wp, l_exc), Mux(r_exc > wp + 1, wp + 1, r_exc)))]
+            m.d.sync += [x.eq(0) for x in rb + st + ov]
+            m.d.sync += [sg[l].eq(p[l][-1]) for l in range(k)]
+        with m.If(busy):
+            with m.If(n != 0):
+                m.d.sync += n.eq(n - 1)
+                for l in range(k):
+                    with m.If(left):
+                        m.d.sync += [ov[l].eq(ov[l] | (p[l][wp - 1] ^ p[l][wp - 2])), p[l].eq(p[l] << 1)]
+                    with m.Else():
+                        m.d.sync += [st[l].eq(st[l] | rb[l]), rb[l].eq(p[l][0]), p[l].eq(p[l] >> 1)]
+            with m.Else():
+                top, bot = (1 << (wp - 1)) - 1, -(1 << (wp - 1))
+                for l in range(k):
+                    with m.If(left):
+                        m.d.sync += p[l].eq(Mux(ov[l], Mux(sg[l], bot, top), p[l]))
+                    with m.Else():
+                        m.d.sync += p[l].eq(p[l] + (rb[l] & (st[l] | p[l][0])))
+                m.d.sync += [cnt.eq(Mux(left, sum(ov), 0)), busy.eq(0), fin.eq(1)]
+        with m.If(fin):
+            m.d.sync += [sat.eq(sat + cnt), ready.eq(1)]
+        return ready
 
     def elaborate(self, platform):
         m = Module()
@@ -248,7 +308,7 @@ class TokenChain(wiring.Component):
         s_neg = Signal()
         a_zero = Signal()
         orth = Signal()
-        sat = Signal(range(3 * k + 1))
+        sat = Signal(range(4 * k + 1))
         evict_j = Signal(range(k))
         row = Signal(range(k + 2))
         g_done, su_done, beta_wait = Signal(), Signal(), Signal()
@@ -568,6 +628,7 @@ class TokenChain(wiring.Component):
             m.d.sync += [p[l].eq(Mux(j == l, 0, bn_p.o_data[l])) for l in range(k)]
             m.d.sync += [q[l].eq(Mux(j == l, 0, q[l])) for l in range(k)]
             m.d.sync += fp.eq(bn_p.o_frac)
+        p_ready = self._p_clamp(m, p, fp, sat, bn_p, gp_p)
         with m.FSM(init="IDLE"):
             with m.State("IDLE"):
                 with m.If(self.i.valid):
@@ -643,8 +704,8 @@ class TokenChain(wiring.Component):
                     m.d.sync += wait.eq(1)
                 with m.If(bn_p.o_valid):
                     m.next = "P_WAIT"
-            with m.State("P_WAIT"):  # rsqrt(n²) may still be running
-                with m.If(ys_done):
+            with m.State("P_WAIT"):  # rsqrt(n²) may still be running; p's exponent clamp (rare)
+                with m.If(ys_done & p_ready):
                     m.next = "OUT"
             with m.State("OUT"):
                 m.d.comb += self.o.valid.eq(1)

@@ -27,7 +27,7 @@ __all__ = ["StreamModel", "AnnihilationModel", "VLAModel", "BaselineModel", "Sco
 
 #: the tensors whose saturations the annihilation core v2 counts (its manifest's
 #: ``status_saturation_tensors``): the ``U`` writes, ``Um`` (``u_mul``), ``r``, ``ahat``, ``q``, ``t`` and ``y``
-V2_SAT_TENSORS = ("u", "u_mul", "r", "ahat", "q", "t", "y")
+V2_SAT_TENSORS = ("u", "u_mul", "r", "ahat", "q", "t", "p", "y")
 
 
 def expected_saturations(sat: dict, tensors=None) -> int:

@@ -54,7 +54,7 @@ from .formats import formats_for
 from .fxtype import mul_round_shift, round_shift
 
 __all__ = ["annihilation_fixed", "row_update", "token_chain", "gram_front", "kvector_work", "default_orth_policy",
-           "default_gram", "GRAM_SCHEDULES", "p_shift_window", "clamp_p_exponent", "P_WINDOW_BITS"]
+           "default_gram", "GRAM_SCHEDULES", "p_shift_window", "clamp_p_exponent", "P_WINDOW_BITS", "default_p_window"]
 
 #: the row unit's run-time shift of ``r_i p`` in a clamped-``p`` model takes ``2**P_WINDOW_BITS`` values
 P_WINDOW_BITS = 4
@@ -67,6 +67,12 @@ def default_orth_policy(preset) -> str:
     """``skip`` for the RTL's ``legacy-*`` presets (the RTL skips and flags), else ``evict``."""
     name = getattr(preset, "name", preset)
     return "skip" if isinstance(name, str) and name.startswith("legacy-") else "evict"
+
+
+def default_p_window(preset) -> bool:
+    """True (``p``'s exponent clamped, what core v2 implements) except for the ``legacy-*`` presets."""
+    name = getattr(preset, "name", preset)
+    return not (isinstance(name, str) and name.startswith("legacy-"))
 
 
 def default_gram(preset) -> str:
@@ -156,9 +162,9 @@ def kvector_work(dp: Datapath, a_n, g_n, fg, n2, fn2, p_window=None) -> dict:
     tvec = dp.clip("t", -g_n + s[:, None] * np.asarray(term, dtype=np.int64), fg)
     rn = dp.recip(n2, fn2)
     p, fp = dp.block("p", tvec * rn.m[:, None], fg + rn.f)
+    p[b, j] = 0  # before the clamp: p_j is never used, so its saturation is not counted
     if p_window is not None:
         p, fp = clamp_p_exponent(dp, p, fp, p_window)
-    p[b, j] = 0
     q[b, j] = 0
     return {"j": j, "s": s, "q": q, "p": p, "fp": fp, "ysc": dp.rsqrt(n2, fn2)}
 
@@ -192,12 +198,12 @@ def token_chain(dp: Datapath, a_acc, G_acc, ptr, p_window=None) -> dict:
 
 def annihilation_fixed(x, k, preset="int8", *, in_range: float | None = None, orth_policy: str | None = None,
                        gram: str | None = None, trace: bool = True, history: bool = False,
-                       p_window: bool = False) -> dict:
+                       p_window: bool | None = None) -> dict:
     """Run the memory in fixed point. ``x``: ``[..., T, d]`` floats. ``orth_policy``: ``"evict"``,
     ``"skip"`` or None (the preset's default, :func:`default_orth_policy`). ``gram``:
     ``"recompute"``, ``"coaccumulate"`` or None (the preset's default, :func:`default_gram`).
     ``p_window``: clamp ``p``'s exponent to :func:`p_shift_window` (the narrow row-unit shift;
-    saturations counted as ``p``).
+    saturations counted as ``p``); None is the preset's default, :func:`default_p_window`.
 
     Returns ``u_raw`` ``[..., d, k]`` (int64, ``u``'s format), ``y_raw`` ``[..., T, d]``,
     their dequantised ``u``, ``y``, the float ``omega = U Uᵀ`` of the dequantised ``U`` (a
@@ -223,8 +229,10 @@ def annihilation_fixed(x, k, preset="int8", *, in_range: float | None = None, or
         raise SpecmemInputError(f"gram: must be one of {GRAM_SCHEDULES}, got {gram!r}")
     coacc = gram == "coaccumulate"
     dp = Datapath(fmt, trace=trace)
+    if p_window is None:
+        p_window = default_p_window(fmt.preset)
     if not isinstance(p_window, (bool, np.bool_)):
-        raise SpecmemInputError(f"p_window: must be True or False, got {p_window!r}")
+        raise SpecmemInputError(f"p_window: must be True, False or None, got {p_window!r}")
     window = p_shift_window(fmt, k) if p_window else None
     batch = xx.shape[:-2]
     X = dp.quantize("x", xx.reshape((-1,) + xx.shape[-2:]))

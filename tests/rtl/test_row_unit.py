@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from specmem.golden.fixed.annihilation import row_update
+from specmem.golden.fixed.annihilation import p_shift_window, row_update
+from specmem.golden.fixed.formats import formats_for
 from specmem.golden.fixed.datapath import Datapath
 from specmem.rtl.row_unit import RowUnit
 
@@ -30,7 +31,8 @@ def _token(rng, ru, dp, mode):
     p, q = rnd("p", (1, k)), rnd("q", (1, k))
     j = rng.randrange(k)
     p[0, j] = q[0, j] = 0
-    fp = rng.randint(F["u"].frac - F["r"].frac - 6, F["u"].frac - F["r"].frac + 40)
+    lo, hi = ru.p_window or (-6, 40)
+    fp = rng.randint(F["u"].frac - F["r"].frac + lo, F["u"].frac - F["r"].frac + hi)
     x, xn = rnd("x", (1, d)), rnd("x", (1, d))
     fu, fm = F["u"].frac, F["u_mul"].frac
     Um = dp.narrow("u_mul", U, fu)
@@ -101,12 +103,15 @@ def _run(ru, tokens, *, stall=0.0, seed=0):
     return got
 
 
-@pytest.mark.parametrize("d, k, preset, stall, delays", [
-    (8, 4, "int18", 0.0, "registers"), (12, 3, "int18", 0.3, "registers"), (8, 8, "int8", 0.2, "registers"),
-    (4, 1, "int18", 0.0, "registers"), (8, 4, "int18", 0.0, "behavioural"), (12, 3, "int18", 0.3, "behavioural")])
-def test_passes_match_the_golden_row_update(d, k, preset, stall, delays):
+@pytest.mark.parametrize("d, k, preset, stall, delays, window", [
+    (8, 4, "int18", 0.0, "registers", False), (12, 3, "int18", 0.3, "registers", False),
+    (8, 8, "int8", 0.2, "registers", False), (4, 1, "int18", 0.0, "registers", False),
+    (8, 4, "int18", 0.0, "behavioural", False), (12, 3, "int18", 0.3, "behavioural", False),
+    (8, 4, "int18", 0.2, "behavioural", True), (8, 8, "int8", 0.0, "registers", True)])
+def test_passes_match_the_golden_row_update(d, k, preset, stall, delays, window):
     rng = random.Random(d * 10 + k)
-    ru = RowUnit(d, k, preset, delays=delays)
+    F = formats_for("annihilation", preset, d, {"k": k, "in_range": None})
+    ru = RowUnit(d, k, preset, delays=delays, p_window=p_shift_window(F, k) if window else None)
     dp = Datapath(ru.fmt, trace=False)
     modes = ["full", "full", "column", "none", "full", "full"]
     tokens = [_token(rng, ru, dp, mode) for mode in modes]
@@ -239,3 +244,11 @@ def test_ram_delays_take_the_long_wide_data_delays_only():
     assert ud == (8 * ru.wu, ru.st_sum - 2)
     with pytest.raises(ValueError, match="^delays:"):
         RowUnit(8, 4, "int18", delays="srl")
+
+
+def test_window_shift_has_no_left_path_and_is_bounded():
+    ru = RowUnit(16, 4, "int18", p_window=(-4, 11))
+    assert ru.pre_left == 4 and ru.max_right == 15
+    for bad in [(3, 1), (-4, 80), (-200, -40)]:
+        with pytest.raises(ValueError, match="^p_window"):
+            RowUnit(16, 4, "int18", p_window=bad)

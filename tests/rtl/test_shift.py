@@ -62,6 +62,20 @@ def test_random_wide(k, W, ML, stall):
     assert _simulate(dut, beats, stall=stall, seed=W) == _golden(beats, "rne")
 
 
+@pytest.mark.parametrize("rounding", ["rne", "floor"])
+def test_narrow_right_shifter_exhaustive_and_clamped_to_max_right(rounding):
+    """``max_right = 15`` (the row unit's 4-bit window shift): 20-bit values across the range at
+    shifts 0 … 15 exact; shifts beyond act as 15; a 7-bit input needs no more than W + 1."""
+    assert RoundShiftVar(4, 7, max_left=0, max_right=15).max_right == 8
+    dut = RoundShiftVar(4, 20, max_left=0, max_right=15, rounding=rounding)
+    vals = list(range(-(1 << 19), 1 << 19, 4099)) + [-(1 << 19), (1 << 19) - 1, 1 << 14, 3 << 13, -(3 << 13)]
+    beats = [(1, s, vals[j:j + 4]) for s in range(0, 16) for j in range(0, len(vals) - 3, 4)]
+    assert _simulate(dut, beats) == _golden(beats, rounding)
+    over = [(1, 19, [-(1 << 19), 1 << 18, 12345, -1]), (1, 15, [-(1 << 19), 1 << 18, 12345, -1])]
+    got = _simulate(RoundShiftVar(4, 20, max_left=0, max_right=15, rounding=rounding), over)
+    assert got[0] == got[1] == _golden(over[1:], rounding)[0]
+
+
 def test_left_shift_is_clamped_to_max_left():
     """Documented clamp: shifts below -max_left act as -max_left (the caller saturates next)."""
     dut = RoundShiftVar(1, 8, max_left=4)

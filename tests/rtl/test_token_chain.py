@@ -88,7 +88,7 @@ def _run(tc, cases, *, seed=0):
 def _check(tc, cases, got):
     for n, ((a, G, ptr), o) in enumerate(zip(cases, got)):
         dp = Datapath(tc.fmt, trace=True)
-        ref = token_chain(dp, np.asarray(a)[None], np.asarray(G)[None], np.array([ptr]))
+        ref = token_chain(dp, np.asarray(a)[None], np.asarray(G)[None], np.array([ptr]), p_window=tc.p_window)
         where = f"case {n}"
         assert o["orth"] == ref["orth"][0], where
         if ref["orth"][0]:
@@ -98,7 +98,7 @@ def _check(tc, cases, got):
         assert o["j"] == ref["j"][0] and o["s_neg"] == (ref["s"][0] < 0), where
         assert o["q"] == list(ref["q"][0]) and o["p"] == list(ref["p"][0]) and o["fp"] == ref["fp"][0], where
         assert (o["ysc_m"], o["ysc_f"]) == (ref["ysc_m"][0], ref["ysc_f"][0]), where
-        assert o["sat"] == sum(dp.sat[name] for name in ("ahat", "q", "t")), where
+        assert o["sat"] == sum(dp.sat.get(name, 0) for name in ("ahat", "q", "t", "p")), where
 
 
 @pytest.mark.parametrize("preset,d,k,norm_lanes", [("int18", 16, 4, 4), ("int8", 16, 4, None),
@@ -112,6 +112,44 @@ def test_chain_matches_golden(preset, d, k, norm_lanes):
     _check(tc, cases, got)
     full = [o["cycles"] for o, (a, _, _) in zip(got, cases) if not o["orth"]]
     assert full  # most cases are full steps
+
+
+def _ill_conditioned(tc, n):
+    """Rows with singular values (1, s, 1, …) and x weighted (s², 1): the largest |p| (lowest
+    p_shift) the formats let through; s from 1/8 to 1/512."""
+    d, k, F = tc.d, tc.k, tc.fmt
+    A = X = (1 << (F["u_mul"].width - 1)) - 1
+    out = []
+    for i in range(n):
+        sc = 2.0 ** -(3 + i % 7)
+        Um = np.zeros((d, k), np.int64)
+        for l in range(k):
+            Um[l, l] = round(A * sc) if l == 1 else A
+        x = np.zeros(d, np.int64)
+        x[0], x[1] = round(X * sc * sc * 4), X
+        out.append((Um.T @ x, Um.T @ Um, 0))
+    return out
+
+
+@pytest.mark.parametrize("preset,d,k,norm_lanes,window", [
+    ("int18", 16, 4, 4, "model"), ("int18", 16, 4, 2, (3, 18)), ("int18", 16, 4, None, (-10, 5)),
+    ("int8", 16, 4, None, (-1, 14)), ("int8", 16, 4, 1, (-20, -5)), ("int16", 12, 3, 2, (1, 16))])
+def test_windowed_chain_clamps_like_the_model(preset, d, k, norm_lanes, window):
+    """``p_window``: inside it nothing changes; the narrow windows here force clamps both ways
+    (left with saturation on the ill-conditioned cases, right with rounding on the usual ones)."""
+    from specmem.golden.fixed.annihilation import p_shift_window
+
+    F = TokenChain(d, k, preset).fmt
+    win = p_shift_window(F, k) if window == "model" else window
+    tc = TokenChain(d, k, preset, norm_lanes=norm_lanes, p_window=win)
+    cases = _from_runs(tc, 1, 6) + _random_grams(tc, 2, 10) + _ill_conditioned(tc, 7) + _edge_cases(tc)
+    got = _run(tc, cases, seed=5)
+    _check(tc, cases, got)
+    off = F["r"].frac - F["u"].frac
+    shifts = [o["fp"] + off for o in got if not o["orth"]]
+    assert all(win[0] <= v <= win[1] for v in shifts)
+    if window != "model":   # the clamps were exercised: some results sit on the window's edges
+        assert win[0] in shifts or win[1] in shifts
 
 
 def test_chain_rejects_bad_generics():
