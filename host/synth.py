@@ -202,13 +202,19 @@ def _pnr_summary(prog: dict) -> str:
     return f"stopped while {where}; after packing: " + ", ".join(parts) if parts else f"stopped while {where}"
 
 
-def nextpnr_ecp5_args(target_mhz: float, seed: int) -> list[str]:
+NEXTPNR_ROUTERS = ("router1", "router2")
+
+
+def nextpnr_ecp5_args(target_mhz: float, seed: int, router: str = "router1") -> list[str]:
     """nextpnr-ecp5's arguments for :data:`DEVICE`: ``ecp5_netlist.json`` in, ``ecp5_report.json``
-    and ``nextpnr.log`` out, in the work folder."""
+    and ``nextpnr.log`` out, in the work folder. ``router``: nextpnr's default ``router1``, or
+    ``router2`` (negotiated congestion: the one that converges on designs the size of a core)."""
+    if router not in NEXTPNR_ROUTERS:
+        raise ValueError(f"router: must be one of {', '.join(NEXTPNR_ROUTERS)}, got {router!r}")
     return [DEVICE["nextpnr_flag"], "--package", DEVICE["package"], "--speed", str(DEVICE["speed"]),
             "--json", "ecp5_netlist.json", "--freq", f"{target_mhz:g}", "--seed", str(seed),
             "--report", "ecp5_report.json", "--lpf-allow-unconstrained", "--timing-allow-fail",
-            "-q", "-l", "nextpnr.log"]
+            "--router", router, "-q", "-l", "nextpnr.log"]
 
 
 def shell_verilog(core_top: str, ports: list[dict]) -> tuple[str, dict]:

@@ -6,7 +6,7 @@ resources: the same tools, device and I/O shell as ``specmem synth``'s cores.
     python -m specmem.synth_block saturate --k 8 --in-width 36 --out-width 18
     python -m specmem.synth_block round_shift --k 8 --in-width 36 --max-left 24
     python -m specmem.synth_block delay_line --style ecp5 --width 36 --n-stages 24
-    python -m specmem.synth_block row_unit --d 64 --k 8 --preset int18 --dsp ecp5 --delays ecp5 --travelling
+    python -m specmem.synth_block row_unit --d 64 --k 8 --preset int18 --dsp ecp5 --delays ecp5 --travelling --p-window
     python -m specmem.synth_block token_chain --d 64 --k 8 --preset int18
     python -m specmem.synth_block core_v2 --d 64 --k 8 --preset int18 --dsp ecp5 --style ecp5
 
@@ -64,10 +64,13 @@ def _round_shift(k=8, in_width=36, max_left=24):
     return RoundShiftVar(k, in_width, max_left=max_left), f"round_shift_k{k}_w{in_width}_l{max_left}"
 
 
-def _row_unit(d=64, k=8, preset="int18", dsp="registered", delays="registers", travelling=False):
+def _row_unit(d=64, k=8, preset="int18", dsp="registered", delays="registers", travelling=False, p_window=False):
+    from specmem.golden.fixed.annihilation import p_shift_window
+    from specmem.golden.fixed.formats import formats_for
     from specmem.rtl.row_unit import RowUnit
-    tag = ("" if delays == "registers" else f"_dl{delays}") + ("_tc" if travelling else "")
-    return (RowUnit(d, k, preset, dsp=dsp, delays=delays, travelling_controls=travelling),
+    tag = ("" if delays == "registers" else f"_dl{delays}") + ("_tc" if travelling else "") + ("_pw" if p_window else "")
+    win = p_shift_window(formats_for("annihilation", preset, d, {"k": k, "in_range": None}), k) if p_window else None
+    return (RowUnit(d, k, preset, dsp=dsp, delays=delays, travelling_controls=travelling, p_window=win),
             f"row_unit_d{d}_k{k}_{preset}_{dsp}{tag}")
 
 
@@ -89,7 +92,7 @@ BLOCKS = {"bram": _bram, "delay_line": _delay_line, "block_norm": _block_norm, "
 
 
 def synth_block(component, name: str, out_dir="build/synth/blocks", *, target_mhz: float = 250.0,
-                seed: int = 1, progress=None) -> dict:
+                seed: int = 1, progress=None, router: str = "router1") -> dict:
     """Synthesise ``component`` as module ``name`` in the shell, place and route; returns the record
     (also written to ``<out_dir>/<name>/result.json``). ``progress``: a log callable for the
     stage lines (default none; a terminal still sees heartbeat lines, :mod:`specmem.progress`)."""
@@ -119,13 +122,13 @@ def synth_block(component, name: str, out_dir="build/synth/blocks", *, target_mh
     core, shell_cells = cells.get(name, {}), cells.get(SHELL_TOP, {})
     with stage(f"{name}: nextpnr-ecp5 (target {target_mhz:g} MHz)", progress,
                status=lambda: _pnr_status(work / "nextpnr.log")):
-        _run_tool("nextpnr-ecp5", nextpnr_ecp5_args(target_mhz, seed), work, log="nextpnr.out")
+        _run_tool("nextpnr-ecp5", nextpnr_ecp5_args(target_mhz, seed, router), work, log="nextpnr.out")
     report = json.loads((work / "ecp5_report.json").read_text())
     fmax = min(v["achieved"] for v in report["fmax"].values())
     used = {b: v["used"] for b, v in report["utilization"].items() if v["used"]}
     cp = _main_clock_path(report)
     res = {"block": name, "device": {k: v for k, v in DEVICE.items() if k != "nextpnr_flag"},
-           "target_mhz": target_mhz, "seed": seed, "fmax_mhz": round(fmax, 2),
+           "target_mhz": target_mhz, "seed": seed, "router": router, "fmax_mhz": round(fmax, 2),
            "luts": used.get("TRELLIS_COMB", 0) - shell_cells.get("LUT4", 0),
            "ffs": used.get("TRELLIS_FF", 0) - shell_cells.get("TRELLIS_FF", 0),
            "dsp": used.get("MULT18X18D", 0), "ebr": used.get("DP16KD", 0),
@@ -156,6 +159,7 @@ def main(argv=None) -> int:
     p.add_argument("--n-stages", type=int, default=24, help="delay_line: stages (default 24; bits: --width, "
                    "style: --style)")
     p.add_argument("--travelling", action="store_true", help="row_unit: travelling controls, as in core_v2")
+    p.add_argument("--p-window", action="store_true", help="row_unit: the clamped p's narrow shift, as in core_v2")
     p.add_argument("--heads", type=int, default=1, help="core_v2: memories interleaved (default 1)")
     p.add_argument("--chains", type=int, default=1, help="core_v2: token chains, 1 .. heads (default 1)")
     p.add_argument("--norm-lanes", type=int, default=None, help="token_chain, core_v2: lanes of the chain's units "
@@ -165,6 +169,9 @@ def main(argv=None) -> int:
                    "lanes: --k, input bits: --in-width)")
     p.add_argument("--out-width", type=int, default=18, help="saturate output bits (default 18; input: --in-width)")
     p.add_argument("--target-mhz", type=float, default=250.0, help="nextpnr target (default 250)")
+    p.add_argument("--router", default="router1", choices=("router1", "router2"),
+                   help="nextpnr router (default router1; router2 for a whole core)")
+    p.add_argument("--seed", type=int, default=1, help="nextpnr placement seed (default 1)")
     p.add_argument("--out", default="build/synth/blocks", help="work folder (default build/synth/blocks)")
     a = p.parse_args(argv)
     try:
@@ -177,7 +184,7 @@ def main(argv=None) -> int:
         elif a.block == "saturate":
             comp, name = _saturate(a.k, a.in_width, a.out_width)
         elif a.block == "row_unit":
-            comp, name = _row_unit(a.d, a.k, a.preset, a.dsp, a.delays, a.travelling)
+            comp, name = _row_unit(a.d, a.k, a.preset, a.dsp, a.delays, a.travelling, a.p_window)
         elif a.block == "token_chain":
             comp, name = _token_chain(a.d, a.k, a.preset, a.dsp, a.norm_lanes)
         elif a.block == "core_v2":
@@ -188,7 +195,7 @@ def main(argv=None) -> int:
             comp, name = _block_norm(a.n, a.in_width, a.M, a.norm_lanes)
     except ValueError as exc:
         p.error(str(exc))
-    res = synth_block(comp, name, a.out, target_mhz=a.target_mhz,
+    res = synth_block(comp, name, a.out, target_mhz=a.target_mhz, seed=a.seed, router=a.router,
                       progress=lambda msg: print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True))
     cp = res["critical_path"] or {}
     print(f"{name}: fmax {res['fmax_mhz']} MHz, {res['luts']} LUT, {res['ffs']} FF, {res['dsp']} DSP, "

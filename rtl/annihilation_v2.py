@@ -76,10 +76,12 @@ class AnnihilationCoreV2(wiring.Component):
         # unit's shift of r_i p is then 4 bits to the right, no left shifter
         fmt = formats_for("annihilation", preset, d, {"k": k, "in_range": None})
         self.p_window = p_shift_window(fmt, k)
-        self.rows = RowUnit(d, k, preset, dsp=dsp, travelling_controls=True, delays=bram, p_window=self.p_window)
+        self.rows = RowUnit(d, k, preset, dsp=dsp, travelling_controls=True, delays=bram, p_window=self.p_window,
+                            snapshot=False)   # the per-head banks below are the snapshots
         # the chain's products wider than one MULT18X18D (g_j beta: 36 bits) are split into 18 x 18 pieces
+        # one head: the chain reads the head's snapshot bank in place (it holds while the chain runs)
         self.chain_units = [TokenChain(d, k, preset, acc_width=self.rows.acc_width, dsp=dsp, norm_lanes=norm_lanes,
-                                       p_window=self.p_window)
+                                       p_window=self.p_window, latch_inputs=heads > 1)
                             for _ in range(chains)]
         self.chain = self.chain_units[0]
         self.uram = RegisteredRAM(heads * d, k * self.rows.wu, bram)
@@ -204,8 +206,9 @@ class AnnihilationCoreV2(wiring.Component):
                         m.d.comb += unit.i.valid.eq(1)
                         for h in range(H):
                             with m.If(chead == h):
-                                m.d.comb += [unit.i.payload.a[l].eq(snap_a[h][l]) for l in range(k)]
-                                m.d.comb += [unit.i.payload.g[n].eq(snap_g[h][n]) for n in range(ru.n_gram)]
+                                if H > 1:
+                                    m.d.comb += [unit.i.payload.a[l].eq(snap_a[h][l]) for l in range(k)]
+                                    m.d.comb += [unit.i.payload.g[n].eq(snap_g[h][n]) for n in range(ru.n_gram)]
                                 m.d.comb += unit.i.payload.ptr.eq(ptr[h])
                         m.d.sync += [chain_head[c].eq(chead), A(inflight)[chead].eq(1)]
                         m.next = "NEXT"
@@ -216,6 +219,10 @@ class AnnihilationCoreV2(wiring.Component):
             with m.State("NEXT"):  # the next token (a launched chain fills its mailbox when it ends)
                 m.d.sync += [cslot.eq(nxt_slot(cslot)), chead.eq(Mux(chead == H - 1, 0, chead + 1))]
                 m.next = "WAIT"
+
+        if H == 1:   # the chain reads the snapshot in place: it holds from LAUNCH until the result
+            m.d.comb += [tc.i.payload.a[l].eq(snap_a[0][l]) for l in range(k)]
+            m.d.comb += [tc.i.payload.g[n].eq(snap_g[0][n]) for n in range(ru.n_gram)]
 
         # chain results, one per cycle (the first unit with one): the head's mailbox, pointer and counts
         done_any = Const(0)
@@ -326,11 +333,16 @@ class AnnihilationCoreV2(wiring.Component):
         m.d.comb += acc_head.eq(A(q_head)[q_acc])
         q_push = Signal()
         m.d.comb += q_push.eq(set_pending != 0)
+        # the row unit's sums half by half (low half one cycle before the high half; q_acc, so
+        # acc_head, holds until acc_done)
+        hs = ru.acc_split
+        for we, sl in ((ru.acc_lo_we, slice(0, hs)), (ru.acc_hi_we, slice(hs, ru.acc_width))):
+            with m.If(we):
+                for h in range(H):
+                    with m.If(acc_head == h):
+                        m.d.sync += [snap_a[h][l][sl].eq(ru.acc_a[l][sl]) for l in range(k)]
+                        m.d.sync += [snap_g[h][n][sl].eq(ru.acc_g[n][sl]) for n in range(ru.n_gram)]
         with m.If(ru.acc_done):
-            for h in range(H):
-                with m.If(acc_head == h):
-                    m.d.sync += [snap_a[h][l].eq(ru.acc_a[l]) for l in range(k)]
-                    m.d.sync += [snap_g[h][n].eq(ru.acc_g[n]) for n in range(ru.n_gram)]
             m.d.comb += clr_pending.eq(1 << acc_head)
             m.d.sync += q_acc.eq(Mux(q_acc == DQ - 1, 0, q_acc + 1))
         m.d.sync += q_count.eq(q_count + q_push - ru.acc_done)

@@ -64,6 +64,11 @@ class RowUnit(wiring.Component):
     ``travelling_controls`` ``acc_a``/``acc_g`` are snapshots taken at each ``i_last`` row, held
     until the next (the running sums go on with the next pass).
 
+    ``snapshot=False`` (with travelling controls) leaves the snapshot to the caller, who keeps one
+    per memory anyway: ``acc_a``/``acc_g`` then show the sums' next values, whose low
+    ``acc_split`` bits are final in the cycle ``acc_lo_we`` is high and whose high bits are final
+    in the cycle ``acc_hi_we`` is (the next advancing one); ``acc_done`` follows as before.
+
     ``delays``: ``registers`` (every delay in flip-flops: the reference) or a block-RAM style of
     :class:`~specmem.rtl.delay_line.DelayLine`, which puts the long, wide data delays (``U_i`` to
     its sum, ``x_i``, ``r_i``, the travelling ``p``, ``q``, ``wsel``, ``p_shift``) in ring buffers;
@@ -75,12 +80,14 @@ class RowUnit(wiring.Component):
     """
 
     def __init__(self, d: int, k: int, preset: str = "int18", *, dsp: str = "registered",
-                 travelling_controls: bool = False, delays: str = "registers", p_window=None):
+                 travelling_controls: bool = False, delays: str = "registers", p_window=None,
+                 snapshot: bool = True):
         check_dims(d, k, divides=False)
         if delays not in DELAY_STYLES:
             raise ValueError(f"delays: must be one of {', '.join(DELAY_STYLES)}, got {delays!r}")
         self.d, self.k, self.preset, self.delays = d, k, preset, delays
         self.travelling_controls = bool(travelling_controls)
+        self.snapshot = bool(snapshot) or not self.travelling_controls
         self.ram_lines = []   # (name, width, n) of each delay line put in block RAM
         self.fmt = F = formats_for("annihilation", preset, d, {"k": k, "in_range": None})
         self.mul_latency = check_dsp(dsp, 18, 18)
@@ -123,7 +130,10 @@ class RowUnit(wiring.Component):
         self.n_gram = k * (k + 1) // 2
         wacc = 2 * 18 + max(1, d.bit_length()) + 1
         self.acc_width = wacc
+        self.acc_split = wacc // 2   # the accumulators' low half: bits [0, acc_split)
+        strobes = {} if self.snapshot else {"acc_lo_we": Out(1), "acc_hi_we": Out(1)}
         super().__init__({
+            **strobes,
             "en": In(1),
             "a": In(data.ArrayLayout(signed(self.wa), k)),
             "p": In(data.ArrayLayout(signed(self.wp), k)),
@@ -324,6 +334,8 @@ class RowUnit(wiring.Component):
         with m.If(en):
             m.d.sync += done.eq(l_hi & v_hi)
         m.d.comb += self.acc_done.eq(done & en)
+        if not self.snapshot:
+            m.d.comb += [self.acc_lo_we.eq(en & vacc & lastd), self.acc_hi_we.eq(en & v_hi & l_hi)]
         for dst, ps, tag in ((self.acc_a, pa, "a"), (self.acc_g, pg, "g")):
             for i, pr in enumerate(ps):
                 prr = reg(pr, signed(self.acc_width), f"acc_p{tag}{i}")  # sign-extended to the sum's width
@@ -340,6 +352,9 @@ class RowUnit(wiring.Component):
                     m.d.sync += hi.eq(hi_new)
                 if not self.travelling_controls:
                     m.d.comb += dst[i].eq(Cat(lo, hi).as_signed())
+                    continue
+                if not self.snapshot:   # the caller takes the halves (one bank per memory)
+                    m.d.comb += dst[i].eq(Cat(lo_sum[:h], hi_new).as_signed())
                     continue
                 # passes back to back: the low half of the next pass's first row lands one cycle
                 # before the high half of this pass's last row, so the sums are snapshot half by half

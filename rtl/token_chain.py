@@ -111,11 +111,16 @@ class TokenChain(wiring.Component):
     Members: ``i`` (stream: ``a[k]``, ``g[k(k+1)/2]`` of ``acc_width`` bits, ``ptr``) and ``o``
     (stream: ``orth``, ``evict_j``, ``a_n[k]``, ``j``, ``s_neg``, ``q[k]``, ``p[k]``, ``fp``,
     ``ysc_m``, ``ysc_f``, ``sat``). ``acc_width`` defaults to the row unit's accumulator width.
+    ``latch_inputs=False``: ``a`` and ``g`` are read from the input payload, which the caller holds
+    from the transfer until the result is taken (the core at one head: its snapshot bank, so the
+    chain keeps no copy); ``p_window``: ``p``'s exponent clamp (:meth:`_p_clamp`).
     """
 
     def __init__(self, d: int, k: int, preset: str = "int18", *, acc_width: int | None = None,
-                 dsp: str = "registered", norm_lanes: int | None = None, p_window=None):
+                 dsp: str = "registered", norm_lanes: int | None = None, p_window=None,
+                 latch_inputs: bool = True):
         check_dims(d, k, divides=False)
+        self.latch_inputs = bool(latch_inputs)
         self.p_window = None if p_window is None else tuple(int(v) for v in p_window)
         if self.p_window is not None and not self.p_window[0] <= self.p_window[1]:
             raise ValueError(f"p_window: (lo, hi) with lo <= hi, got {p_window!r}")
@@ -606,10 +611,15 @@ class TokenChain(wiring.Component):
         # so that no wide register's enable is decoded from the state
         in_idle = Signal(init=1)        # the FSM is in IDLE
         m.d.comb += self.i.ready.eq(in_idle)
+        pl = self.i.payload
+        if self.latch_inputs:
+            with m.If(in_idle & self.i.valid):
+                m.d.sync += [a_acc[l].eq(pl.a[l]) for l in range(k)]
+                m.d.sync += [G[l][n].eq(pl.g[self.gram_index(l, n)]) for l in range(k) for n in range(k)]
+        else:  # the caller holds them from the transfer until the result is taken
+            m.d.comb += [a_acc[l].eq(pl.a[l]) for l in range(k)]
+            m.d.comb += [G[l][n].eq(pl.g[self.gram_index(l, n)]) for l in range(k) for n in range(k)]
         with m.If(in_idle & self.i.valid):
-            pl = self.i.payload
-            m.d.sync += [a_acc[l].eq(pl.a[l]) for l in range(k)]
-            m.d.sync += [G[l][n].eq(pl.g[self.gram_index(l, n)]) for l in range(k) for n in range(k)]
             m.d.sync += ptr.eq(pl.ptr)
         with m.If(bn_a.o_valid):
             m.d.sync += [a_n[l].eq(bn_a.o_data[l]) for l in range(k)]

@@ -131,17 +131,17 @@ def _ill_conditioned(tc, n):
     return out
 
 
-@pytest.mark.parametrize("preset,d,k,norm_lanes,window", [
-    ("int18", 16, 4, 4, "model"), ("int18", 16, 4, 2, (3, 18)), ("int18", 16, 4, None, (-10, 5)),
-    ("int8", 16, 4, None, (-1, 14)), ("int8", 16, 4, 1, (-20, -5)), ("int16", 12, 3, 2, (1, 16))])
-def test_windowed_chain_clamps_like_the_model(preset, d, k, norm_lanes, window):
+@pytest.mark.parametrize("preset,d,k,norm_lanes,window,latch", [
+    ("int18", 16, 4, 4, "model", True), ("int18", 16, 4, 2, (3, 18), True), ("int18", 16, 4, None, (-10, 5), False),
+    ("int8", 16, 4, None, (-1, 14), True), ("int8", 16, 4, 1, (-20, -5), False), ("int16", 12, 3, 2, (1, 16), True)])
+def test_windowed_chain_clamps_like_the_model(preset, d, k, norm_lanes, window, latch):
     """``p_window``: inside it nothing changes; the narrow windows here force clamps both ways
     (left with saturation on the ill-conditioned cases, right with rounding on the usual ones)."""
     from specmem.golden.fixed.annihilation import p_shift_window
 
     F = TokenChain(d, k, preset).fmt
     win = p_shift_window(F, k) if window == "model" else window
-    tc = TokenChain(d, k, preset, norm_lanes=norm_lanes, p_window=win)
+    tc = TokenChain(d, k, preset, norm_lanes=norm_lanes, p_window=win, latch_inputs=latch)  # held by _run
     cases = _from_runs(tc, 1, 6) + _random_grams(tc, 2, 10) + _ill_conditioned(tc, 7) + _edge_cases(tc)
     got = _run(tc, cases, seed=5)
     _check(tc, cases, got)

@@ -36,3 +36,13 @@ def test_core_v2_and_chain_blocks_are_registered():
     core, name = BLOCKS["core_v2"](16, 4, "int18", "ecp5", "behavioural")
     assert name == "core_v2_d16_k4_int18_ecp5_behavioural" and core.rows.dsp == "ecp5" and core.bram == "behavioural"
     assert all(unit.dsp == "ecp5" for unit in core.chain_units)  # the chain's pieces are MULT18X18D too
+
+
+def test_router_choice_reaches_nextpnr_and_is_checked():
+    from specmem.synth import nextpnr_ecp5_args
+
+    args = nextpnr_ecp5_args(200, 3, "router2")
+    assert args[args.index("--router") + 1] == "router2" and args[args.index("--seed") + 1] == "3"
+    assert "router1" in nextpnr_ecp5_args(200, 1)
+    with pytest.raises(ValueError, match="^router"):
+        nextpnr_ecp5_args(200, 1, "router3")
