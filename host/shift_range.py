@@ -52,7 +52,8 @@ def window_effect(stream: str, d: int, k: int, preset: str = "int18", *, streams
     """The clamped model against the unclamped one on the streams of :func:`p_shift_samples`:
     ``outside`` (updates whose unclamped shift leaves the window), ``p_sat`` (the clamped model's
     ``p`` saturations), ``identical`` (streams whose ``y`` and final ``U`` agree bit for bit),
-    ``streams``, ``max_u_lsb`` (the largest final-state difference, in ``u`` LSBs)."""
+    ``streams``, ``max_u_lsb`` (the largest final-state difference, in ``u`` LSBs), ``samples`` (the
+    unclamped model's shifts, as :func:`p_shift_samples` returns them)."""
     if stream not in STREAMS:
         raise ValueError(f"stream: one of {sorted(STREAMS)}, got {stream!r}")
     x = STREAMS[stream](np.random.default_rng(seed), streams, T, d, k)
@@ -64,7 +65,7 @@ def window_effect(stream: str, d: int, k: int, preset: str = "int18", *, streams
     same = np.all(a["y_raw"] == b["y_raw"], axis=(-2, -1)) & np.all(a["u_raw"] == b["u_raw"], axis=(-2, -1))
     return {"window": (lo, hi), "outside": int(np.sum((ps < lo) | (ps > hi))), "p_sat": int(b["sat"].get("p", 0)),
             "identical": int(same.sum()), "streams": streams,
-            "max_u_lsb": int(np.max(np.abs(a["u_raw"] - b["u_raw"])))}
+            "max_u_lsb": int(np.max(np.abs(a["u_raw"] - b["u_raw"]))), "samples": ps}
 
 
 def covered_range(d: int, k: int, preset: str = "int18") -> tuple[int, int]:
@@ -97,11 +98,11 @@ def main(argv=None) -> int:
     print(f"{'stream':22s} {'updates':>8s} {'min':>4s} {'p0.1':>5s} {'median':>6s} {'max':>4s} "
           f"{'outside':>8s} {'p sat':>6s} {'identical':>10s}")
     for name in STREAMS:
-        s = p_shift_samples(name, a.d, a.k, a.preset, streams=a.streams, T=a.T, seed=a.seed)
+        w = window_effect(name, a.d, a.k, a.preset, streams=a.streams, T=a.T, seed=a.seed)
+        s = w["samples"]
         if s.size == 0:
             print(f"{name:22s} {0:8d}  (no updating tokens)")
             continue
-        w = window_effect(name, a.d, a.k, a.preset, streams=a.streams, T=a.T, seed=a.seed)
         print(f"{name:22s} {s.size:8d} {s.min():4d} {np.percentile(s, 0.1):5.0f} {np.median(s):6.0f} {s.max():4d} "
               f"{w['outside']:8d} {w['p_sat']:6d} {w['identical']:>4d} of {w['streams']:<3d}"
               + (f" (max |dU| {w['max_u_lsb']} LSB)" if w["identical"] < w["streams"] else ""), flush=True)

@@ -142,7 +142,8 @@ def synth_block(component, name: str, out_dir="build/synth/blocks", *, target_mh
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m specmem.synth_block", description=__doc__.split("\n\n")[0])
     p.add_argument("block", choices=sorted(BLOCKS))
-    p.add_argument("--style", default="ecp5", help="bram and core_v2's U RAM: ecp5 or behavioural (default ecp5)")
+    p.add_argument("--style", default="ecp5", help="bram, delay_line and core_v2's RAMs: ecp5 or behavioural; "
+                   "delay_line also registers (default ecp5)")
     p.add_argument("--depth", type=int, default=128, help="bram words (default 128)")
     p.add_argument("--width", type=int, default=18, help="bram word bits (default 18)")
     p.add_argument("--n", type=int, default=8, help="block_norm lanes (default 8)")
@@ -178,7 +179,7 @@ def main(argv=None) -> int:
         if a.block == "bram":
             comp, name = _bram(a.depth, a.width, a.style)
         elif a.block == "delay_line":
-            comp, name = _delay_line(a.width, a.n_stages, a.delays if a.delays != "registers" else a.style)
+            comp, name = _delay_line(a.width, a.n_stages, a.style)
         elif a.block == "lane_control":
             comp, name = _lane_control(a.k)
         elif a.block == "saturate":

@@ -1,9 +1,9 @@
 """A delay of ``n`` advancing cycles for a wide data word: either ``n`` stage registers (the plain
 reference) or a ring buffer in block RAM read through its output register
 (:class:`~specmem.rtl.bram.RegisteredRAM`), which moves ``n · width`` flip-flops into
-``ceil(width / 18)`` ``DP16KD`` (with ``fabric_out``, the last stage is a fabric register, so
-the RAM's clock-to-out and its route get a cycle of their own) (``hardware.md``: the whole annihilation core v2 is bound by
-flip-flops, most of them delay lines).
+``ceil(width / 18)`` ``DP16KD``: the whole annihilation core v2 was bound by flip-flops, most of
+them delay lines. With ``fabric_out`` the last stage is a fabric register, so the RAM's
+clock-to-out and its route get a cycle of their own.
 
 Both behave as a shift register whose every stage loads while ``en`` is high: ``o`` shows the
 ``i`` sampled ``n`` advancing cycles ago and holds while ``en`` is low. The ring buffer writes ``i``
@@ -30,7 +30,8 @@ MIN_RAM_DELAY = BRAM_READ_LATENCY + 1
 
 class DelayLine(wiring.Component):
     """``o`` is ``i`` delayed by ``n`` advancing cycles (``en`` high); ``style`` one of
-    :data:`DELAY_STYLES`; ``fabric_out``: the last of the ``n`` stages a fabric register (RAM styles). Members: ``en: In(1)``, ``i: In(width)``, ``o: Out(width)``."""
+    :data:`DELAY_STYLES`; ``fabric_out``: the last of the ``n`` stages a fabric register (RAM
+    styles). Members: ``en: In(1)``, ``i: In(width)``, ``o: Out(width)``."""
 
     def __init__(self, width: int, n: int, style: str = "registers", *, fabric_out: bool = False):
         for name, v, lo in (("width", width, 1), ("n", n, 1)):

@@ -70,3 +70,4 @@ def test_window_effect_counts_against_a_direct_comparison():
     assert w["streams"] == 3 and w["identical"] == sum(
         np.array_equal(a["y_raw"][i], b["y_raw"][i]) and np.array_equal(a["u_raw"][i], b["u_raw"][i]) for i in range(3))
     assert w["outside"] == 0 and w["identical"] == 3 and w["max_u_lsb"] == 0
+    assert np.array_equal(w["samples"], p_shift_samples("anisotropic 1..1e-4", 16, 4, streams=3, T=40))

@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """``rtl/delay_line.py``: every style is a shift register of ``n`` stages that load while ``en`` is
 high, checked in Amaranth's simulator against a Python list of the samples taken in advancing
 cycles, under random stalls; the ring buffer never reads the word it writes; generics checked."""
