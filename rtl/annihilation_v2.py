@@ -262,9 +262,12 @@ class AnnihilationCoreV2(wiring.Component):
         p_a = Signal(data.ArrayLayout(signed(ru.wa), k))
         p_p, p_q = Signal(data.ArrayLayout(signed(ru.wp), k)), Signal(data.ArrayLayout(signed(ru.wq), k))
         p_psh = Signal(signed(8))
-        reserved = Signal(range(DEPTH + B + 1))
-        res_add, res_sub = Signal(), Signal()
-        m.d.sync += reserved.eq(reserved + Mux(res_add, B, 0) - res_sub)
+        # the output FIFO's free entries not reserved by passes in flight (DEPTH - level - reserved), kept as
+        # a register so that the issue decision does not wait on the FIFO's level: a pass reserves its
+        # B beats at issue, a beat's write uses its reservation, a read frees an entry
+        free = Signal(range(DEPTH + 1), init=DEPTH)
+        res_add = Signal()
+        m.d.sync += free.eq(free - Mux(res_add, B, 0) + (yfifo.r_en & yfifo.r_rdy))
         writes = (p_mode == _WARM) | (p_mode == _EVICT) | (p_mode == _FULL)
         m.d.comb += [ru.a.eq(p_a), ru.p.eq(p_p), ru.q.eq(p_q), ru.p_shift.eq(p_psh),
                      ru.upd.eq(p_mode == _FULL), ru.cnt.eq((p_mode == _FULL) | (p_mode == _EVICT)),
@@ -272,7 +275,7 @@ class AnnihilationCoreV2(wiring.Component):
         d_mode = Signal(3)
         m.d.comb += d_mode.eq(A(c_mode)[dhead])
         room = Signal()
-        m.d.comb += room.eq(yfifo.level + reserved + B <= DEPTH)
+        m.d.comb += room.eq(free >= B)
         gap = Signal(range(BRAM_READ_LATENCY + 2))
         with m.FSM(init="CLEAR", name="dispatcher") as fsm:
             with m.State("CLEAR"):  # U <- 0 after reset
@@ -283,11 +286,13 @@ class AnnihilationCoreV2(wiring.Component):
                     m.next = "IDLE"
             with m.State("IDLE"):
                 apass = d_mode == _APASS
+                # the pass's controls follow the head's mailbox while idle and hold from the issue on
+                # (their enable is the state, not the issue decision: hundreds of flip-flops)
+                m.d.sync += [p_mode.eq(d_mode), p_wsel.eq(A(c_wsel)[dhead]), p_a.eq(A(c_a)[dhead]),
+                             p_p.eq(A(c_p)[dhead]), p_q.eq(A(c_q)[dhead]), p_psh.eq(A(c_psh)[dhead])]
                 with m.If(A(ready)[dhead] & full.bit_select(dslot, 1) & (apass | room) & (q_count < DQ)):
                     m.d.comb += [clr_ready.eq(1 << dhead), set_pending.eq(1 << dhead)]
-                    m.d.sync += [p_mode.eq(d_mode), p_wsel.eq(A(c_wsel)[dhead]), p_a.eq(A(c_a)[dhead]),
-                                 p_p.eq(A(c_p)[dhead]), p_q.eq(A(c_q)[dhead]), p_psh.eq(A(c_psh)[dhead]),
-                                 row.eq(0), base.eq(dhead * d), x_slot.eq(dslot)]
+                    m.d.sync += [row.eq(0), base.eq(dhead * d), x_slot.eq(dslot)]
                     # the descriptor
                     for i in range(DQ):
                         with m.If(q_wr == i):
@@ -397,8 +402,7 @@ class AnnihilationCoreV2(wiring.Component):
                     m.d.sync += ybuf[l].eq(yq)
             with m.If(ylane == k - 1):
                 m.d.sync += ybeat.eq(Mux(ybeat == B - 1, 0, ybeat + 1))
-        m.d.comb += [yfifo.w_en.eq(yv3 & (ylane == k - 1)), yfifo.w_data.eq(Cat(*ybuf, yq, ybeat == B - 1)),
-                     res_sub.eq(yv3 & (ylane == k - 1))]
+        m.d.comb += [yfifo.w_en.eq(yv3 & (ylane == k - 1)), yfifo.w_data.eq(Cat(*ybuf, yq, ybeat == B - 1))]
         m.d.comb += [self.y_out.valid.eq(yfifo.r_rdy), yfifo.r_en.eq(self.y_out.ready),
                      self.y_out.payload.eq(yfifo.r_data)]
         m.d.comb += self.busy.eq(~fsm.ongoing("IDLE") | (full != 0) | (q_count != 0) | (y_inflight != 0) |
