@@ -253,6 +253,9 @@ class AnnihilationCoreV2(wiring.Component):
         q_ysf = [Signal(signed(12), name=f"dq_ysf{i}") for i in range(DQ)]
         q_wr, q_out, q_acc = Signal(range(DQ)), Signal(range(DQ)), Signal(range(DQ))
         q_count = Signal(range(DQ + 1))  # descriptors not yet popped by the accumulator side
+        q_live = Signal(range(DQ + 1))   # ... by the output side
+        q_room = Signal()                # the slot at q_wr is free on both sides (registered counts)
+        m.d.comb += q_room.eq((q_count < DQ) & (q_live < DQ))
 
         # -- dispatcher and row issue
         dslot, dhead = Signal(range(NS)), Signal(range(H))
@@ -290,14 +293,14 @@ class AnnihilationCoreV2(wiring.Component):
                 # (their enable is the state, not the issue decision: hundreds of flip-flops)
                 m.d.sync += [p_mode.eq(d_mode), p_wsel.eq(A(c_wsel)[dhead]), p_a.eq(A(c_a)[dhead]),
                              p_p.eq(A(c_p)[dhead]), p_q.eq(A(c_q)[dhead]), p_psh.eq(A(c_psh)[dhead])]
-                with m.If(A(ready)[dhead] & full.bit_select(dslot, 1) & (apass | room) & (q_count < DQ)):
+                # likewise the descriptor in the free slot at q_wr: q_wr moves on at the issue
+                for i in range(DQ):
+                    with m.If(q_room & (q_wr == i)):
+                        m.d.sync += [q_head[i].eq(dhead), q_full[i].eq(d_mode == _FULL), q_emit[i].eq(~apass),
+                                     q_ysm[i].eq(A(c_ysm)[dhead]), q_ysf[i].eq(A(c_ysf)[dhead])]
+                with m.If(A(ready)[dhead] & full.bit_select(dslot, 1) & (apass | room) & q_room):
                     m.d.comb += [clr_ready.eq(1 << dhead), set_pending.eq(1 << dhead)]
                     m.d.sync += [row.eq(0), base.eq(dhead * d), x_slot.eq(dslot)]
-                    # the descriptor
-                    for i in range(DQ):
-                        with m.If(q_wr == i):
-                            m.d.sync += [q_head[i].eq(dhead), q_full[i].eq(d_mode == _FULL), q_emit[i].eq(~apass),
-                                         q_ysm[i].eq(A(c_ysm)[dhead]), q_ysf[i].eq(A(c_ysf)[dhead])]
                     m.d.sync += q_wr.eq(Mux(q_wr == DQ - 1, 0, q_wr + 1))
                     with m.If(apass):  # accumulate x_m itself; the token stays
                         m.d.sync += [xn_slot.eq(dslot), xn_en.eq(1), A(acc_valid)[dhead].eq(1)]
@@ -362,6 +365,7 @@ class AnnihilationCoreV2(wiring.Component):
             m.d.sync += out_row.eq(Mux(out_row == d - 1, 0, out_row + 1))
             with m.If(out_row == d - 1):
                 m.d.sync += q_out.eq(Mux(q_out == DQ - 1, 0, q_out + 1))
+        m.d.sync += q_live.eq(q_live + q_push - (ru.o_valid & (out_row == d - 1)))
         with m.If(~fsm.ongoing("CLEAR")):
             m.d.comb += [uram.wr_addr.eq(o_head * d + out_row), uram.wr_en.eq(ru.o_valid),
                          uram.wr_data.eq(Cat(*[ru.o_u[l] for l in range(k)]))]
