@@ -46,7 +46,7 @@ from specmem.progress import stage
 
 __all__ = [
     "DEVICE", "TARGET_MHZ", "SEED", "SWEEP", "SynthError", "tool_versions", "tool_key", "shell_verilog",
-    "synth", "sweep", "pnr_progress", "PNR_TIMEOUT_S", "engine_sweep", "vla_sweep", "area_breakdown", "breakdown_sweep", "BREAKDOWN", "VLA_SWEEP", "load_engine_results", "ENGINE_SWEEP", "config_name", "measure_cycles", "cpu_rates", "critical_path_summary", "longest_logic_path", "ltp_text", "endpoint_delays", "register_ranking",
+    "synth", "sweep", "pnr_progress", "PNR_TIMEOUT_S", "engine_sweep", "vla_sweep", "area_breakdown", "breakdown_sweep", "BREAKDOWN", "VLA_SWEEP", "load_engine_results", "ENGINE_SWEEP", "config_name", "measure_cycles", "measure_cycles_v2", "cpu_rates", "critical_path_summary", "longest_logic_path", "ltp_text", "endpoint_delays", "register_ranking",
     "write_report", "load_results", "compare_to_baseline", "load_baselines", "write_baseline",
     "add_synth_arguments", "cmd_synth", "synth_main",
 ]
@@ -620,6 +620,48 @@ def measure_cycles(d: int, k: int, preset: str = "legacy-int8", *, full_tokens: 
     return {"full_steady_state": int(np.median(full)), "full_tokens": full.tolist(),
             "warm_up": steps[:k - 1].tolist(), "budget": dut.cycle_budget()["total"],
             "constant": bool(np.all(full == full[0]))}
+
+
+def measure_cycles_v2(d: int, k: int, preset: str = "int18", *, heads: int = 1, chains: int = 1,
+                      norm_lanes: int | None = None, full_tokens: int = 6, seed: int = 0) -> dict:
+    """Steady-state cycles per full token of ``AnnihilationCoreV2`` in Amaranth's simulator
+    (``V2_MEASURED_CYCLES`` in ``rtl/top.py``): Gaussian tokens of ``heads`` interleaved heads
+    (token n = t·heads + h) at full rate, sink always ready; the cycles between the last ``y``
+    beats of consecutive tokens, once every head is past its ``k`` warm-up tokens, averaged over
+    whole periods of ``lcm(heads, chains)`` tokens (the order in which heads meet chain units)."""
+    import math
+
+    import numpy as np
+
+    from specmem.rtl.annihilation_v2 import AnnihilationCoreV2
+    from specmem.rtl.testing import run_simulation, stream_put
+
+    dut = AnnihilationCoreV2(d, k, preset, heads=heads, chains=chains, norm_lanes=norm_lanes)
+    period = math.lcm(heads, chains)
+    T = heads * (k + 1) + period * full_tokens
+    X, _ = dut.fmt["x"].quantize(np.random.default_rng(seed).standard_normal((T, d)))
+    n_out, last, st = T * d // k, [], {"n": 0, "got": 0}
+
+    async def source(ctx):
+        for t in range(T):
+            for b in range(d // k):
+                await stream_put(ctx, dut.x_in, [int(v) for v in X[t, b * k:(b + 1) * k]])
+
+    async def sink(ctx):
+        ctx.set(dut.y_out.ready, 1)
+        while st["got"] < n_out:
+            _, _, valid, p = await ctx.tick().sample(dut.y_out.valid, dut.y_out.payload)
+            st["n"] += 1
+            if valid:
+                st["got"] += 1
+                if p.last:
+                    last.append(st["n"])
+
+    run_simulation(dut, source, sink, deadline_cycles=T * (4 * d + 800) + 2000)
+    steps = np.diff(last)[heads * (k + 1) - 1:]
+    per = steps[:len(steps) // period * period].reshape(-1, period).sum(axis=1)
+    return {"full_steady_state": float(per[-1] / period) if heads > 1 else int(per[-1]),
+            "periods": per.tolist(), "constant": bool(np.all(per == per[-1]))}
 
 
 def cpu_rates(d: int, k: int, preset: str, *, min_time: float = 0.2) -> dict:

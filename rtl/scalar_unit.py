@@ -68,7 +68,11 @@ class ScalarUnit(wiring.Component):
         self.latency = {ScalarOp.RECIP: 4 + 2 * config.newton_steps, ScalarOp.RSQRT: 4 + 3 * config.newton_steps}
         if self.pipelined:
             N = config.work_bits
-            self.mul_latency = PipelinedMultiplier.latency_for(dsp, max(N, N + 5) + 2, N + 8, input_register=True)
+            # operands as wide as the golden model's bound on every Newton operand (33 bits at
+            # N = 30: 2 x 2 pieces of 18 x 18, where the registers' widths would take 3 x 3)
+            self.mul_width = config.newton_operand_width()
+            self.mul_latency = PipelinedMultiplier.latency_for(dsp, self.mul_width, self.mul_width,
+                                                               input_register=True)
             M = self.mul_latency + 1  # cycles per multiply: issue, then wait for the product
             self.latency = {ScalarOp.RECIP: 8 + 2 * M * config.newton_steps,
                             ScalarOp.RSQRT: 8 + 3 * M * config.newton_steps}
@@ -98,9 +102,10 @@ class ScalarUnit(wiring.Component):
         recip_rom = Array(Const(int(v), unsigned(N + 1)) for v in cfg.recip_table())
         rsqrt_rom = Array(Const(int(v), unsigned(N + 1)) for v in cfg.rsqrt_table())
 
-        # the one multiplier, operands chosen by the state
-        mul_a = Signal(signed(max(W, N + 5) + 2))
-        mul_b = Signal(signed(N + 8))
+        # the one multiplier, operands chosen by the state; pipelined, they take the width of the
+        # model's bound (``newton_operand_range``: every operand of every input fits, so none wraps)
+        mul_a = Signal(signed(self.mul_width if self.pipelined else max(W, N + 5) + 2))
+        mul_b = Signal(signed(self.mul_width if self.pipelined else N + 8))
         prod = Signal(signed(len(mul_a) + len(mul_b)))
         if self.pipelined:
             return self._elaborate_pipelined(m, x, frac, op, zero, xm, e, y, y2, t, step, recip_rom, rsqrt_rom,

@@ -180,6 +180,17 @@ class ScalarUnit:
             f -= 1
         return Scalar(np.int64(m), np.int64(f))
 
+    def newton_operand_range(self) -> tuple[int, int]:
+        """The least and greatest value any Newton multiplication's operand can take, over every
+        input: a bound, not a sample (:func:`_newton_operand_range`). The RTL sizes its multiplier
+        from it (``newton_operand_width``)."""
+        return _newton_operand_range(self.seed_bits, self.newton_steps, self.work_bits)
+
+    def newton_operand_width(self) -> int:
+        """Signed width holding every Newton multiplication operand (``newton_operand_range``)."""
+        lo, hi = self.newton_operand_range()
+        return max(2, (-lo - 1).bit_length() + 1 if lo < 0 else 0, hi.bit_length() + 1)
+
     def error_bound(self) -> float:
         """The documented relative error bound: mantissa rounding plus the measured Newton error."""
         return 2.0 ** -(self.out_bits - 1) + newton_error(self.seed_bits, self.newton_steps, self.work_bits)
@@ -199,6 +210,50 @@ def _rsqrt_table(b: int, N: int) -> np.ndarray:
     lo, hi = 1 + i / h, 1 + (i + 1) / h
     tab = np.concatenate([2.0 / (np.sqrt(lo) + np.sqrt(hi)), 2.0 / (np.sqrt(2 * lo) + np.sqrt(2 * hi))])
     return np.rint(np.ldexp(tab, N)).astype(np.int64)
+
+
+def _mul_range(a: tuple[int, int], b: tuple[int, int], shift: int) -> tuple[int, int]:
+    """``(x * y) >> shift`` over ``x`` in ``a``, ``y`` in ``b`` (closed integer ranges): the
+    extremes are at corners and the floor shift is monotone."""
+    c = [x * y for x in a for y in b]
+    return min(c) >> shift, max(c) >> shift
+
+
+@lru_cache(maxsize=None)
+def _newton_operand_range(b: int, steps: int, W: int) -> tuple[int, int]:
+    """Interval arithmetic over each seed interval (all of the table's entries, both rsqrt
+    parities): ``xm`` ranges over the interval's mantissas, ``y`` starts at its seed, and every
+    step's operands are bounded by the ranges of the values they are made of. Each range covers
+    every input in the interval (exact integer bounds, loose only where a step's factors are
+    correlated), so the result bounds every operand the unit can ever multiply."""
+    N = W
+    lo = hi = 0
+    seen = []
+    step = 1 << (W - 1 - b)
+    tab = _recip_table(b, N)
+    for i in range(1 << b):
+        x = ((1 << (W - 1)) + i * step, (1 << (W - 1)) + (i + 1) * step - 1)
+        y = (int(tab[i]), int(tab[i]))
+        for _ in range(steps):
+            t = _mul_range(x, y, W - 1)
+            f = ((2 << N) - t[1], (2 << N) - t[0])
+            seen += [x, y, f]
+            y = _mul_range(y, f, N)
+    h, step = 1 << (b - 1), 1 << (W - b)
+    tab = _rsqrt_table(b, N)
+    for odd in (0, 1):
+        for i in range(h):
+            x = (((1 << (W - 1)) + i * step) << odd, ((1 << (W - 1)) + (i + 1) * step - 1) << odd)
+            y = (int(tab[(odd << (b - 1)) | i]), int(tab[(odd << (b - 1)) | i]))
+            for _ in range(steps):
+                y2 = _mul_range(y, y, N)
+                t = _mul_range(x, y2, W - 1)
+                f = ((3 << N) - t[1], (3 << N) - t[0])
+                seen += [x, y, y2, f]
+                y = _mul_range(y, f, N + 1)
+    for r in seen:
+        lo, hi = min(lo, r[0]), max(hi, r[1])
+    return lo, hi
 
 
 @lru_cache(maxsize=None)

@@ -95,3 +95,56 @@ def test_bad_inputs():
         su.recip(np.array([-1]), 0)
     with pytest.raises(SpecmemInputError, match="^x: the scalar unit takes integer"):
         su.rsqrt(np.array([1.5]), 0)
+
+
+def _traced_operands(su: ScalarUnit, xm: np.ndarray) -> np.ndarray:
+    """Every Newton multiplication operand for the normalised mantissas ``xm`` (both functions,
+    both rsqrt parities), written out from the module docstring's steps, independent of the unit."""
+    W = N = su.work_bits
+    b = su.seed_bits
+    xm = np.asarray(xm, dtype=object)
+    ops = []
+    y = su.recip_table()[[(int(v) >> (W - 1 - b)) & ((1 << b) - 1) for v in xm]].astype(object)
+    for _ in range(su.newton_steps):
+        t = (xm * y) >> (W - 1)
+        f = (2 << N) - t
+        ops += [xm, y, f]
+        y = (y * f) >> N
+    for odd in (0, 1):
+        x2 = xm * (1 << odd)
+        y = su.rsqrt_table()[[(odd << (b - 1)) | ((int(v) >> (W - b)) & ((1 << (b - 1)) - 1)) for v in xm]]
+        y = y.astype(object)
+        for _ in range(su.newton_steps):
+            y2 = (y * y) >> N
+            t = (x2 * y2) >> (W - 1)
+            f = (3 << N) - t
+            ops += [x2, y, y2, f]
+            y = (y * f) >> (N + 1)
+    return np.concatenate(ops) if ops else np.zeros(0, dtype=object)
+
+
+@pytest.mark.parametrize("seed_bits,steps,work_bits", [(2, 4, 12), (4, 2, 12), (6, 2, 13), (3, 3, 10)])
+def test_newton_operand_range_holds_exhaustively_on_small_units(seed_bits, steps, work_bits):
+    """Every mantissa of a small unit: each operand inside the stated range, and the signed width
+    the RTL's multiplier takes from it holds them."""
+    su = ScalarUnit(out_bits=8, seed_bits=seed_bits, newton_steps=steps, work_bits=work_bits)
+    ops = _traced_operands(su, np.arange(1 << (work_bits - 1), 1 << work_bits))
+    lo, hi = su.newton_operand_range()
+    assert lo <= min(ops) and max(ops) <= hi
+    w = su.newton_operand_width()
+    assert -(1 << (w - 1)) <= lo and hi < 1 << (w - 1)
+
+
+@pytest.mark.parametrize("preset", list(PRESETS))
+def test_newton_operands_of_the_presets_fit_33_bits(preset):
+    """The presets' 30-bit Newton: operands traced over each seed interval's ends and 10^5 random
+    mantissas lie inside the range, which needs the same width as what was traced (the bound is
+    not loose by a bit): 33-bit signed operands, 2 x 2 MULT18X18D pieces in the pipelined RTL."""
+    su = PRESETS[preset].scalar_unit()
+    W, b = su.work_bits, su.seed_bits
+    ends = [(1 << (W - 1)) + (i << (W - 1 - b)) + e for i in range(1 << b) for e in (0, (1 << (W - 1 - b)) - 1)]
+    rnd = np.random.default_rng(5).integers(1 << (W - 1), 1 << W, 100_000)
+    ops = _traced_operands(su, np.concatenate([np.array(ends, dtype=np.int64), rnd]))
+    lo, hi = su.newton_operand_range()
+    assert lo <= min(ops) and max(ops) <= hi
+    assert su.newton_operand_width() == int(max(ops)).bit_length() + 1 == 33

@@ -168,3 +168,22 @@ def test_saturations_of_um_and_r_are_counted():
     got = np.array([[v for b in range(core.beats) for v in ys[t * core.beats + b][0]] for t in range(T)])
     assert np.array_equal(got, ref["y_raw"])
     assert counters["saturations"] == sum(ref["sat"][n] for n in V2_SAT)
+
+
+@pytest.mark.parametrize("key", [
+    (16, 4, "int18", 1, 1, 4),
+    pytest.param((16, 4, "int18", 1, 1, 2), marks=pytest.mark.slow),
+    pytest.param((16, 4, "int18", 3, 2, 2), marks=pytest.mark.slow),
+    pytest.param((16, 4, "int18", 2, 1, 2), marks=pytest.mark.slow),
+    pytest.param((16, 4, "int18", 1, 1, 1), marks=pytest.mark.slow),
+])
+def test_measured_cycles_table_is_reproduced(key):
+    """``V2_MEASURED_CYCLES`` (the manifest's cycles per token) is what ``measure_cycles_v2``
+    measures now: full tokens back to back, every period of heads x chain units the same."""
+    from specmem.rtl.top import V2_MEASURED_CYCLES
+    from specmem.synth import measure_cycles_v2
+
+    d, k, preset, heads, chains, lanes = key
+    got = measure_cycles_v2(d, k, preset, heads=heads, chains=chains, norm_lanes=lanes)
+    assert got["constant"], got["periods"]
+    assert got["full_steady_state"] == pytest.approx(V2_MEASURED_CYCLES[key], abs=0.01)
