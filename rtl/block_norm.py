@@ -45,7 +45,7 @@ cycles from input to output. Round-half-even only (the presets' rounding).
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -265,10 +265,15 @@ class SerialBlockNormaliser(wiring.Component):
     windows are ANDs of 4-bit runs, so no stage is deeper than the wide unit's.
     ``latency = 2·beats + 7`` cycles from accept to ``o_valid`` (a one-cycle pulse; ``o_data``/
     ``o_frac`` then hold until the next vector's second sweep). One vector at a time: ``i_valid`` is accepted only while ``busy`` is low
-    (``busy`` covers the accept cycle's successors up to ``o_valid``); ``en`` stalls it."""
+    (``busy`` covers the accept cycle's successors up to ``o_valid``); ``en`` stalls it.
+
+    ``held_input=True``: no buffer. ``i_data`` is read in the cycles after the accept (not in the
+    accept cycle itself) until ``o_valid``, and the caller holds it over them (the token chain's
+    accumulators, Gram and products do); each beat is read through a ``beats``:1 select steered by
+    a beat counter: ``lanes·beats·in_width`` flip-flops and their load/rotate multiplexers fewer."""
 
     def __init__(self, n: int, in_width: int, M: int, frac_width: int = 16, lanes: int = 1,
-                 rounding: str = "rne"):
+                 rounding: str = "rne", *, held_input: bool = False):
         for name, v, lo in (("n", n, 1), ("in_width", in_width, 2), ("M", M, 3), ("frac_width", frac_width, 4),
                             ("lanes", lanes, 1)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
@@ -279,6 +284,7 @@ class SerialBlockNormaliser(wiring.Component):
         if rounding != "rne":
             raise ValueError(f"rounding: the block normaliser implements 'rne' (the presets' rounding), got {rounding!r}")
         self.n, self.in_width, self.M, self.frac_width, self.lanes = n, in_width, M, frac_width, lanes
+        self.held_input = bool(held_input)
         self.beats = -(-n // lanes)
         #: cycles from an input accepted (``valid``, ``en``, not ``busy``) to ``o_valid``
         self.latency = 2 * self.beats + 7
@@ -317,17 +323,28 @@ class SerialBlockNormaliser(wiring.Component):
         or_on, or_first = flag("ph_or", (3, B + 2)), flag("ph_or_first", (3, 3))
         cv_on, cv_first = flag("ph_cv", (5, B + 4)), flag("ph_cv_first", (5, 5))
         shift_out, last = flag("ph_shift", (B + 7, END)), flag("ph_last", (END, END))
-        xbuf = [Signal(signed(W), name=f"xbuf{i}") for i in range(nb)]
         fM = Signal(signed(FW))  # frac + (M - 2)
-        with m.If(en):
-            with m.If(accept):
-                m.d.sync += [xbuf[i].eq(self.i_data[i] if i < n else 0) for i in range(nb)]
-                m.d.sync += fM.eq(self.i_frac + (M - 2))
-            with m.Elif(rotate):
-                m.d.sync += [xbuf[i].eq(xbuf[(i + w) % nb]) for i in range(nb)]
+        with m.If(en & accept):
+            m.d.sync += fM.eq(self.i_frac + (M - 2))
+        if self.held_input:  # beat ``bi`` of the held input, bi advancing as the buffer would rotate
+            bi = Signal(range(max(B, 2)))
+            with m.If(en):
+                with m.If(accept):
+                    m.d.sync += bi.eq(0)
+                with m.Elif(rotate):
+                    m.d.sync += bi.eq(Mux(bi == B - 1, 0, bi + 1))
+            padded = [self.i_data[i] if i < n else Const(0, signed(W)) for i in range(nb)]
+            beat = [padded[i] if B == 1 else Array(padded[bt * w + i] for bt in range(B))[bi] for i in range(w)]
+        else:
+            xbuf = [Signal(signed(W), name=f"xbuf{i}") for i in range(nb)]
+            with m.If(en):
+                with m.If(accept):
+                    m.d.sync += [xbuf[i].eq(self.i_data[i] if i < n else 0) for i in range(nb)]
+                with m.Elif(rotate):
+                    m.d.sync += [xbuf[i].eq(xbuf[(i + w) % nb]) for i in range(nb)]
+            beat = xbuf[:w]
 
         # sweep 1: ones' complements, magnitudes, window ANDs, OR accumulators
-        beat = xbuf[:w]
         ones = [reg(x.as_unsigned() ^ x[-1].replicate(W), unsigned(W), f"s1_ones{i}") for i, x in enumerate(beat)]
         sgn = [reg(x[-1], 1, f"s1_sgn{i}") for i, x in enumerate(beat)]
         mags = [reg(o + s, unsigned(W), f"s2_mag{i}") for i, (o, s) in enumerate(zip(ones, sgn))]

@@ -277,15 +277,18 @@ class TokenChain(wiring.Component):
         bank_wait = L + T  # cycles from the operands' cycle to prod_d and dot
 
         # -- block normalisers and the scalar unit
-        def normaliser(width, M):
+        def normaliser(width, M, held=False):
             if self.norm_lanes == k:
                 return BlockNormaliser(k, width, M, FW)
-            return SerialBlockNormaliser(k, width, M, FW, lanes=self.norm_lanes)
+            return SerialBlockNormaliser(k, width, M, FW, lanes=self.norm_lanes, held_input=held)
 
-        bn_a = normaliser(W, self.wa)
-        bn_d = normaliser(W, self.wG)
+        # a' and G's diagonal hold from the chain's input until its output is taken (latched here or
+        # held by the caller): their serial normalisers read them in place, without a buffer
+        bn_a = normaliser(W, self.wa, held=True)
+        bn_d = normaliser(W, self.wG, held=True)
         assert self.wg == self.wp, "block(g) and block(p) share one normaliser: one mantissa width"
-        bn_g = bn_p = normaliser(max(self.w_gacc, self.wt + P), self.wg)  # block(g), later block(t/n²)
+        # block(g), later block(t/n²): g_acc and the products of t/n² (pasm) are held registers too
+        bn_g = bn_p = normaliser(max(self.w_gacc, self.wt + P), self.wg, held=True)
         su = ScalarUnit(self.su_config, max(self.w_n2, self.wh + 2), FW, pipelined=True, dsp=dsp)  # rsqrt(a·a), beta
         sun = ScalarUnit(self.su_config, self.w_n2, FW, pipelined=True, dsp=dsp)  # 1/n², then rsqrt(n²)
         m.submodules.bn_a, m.submodules.bn_d, m.submodules.bn_gp = bn_a, bn_d, bn_g
@@ -450,12 +453,16 @@ class TokenChain(wiring.Component):
             m.d.sync += dacc.eq(Mux(bt_beat == 0, dot, dacc + dot))
         aa_done, gr_done, ag_done = (reg(bt_last & (bt_kind == kind), 1, f"done{kind}") for kind in (AA, GR, AG))
 
-        # the product vector of t/n² for block(p): earlier beats held, the last one straight in
-        pasm = [Signal(signed(self.wt + P), name=f"pasm{l}") for l in range((nb - 1) * b)]
-        for l in range(len(pasm)):
+        # the product vector of t/n² for block(p). Serial normaliser: every beat held, the unit
+        # accepts with the last beat's products (p_go) and reads them, now in pasm, from the next
+        # cycle on. Wide normaliser (it reads in the accept cycle): the last beat straight in.
+        serial = self.norm_lanes != k
+        n_held = k if serial else (nb - 1) * b
+        pasm = [Signal(signed(self.wt + P), name=f"pasm{l}") for l in range(n_held)]
+        for l in range(n_held):
             with m.If(bt_on & (bt_kind == KP) & (bt_beat == l // b)):
                 m.d.sync += pasm[l].eq(prod_d[l % b])
-        p_in = [pasm[l] if l < (nb - 1) * b else prod_d[l - (nb - 1) * b] for l in range(k)]
+        p_in = [pasm[l] if l < n_held else prod_d[l - (nb - 1) * b] for l in range(k)]
         # registered from the tag one cycle before (decoded from bt_*, its fanout into the shared
         # normaliser's input buffer was the routed critical path)
         p_go = reg(bp_on & (bp_beat == nb - 1) & (bp_kind == KP), 1, "p_go")

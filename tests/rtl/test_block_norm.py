@@ -11,15 +11,27 @@ from specmem.rtl.block_norm import BlockNormaliser, SerialBlockNormaliser
 from specmem.rtl.testing import run_simulation
 
 
-def _run(dut, vecs, fracs, stall=0.0, seed=0, gap=0.0):
+def _run(dut, vecs, fracs, stall=0.0, seed=0, gap=0.0, hold=None):
     """Feed the vectors in order (random stalls hold the whole pipeline; with ``gap`` some
-    accepted cycles carry no vector, a bubble); collect the outputs."""
+    accepted cycles carry no vector, a bubble); collect the outputs. Garbage goes on the bus in
+    cycles without a vector. A ``held_input`` unit (``hold``) reads the bus after the accept: it
+    gets garbage in the accept cycle and its vector from the next cycle while it is busy
+    (``hold=False`` breaks that contract: garbage while busy)."""
+    hold = getattr(dut, "held_input", False) if hold is None else hold
     rng = np.random.default_rng(seed)
     got = []
 
+    def garbage():
+        return int(rng.integers(-(1 << (dut.in_width - 1)), 1 << (dut.in_width - 1)))
+
     async def tb(ctx):
         i = 0
+        late = None  # a held unit's vector, put on the bus the cycle after its accept
         while len(got) < len(vecs):
+            if late is not None:
+                for lane, val in enumerate(late):
+                    ctx.set(dut.i_data[lane], int(val))
+                late = None
             en = rng.random() >= stall
             busy = hasattr(dut, "busy") and ctx.get(dut.busy)  # the serial arrangement takes one at a time
             feed = i < len(vecs) and rng.random() >= gap and not busy
@@ -27,14 +39,16 @@ def _run(dut, vecs, fracs, stall=0.0, seed=0, gap=0.0):
             if feed:
                 ctx.set(dut.i_valid, 1)
                 for lane, val in enumerate(vecs[i]):
-                    ctx.set(dut.i_data[lane], int(val))
+                    ctx.set(dut.i_data[lane], garbage() if hold else int(val))
                 ctx.set(dut.i_frac, int(fracs[i]))
             else:
                 ctx.set(dut.i_valid, 0)
-                for lane in range(dut.n):  # garbage on the bus of an invalid cycle
-                    ctx.set(dut.i_data[lane], int(rng.integers(-(1 << (dut.in_width - 1)), 1 << (dut.in_width - 1))))
+                for lane in range(dut.n if not (hold and busy) else 0):  # garbage on the bus of an invalid cycle
+                    ctx.set(dut.i_data[lane], garbage())
             await ctx.tick()
             if en:
+                if feed and hold:
+                    late = vecs[i]
                 i += int(feed)
                 if ctx.get(dut.o_valid):
                     got.append(([ctx.get(dut.o_data[lane]) for lane in range(dut.n)], ctx.get(dut.o_frac)))
@@ -55,12 +69,12 @@ def _check(got, vecs, fracs, M):
     return int(np.sum(np.array(fracs) - wf != plain))
 
 
-def _exhaustive(n, W, M, fw=8, lanes=None):
+def _exhaustive(n, W, M, fw=8, lanes=None, held=False):
     vals = range(-(1 << (W - 1)), 1 << (W - 1))
     vecs = [list(p) for p in itertools.product(vals, repeat=n)]
     fracs = [(i % 7) - 3 for i in range(len(vecs))]
     dut = (BlockNormaliser(n, W, M, frac_width=fw) if lanes is None
-           else SerialBlockNormaliser(n, W, M, frac_width=fw, lanes=lanes))
+           else SerialBlockNormaliser(n, W, M, frac_width=fw, lanes=lanes, held_input=held))
     return _check(_run(dut, vecs, fracs), vecs, fracs, M)
 
 
@@ -225,20 +239,33 @@ def test_verilog_lints_clean(tmp_path, n, W, M):
 # -- the serial arrangement (the token chain's): the same block(), lanes at a time
 
 
+@pytest.mark.parametrize("held", [False, True], ids=["buffered", "held"])
 @pytest.mark.parametrize("n,W,M,lanes", [(2, 5, 3, 1), (2, 6, 4, 1), (3, 5, 3, 2), (2, 4, 7, 1)])
-def test_serial_exhaustive(n, W, M, lanes):
-    carries = _exhaustive(n, W, M, lanes=lanes)
+def test_serial_exhaustive(n, W, M, lanes, held):
+    carries = _exhaustive(n, W, M, lanes=lanes, held=held)
     assert carries > 0 or W < M
 
 
 @pytest.mark.parametrize("n,W,M,lanes", [(8, 24, 18, 1), (8, 44, 18, 2), (3, 12, 4, 2), (4, 9, 8, 4),
                                          (5, 39, 18, 3)])
-def test_serial_rounding_and_carry_corners(n, W, M, lanes):
+@pytest.mark.parametrize("held", [False, True], ids=["buffered", "held"])
+def test_serial_rounding_and_carry_corners(n, W, M, lanes, held):
     rng = np.random.default_rng(W * 7 + M + lanes)
     vecs = _corner_vectors(n, W, M, rng)
     fracs = [int(x) for x in rng.integers(-100, 100, len(vecs))]
-    dut = SerialBlockNormaliser(n, W, M, frac_width=12, lanes=lanes)
+    dut = SerialBlockNormaliser(n, W, M, frac_width=12, lanes=lanes, held_input=held)
     assert _check(_run(dut, vecs, fracs, stall=0.2, seed=M, gap=0.2), vecs, fracs, M) > 0
+
+
+def test_held_input_reads_the_bus_until_its_second_sweep():
+    """Without a buffer the unit reads the bus in both sweeps: garbage while it is busy (the
+    contract broken) changes the results, so the held runs above test the reads, not a copy."""
+    rng = np.random.default_rng(3)
+    vecs = _corner_vectors(8, 44, 18, rng)
+    fracs = [0] * len(vecs)
+    dut = SerialBlockNormaliser(8, 44, 18, frac_width=12, lanes=2, held_input=True)
+    with pytest.raises(AssertionError):
+        _check(_run(dut, vecs, fracs, hold=False), vecs, fracs, 18)
 
 
 @pytest.mark.parametrize("n,lanes", [(1, 1), (8, 1), (8, 2), (7, 2), (6, 4)])
