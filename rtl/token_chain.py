@@ -148,9 +148,12 @@ class TokenChain(wiring.Component):
         lk = max(1, (k - 1).bit_length())
         self.w_gacc = self.wG + self.wa + lk      # one row of G_n a_n
         self.w_n2 = self.wa + self.wg + lk        # a_n·g_n, a_n·a_n
-        self.w_gjb = self.wg + self.P             # g_j beta.m
-        self.wA = max(self.wa, self.wG, self.wh, self.wt)
-        self.wB = max(self.wa, self.wg, self.P, self.w_gjb)
+        # g_j beta.m: beta's mantissa is in [0, 2^(P-1)), so |g_j beta.m| < 2^(wg+P-2): one bit
+        # under wg + P, which keeps the bank's wide operand at 2 pieces of 18 x 18, not 3
+        self.w_gjb = self.wg + self.P - 1
+        # operand A one 18-bit piece: t/n² runs as rn_m x t (t, 19 bits at int18, on the wide side)
+        self.wA = max(self.wa, self.wG, self.wh, self.P)
+        self.wB = max(self.wa, self.wg, self.P, self.w_gjb, self.wt)
         self.mul_latency = PipelinedMultiplier.latency_for(dsp, self.wA, self.wB, input_register=True)
         self.tree_levels = max(1, (self.norm_lanes - 1).bit_length())  # the bank's adder tree
         self.out_layout = data.StructLayout({
@@ -414,7 +417,7 @@ class TokenChain(wiring.Component):
                     with m.Case(KT):
                         m.d.comb += [opA[i].eq(chunk(ahat, i, i_beat)), opB[i].eq(gjb)]
                     with m.Case(KP):
-                        m.d.comb += [opA[i].eq(chunk(t, i, i_beat)), opB[i].eq(rn_m)]
+                        m.d.comb += [opA[i].eq(rn_m), opB[i].eq(chunk(t, i, i_beat))]
         bt_on0 = (i_left != 0) | gr
         bt_kind0 = Mux(gr, GR, i_kind)
         bt_beat0 = Mux(gr, ro_beat, i_beat)
