@@ -12,9 +12,9 @@ time into one bank of registered multipliers with a registered adder tree and a 
 ``t·(1/n²)``), the block exponents go through :class:`~specmem.rtl.block_norm.BlockNormaliser`
 (``G``'s shift from its diagonal alone: ``|G_lm| <= sqrt(G_ll G_mm)``, so the largest magnitude is
 on the diagonal; ``block(g)`` and ``block(t/n²)`` share one, they never overlap) and
-the four scalar operations through two :class:`~specmem.rtl.scalar_unit.ScalarUnit` instances:
-``rsqrt(a·a)`` (issued first, under the ``G_n a_n`` rows) then ``beta`` on one, ``1/n²`` then
-``rsqrt(n²)`` on the other, beside the ``q``/``t`` steps. The steps' order, widths and roundings
+the four scalar operations through one :class:`~specmem.rtl.scalar_unit.ScalarUnit`:
+``rsqrt(a·a)`` (issued under the ``G_n a_n`` rows), ``1/n²`` (as soon as ``n²`` is known),
+``beta`` and ``rsqrt(n²)`` (beside the ``q``/``t`` steps). The steps' order, widths and roundings
 are the golden model's. Re-timed by ``hardware.md``'s discipline: the run-time roundings (``G``'s
 rows before the bank, ``ahat``, ``q`` and ``term`` after it) share one pipelined
 :class:`~specmem.rtl.shift.RoundShiftVar`, each followed by a registered sign-extension
@@ -292,10 +292,11 @@ class TokenChain(wiring.Component):
         assert self.wg == self.wp, "block(g) and block(p) share one normaliser: one mantissa width"
         # block(g), later block(t/n²): g_acc and the products of t/n² (pasm) are held registers too
         bn_g = bn_p = normaliser(max(self.w_gacc, self.wt + P), self.wg, held=True)
-        su = ScalarUnit(self.su_config, max(self.w_n2, self.wh + 2), FW, pipelined=True, dsp=dsp)  # rsqrt(a·a), beta
-        sun = ScalarUnit(self.su_config, self.w_n2, FW, pipelined=True, dsp=dsp)  # 1/n², then rsqrt(n²)
+        # rsqrt(a·a), 1/n², beta, rsqrt(n²): one unit (a second one, for the n² pair, was 4 MULT18X18D,
+        # ~0.9k LUT4 and ~0.7k FF for about 24 cycles of a token at one head)
+        su = ScalarUnit(self.su_config, max(self.w_n2, self.wh + 2), FW, pipelined=True, dsp=dsp)
         m.submodules.bn_a, m.submodules.bn_d, m.submodules.bn_gp = bn_a, bn_d, bn_g
-        m.submodules.su, m.submodules.sun = su, sun
+        m.submodules.su = su
         for bn in (bn_a, bn_d, bn_g):
             m.d.comb += bn.en.eq(1)
 
@@ -322,7 +323,7 @@ class TokenChain(wiring.Component):
         sat = Signal(range(4 * k + 1))
         evict_j = Signal(range(k))
         row = Signal(range(k + 2))
-        g_done, su_done, beta_wait = Signal(), Signal(), Signal()
+        g_done, su_done = Signal(), Signal()
         reg = stage_register(m, Const(1))
 
         # argmax |a_n| (first on ties) and argmin of G's diagonal (nearest to ptr on ties): registered
@@ -553,49 +554,50 @@ class TokenChain(wiring.Component):
         with m.If(ld):
             m.d.sync += row.eq(row + 1)
 
-        def scalar_request(x, frac, op, unit):
-            m.d.comb += [unit.i.valid.eq(1), unit.i.payload.x.eq(x), unit.i.payload.frac.eq(frac),
-                         unit.i.payload.op.eq(op)]
-
-        # the n² unit's own sequence, started once n² is known (> 0): 1/n² then rsqrt(n²)
+        # One scalar unit, four requests a token, each a register until the unit takes it:
+        # rsqrt(a·a) (a2_req, while the G rows run), 1/n² (once n² > 0 is known, in N2), beta
+        # (raised the cycle before BETA asks; it waits while 1/n² runs) and rsqrt(n²) (once beta
+        # is in). The unit serves one at a time; the kind taken steers its result. Every request
+        # of a token is served before OUT (P waits for 1/n², P_WAIT for rsqrt(n²)).
+        RS_A, RN, BE, YS = range(4)
         n_start = Signal()
-        rn_done, ys_done = Signal(), Signal()
-        m.d.comb += sun.o.ready.eq(1)
-        with m.FSM(init="IDLE", name="n2_unit"):
-            with m.State("IDLE"):
-                with m.If(n_start):
-                    m.next = "RECIP"
-            with m.State("RECIP"):
-                scalar_request(n2, fg + fan, ScalarOp.RECIP, sun)
-                with m.If(sun.i.ready):
-                    m.next = "RECIP_WAIT"
-            with m.State("RECIP_WAIT"):
-                with m.If(sun.o.valid):
-                    m.d.sync += [rn_m.eq(sun.o.payload.m), rn_f.eq(sun.o.payload.f), rn_done.eq(1)]
-                    m.next = "RSQRT"
-            with m.State("RSQRT"):
-                scalar_request(n2, fg + fan, ScalarOp.RSQRT, sun)
-                with m.If(sun.i.ready):
-                    m.next = "RSQRT_WAIT"
-            with m.State("RSQRT_WAIT"):
-                with m.If(sun.o.valid):
-                    m.d.sync += [ys_m.eq(sun.o.payload.m), ys_f.eq(sun.o.payload.f), ys_done.eq(1)]
-                    m.next = "IDLE"
-
-        # the unit's request from registers: a2_req, or beta_req raised the cycle before BETA
-        # asks (decoded from the FSM state and ``wait``, the request was the routed critical path)
-        beta_req = Signal()
-        m.d.comb += [su.i.valid.eq(a2_req | beta_req),
-                     su.i.payload.x.eq(Mux(beta_req, beta_x, a2)),
-                     su.i.payload.frac.eq(Mux(beta_req, fh, 2 * fan)),
-                     su.i.payload.op.eq(Mux(beta_req, ScalarOp.RECIP, ScalarOp.RSQRT))]
+        a2_pend, rn_req, beta_req, ys_req = Signal(), Signal(), Signal(), Signal()
+        rn_done, ys_done, beta_done = Signal(), Signal(), Signal()
+        su_kind = Signal(2)
+        take = Signal(2)  # the request offered: beta, then 1/n², then rsqrt(n²), then rsqrt(a·a)
+        m.d.comb += take.eq(Mux(beta_req, BE, Mux(rn_req, RN, Mux(ys_req, YS, RS_A))))
+        n2_op = rn_req | ys_req
+        m.d.comb += [su.i.valid.eq(a2_req | a2_pend | rn_req | beta_req | ys_req),
+                     su.i.payload.x.eq(Mux(beta_req, beta_x, Mux(n2_op, n2, a2))),
+                     su.i.payload.frac.eq(Mux(beta_req, fh, Mux(n2_op, fg + fan, 2 * fan))),
+                     su.i.payload.op.eq(Mux(beta_req | rn_req, ScalarOp.RECIP, ScalarOp.RSQRT))]
+        accept = Signal()
+        m.d.comb += accept.eq(su.i.valid & su.i.ready)
+        with m.If(n_start):
+            m.d.sync += rn_req.eq(1)
+        with m.If(a2_req & ~(accept & (take == RS_A))):  # a2_req is offered at once, held if not taken
+            m.d.sync += a2_pend.eq(1)
+        with m.If(accept):
+            m.d.sync += su_kind.eq(take)
+            with m.Switch(take):
+                with m.Case(RS_A):
+                    m.d.sync += a2_pend.eq(0)
+                with m.Case(RN):
+                    m.d.sync += rn_req.eq(0)
+                with m.Case(YS):
+                    m.d.sync += ys_req.eq(0)
         m.d.comb += su.o.ready.eq(1)
-        beta_done = Signal()
         with m.If(su.o.valid):
-            with m.If(~su_done & ~beta_wait):
-                m.d.sync += [rs_m.eq(su.o.payload.m), rs_f.eq(su.o.payload.f), su_done.eq(1)]
-            with m.Else():
-                m.d.sync += [be_m.eq(su.o.payload.m), be_f.eq(su.o.payload.f), beta_done.eq(1)]
+            with m.Switch(su_kind):
+                with m.Case(RS_A):
+                    m.d.sync += [rs_m.eq(su.o.payload.m), rs_f.eq(su.o.payload.f), su_done.eq(1)]
+                with m.Case(RN):
+                    m.d.sync += [rn_m.eq(su.o.payload.m), rn_f.eq(su.o.payload.f), rn_done.eq(1)]
+                with m.Case(BE):
+                    m.d.sync += [be_m.eq(su.o.payload.m), be_f.eq(su.o.payload.f), beta_done.eq(1),
+                                 ys_req.eq(1)]
+                with m.Case(YS):
+                    m.d.sync += [ys_m.eq(su.o.payload.m), ys_f.eq(su.o.payload.f), ys_done.eq(1)]
 
         gp_p = Signal()  # the shared normaliser works on t/n² (else on g): its input select
         # the normalisers' and the output's data held on their ports; only the valids are the FSM's
@@ -702,13 +704,13 @@ class TokenChain(wiring.Component):
                     with m.If(wait == 2):
                         m.d.sync += beta_req.eq(1)
                 with m.Elif(su.i.ready):  # beta_req is the request
-                    m.d.sync += [beta_wait.eq(1), beta_req.eq(0)]
+                    m.d.sync += beta_req.eq(0)
                     m.next = "BETA_WAIT"
             with m.State("BETA_WAIT"):
                 with m.If(beta_done):
-                    m.d.sync += [wait.eq(0), beta_done.eq(0), beta_wait.eq(0)]
+                    m.d.sync += [wait.eq(0), beta_done.eq(0)]
                     m.next = "QT"
-            with m.State("QT"):  # q = -s ahat beta; term = ahat (g_j beta); t = -g + s term; 1/n² runs
+            with m.State("QT"):  # q = -s ahat beta; term = ahat (g_j beta); t = -g + s term; rsqrt(n²) runs
                 m.d.sync += wait.eq(wait + 1)
                 with m.If(wait == 0):
                     m.d.comb += [go.eq(1), go_kind.eq(KQ)]
