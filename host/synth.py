@@ -586,23 +586,18 @@ def register_ranking(netlist_path, module: str, target_mhz: float = TARGET_MHZ, 
 # ----------------------------------------------------------------------------------------------
 # cycles and the CPU golden models
 
-def measure_cycles(d: int, k: int, preset: str = "legacy-int8", *, full_tokens: int = 3, seed: int = 0) -> dict:
-    """Steady-state cycles per full token of ``AnnihilationCore`` in Amaranth's simulator: source
-    at full rate, sink always ready (as ``tests/rtl/test_annihilation.py`` measures)."""
-    import numpy as np
-
-    from specmem.rtl.annihilation import AnnihilationCore
+def _last_beat_cycles(dut, X, d: int, k: int, *, deadline_cycles: int) -> list[int]:
+    """Stream the tokens ``X`` (``[T, d]`` raw) into ``dut.x_in`` at full rate with ``y_out``
+    always ready; the cycle of each token's last ``y`` beat."""
     from specmem.rtl.testing import run_simulation, stream_put
 
-    dut = AnnihilationCore(d, k, preset)
-    T = k + full_tokens
-    X, _ = dut.fmt["x"].quantize(np.random.default_rng(seed).standard_normal((T, d)))
-    beats = [[int(v) for v in X[t, b * k:(b + 1) * k]] for t in range(T) for b in range(d // k)]
+    T = len(X)
     n_out, last, st = T * d // k, [], {"n": 0, "got": 0}
 
     async def source(ctx):
-        for b in beats:
-            await stream_put(ctx, dut.x_in, b)
+        for t in range(T):
+            for b in range(d // k):
+                await stream_put(ctx, dut.x_in, [int(v) for v in X[t, b * k:(b + 1) * k]])
 
     async def sink(ctx):
         ctx.set(dut.y_out.ready, 1)
@@ -614,7 +609,21 @@ def measure_cycles(d: int, k: int, preset: str = "legacy-int8", *, full_tokens: 
                 if p.last:
                     last.append(st["n"])
 
-    run_simulation(dut, source, sink, deadline_cycles=T * (4 * d + 400) + 1000)
+    run_simulation(dut, source, sink, deadline_cycles=deadline_cycles)
+    return last
+
+
+def measure_cycles(d: int, k: int, preset: str = "legacy-int8", *, full_tokens: int = 3, seed: int = 0) -> dict:
+    """Steady-state cycles per full token of ``AnnihilationCore`` in Amaranth's simulator: source
+    at full rate, sink always ready (as ``tests/rtl/test_annihilation.py`` measures)."""
+    import numpy as np
+
+    from specmem.rtl.annihilation import AnnihilationCore
+
+    dut = AnnihilationCore(d, k, preset)
+    T = k + full_tokens
+    X, _ = dut.fmt["x"].quantize(np.random.default_rng(seed).standard_normal((T, d)))
+    last = _last_beat_cycles(dut, X, d, k, deadline_cycles=T * (4 * d + 400) + 1000)
     steps = np.diff(last)
     full = steps[k - 1:]
     return {"full_steady_state": int(np.median(full)), "full_tokens": full.tolist(),
@@ -634,30 +643,12 @@ def measure_cycles_v2(d: int, k: int, preset: str = "int18", *, heads: int = 1, 
     import numpy as np
 
     from specmem.rtl.annihilation_v2 import AnnihilationCoreV2
-    from specmem.rtl.testing import run_simulation, stream_put
 
     dut = AnnihilationCoreV2(d, k, preset, heads=heads, chains=chains, norm_lanes=norm_lanes)
     period = math.lcm(heads, chains)
     T = heads * (k + 1) + period * full_tokens
     X, _ = dut.fmt["x"].quantize(np.random.default_rng(seed).standard_normal((T, d)))
-    n_out, last, st = T * d // k, [], {"n": 0, "got": 0}
-
-    async def source(ctx):
-        for t in range(T):
-            for b in range(d // k):
-                await stream_put(ctx, dut.x_in, [int(v) for v in X[t, b * k:(b + 1) * k]])
-
-    async def sink(ctx):
-        ctx.set(dut.y_out.ready, 1)
-        while st["got"] < n_out:
-            _, _, valid, p = await ctx.tick().sample(dut.y_out.valid, dut.y_out.payload)
-            st["n"] += 1
-            if valid:
-                st["got"] += 1
-                if p.last:
-                    last.append(st["n"])
-
-    run_simulation(dut, source, sink, deadline_cycles=T * (4 * d + 800) + 2000)
+    last = _last_beat_cycles(dut, X, d, k, deadline_cycles=T * (4 * d + 800) + 2000)
     steps = np.diff(last)[heads * (k + 1) - 1:]
     per = steps[:len(steps) // period * period].reshape(-1, period).sum(axis=1)
     return {"full_steady_state": float(per[-1] / period) if heads > 1 else int(per[-1]),
