@@ -644,6 +644,8 @@ def measure_cycles_v2(d: int, k: int, preset: str = "int18", *, heads: int = 1, 
 
     from specmem.rtl.annihilation_v2 import AnnihilationCoreV2
 
+    if isinstance(full_tokens, bool) or not isinstance(full_tokens, int) or full_tokens < 1:
+        raise ValueError(f"full_tokens: an integer >= 1 (periods measured after the warm-up), got {full_tokens!r}")
     dut = AnnihilationCoreV2(d, k, preset, heads=heads, chains=chains, norm_lanes=norm_lanes)
     period = math.lcm(heads, chains)
     T = heads * (k + 1) + period * full_tokens

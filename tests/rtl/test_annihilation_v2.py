@@ -187,3 +187,10 @@ def test_measured_cycles_table_is_reproduced(key):
     got = measure_cycles_v2(d, k, preset, heads=heads, chains=chains, norm_lanes=lanes)
     assert got["constant"], got["periods"]
     assert got["full_steady_state"] == pytest.approx(V2_MEASURED_CYCLES[key], abs=0.01)
+
+
+def test_measure_cycles_v2_refuses_an_empty_measurement():
+    from specmem.synth import measure_cycles_v2
+
+    with pytest.raises(ValueError, match="full_tokens"):
+        measure_cycles_v2(16, 4, full_tokens=0)
