@@ -1619,7 +1619,11 @@ def add_synth_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--format", default="legacy-int8",
                    help="fixed-point preset the RTL implements: legacy-int8 (default), legacy-int16, legacy-wide")
     p.add_argument("--dsp", choices=("fabric", "registered", "ecp5"), default=None,
-                   help="engine only: multiplier registers (rtl/dsp.py; default fabric, as in the cores)")
+                   help="engine, linear, deltanet, gated-deltanet: multiplier registers (rtl/dsp.py; default "
+                        "fabric for the engine, registered for the cores)")
+    p.add_argument("--bram", choices=("behavioural", "ecp5"), default=None,
+                   help="linear, deltanet, gated-deltanet: the state RAM's output register as lib.memory plus a "
+                        "register (default) or DP16KD REGMODE_B=OUTREG")
     p.add_argument("--out", default=None, help="build folder (default build/synth[/<config>])")
     p.add_argument("--freq", type=float, default=TARGET_MHZ, help=f"nextpnr target in MHz (default {TARGET_MHZ:g})")
     p.add_argument("--seed", type=int, default=SEED, help=f"nextpnr placement seed (default {SEED})")
@@ -1669,10 +1673,14 @@ def cmd_synth(args) -> int:
         if missing:
             raise ValueError(f"{missing[0]}: required unless --sweep (--algo NAME --d D --k K)")
         params = {"dsp": args.dsp} if args.dsp else {}
-        if params and args.algo != "engine":
-            raise ValueError(f"dsp: only the engine takes it (the cores use 'fabric'), not {args.algo}")
+        if params and args.algo not in ("engine", "linear", "deltanet", "gated-deltanet"):
+            raise ValueError(f"dsp: the engine and the linear/deltanet/gated-deltanet cores take it, not {args.algo}")
+        if args.bram:
+            if args.algo not in ("linear", "deltanet", "gated-deltanet"):
+                raise ValueError(f"bram: the linear/deltanet/gated-deltanet cores take it, not {args.algo}")
+            params["bram"] = args.bram
         out = args.out or str(Path("build/synth") / config_name(args.algo, args.d, args.k, args.format, params))
-        ecp5 = params.get("dsp") == "ecp5"  # Yosys's 7-series flow and ltp cannot read the ECP5 primitive
+        ecp5 = "ecp5" in (params.get("dsp"), params.get("bram"))  # Yosys's 7-series flow and ltp cannot read the ECP5 primitive
         r = synth(args.algo, args.d, args.k, args.format, out, target_mhz=args.freq, seed=args.seed,
                   pnr=not args.no_pnr, xilinx=not args.no_xilinx and not ecp5, cpu=args.cpu, ltp=not ecp5,
                   progress=_progress, params=params, pnr_timeout_s=cap)

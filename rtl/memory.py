@@ -12,13 +12,21 @@ Ports (one synchronous read port and one write port per bank, shared addresses):
 - write: ``wr_addr``, ``wr_en`` (lane mask, ``k`` bits), ``wr_data`` (``k`` signed words).
 
 RAM contents are not touched by reset; the core clears them itself after reset.
+
+``out_reg=True`` reads through the RAM's output register (``hardware.md``, "Timing
+discipline"): ``rd_data`` is valid two cycles after ``rd_en`` (:attr:`latency`). ``style``
+``"behavioural"`` writes it as ``lib.memory`` plus a register (simulation, portable);
+``"ecp5"`` instantiates one ``DP16KD`` column per bank with ``REGMODE_B = "OUTREG"``
+(:class:`~specmem.rtl.bram.RegisteredRAM`; Yosys does not absorb the register itself).
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, signed
+from amaranth.hdl import Module, Signal, signed
 from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
+
+from .bram import BRAM_STYLES, RegisteredRAM
 
 __all__ = ["StateMemory"]
 
@@ -31,11 +39,21 @@ class StateMemory(wiring.Component):
     ``ctx.get(mem.banks[l].data[i])``.
     """
 
-    def __init__(self, d: int, k: int, width: int, *, init=None):
+    def __init__(self, d: int, k: int, width: int, *, init=None, out_reg: bool = False, style: str = "behavioural"):
         for name, v, lo in (("d", d, 1), ("k", k, 1), ("width", width, 2)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ValueError(f"{name}: must be an integer >= {lo}, got {v!r}")
+        if style not in BRAM_STYLES:
+            raise ValueError(f"bram: must be one of {', '.join(BRAM_STYLES)}, got {style!r}")
+        if style == "ecp5" and init is not None:
+            raise ValueError("init: only the behavioural style takes initial contents (tests)")
         self.d, self.k, self.width = d, k, width
+        self.style = style
+        self.out_reg = bool(out_reg) or style == "ecp5"
+        #: cycles from ``rd_en`` to ``rd_data``
+        self.latency = 2 if self.out_reg else 1
+        #: the ``ecp5`` style's RAMs (one per bank; they check the depth)
+        self.rams = [RegisteredRAM(d, width, "ecp5") for _ in range(k)] if style == "ecp5" else []
         self.row_layout = data.ArrayLayout(signed(width), k)
         cols = [[0] * d for _ in range(k)]
         if init is not None:
@@ -56,6 +74,13 @@ class StateMemory(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        for l, ram in enumerate(self.rams):
+            m.submodules[f"ram{l}"] = ram
+            m.d.comb += [ram.rd_addr.eq(self.rd_addr), ram.rd_en.eq(self.rd_en), ram.rd_oce.eq(1),
+                         self.rd_data[l].eq(ram.rd_data), ram.wr_addr.eq(self.wr_addr), ram.wr_en.eq(self.wr_en[l]),
+                         ram.wr_data.eq(self.wr_data[l])]
+        if self.rams:
+            return m
         for l, bank in enumerate(self.banks):
             m.submodules[f"bank{l}"] = bank
             rp = bank.read_port(domain="sync")
@@ -63,9 +88,14 @@ class StateMemory(wiring.Component):
             m.d.comb += [
                 rp.addr.eq(self.rd_addr),
                 rp.en.eq(self.rd_en),
-                self.rd_data[l].eq(rp.data),
                 wp.addr.eq(self.wr_addr),
                 wp.en.eq(self.wr_en[l]),
                 wp.data.eq(self.wr_data[l]),
             ]
+            if self.out_reg:
+                out = Signal(signed(self.width), name=f"rd_reg{l}", reset_less=True)
+                m.d.sync += out.eq(rp.data)
+                m.d.comb += self.rd_data[l].eq(out)
+            else:
+                m.d.comb += self.rd_data[l].eq(rp.data)
         return m

@@ -21,15 +21,54 @@ advances while ``en`` is high. Bit-exact with ``FxType.saturate`` of the golden 
 
 from __future__ import annotations
 
-from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from .pipeline import stage_register
 
-__all__ = ["SaturatingNarrow", "fits_signed"]
+__all__ = ["SaturatingNarrow", "count_tree", "fits_signed", "tree_levels"]
 
 COUNT_WIDTH = 32
+
+
+def tree_levels(n: int) -> int:
+    """Registered levels of :func:`count_tree` for ``n`` flags (four terms per level)."""
+    levels = 0
+    while n > 1:
+        n = -(-n // 4)
+        levels += 1
+    return levels
+
+
+def count_tree(m, flags, en=1, *, name: str = "c", width: int = COUNT_WIDTH):
+    """A running count of 1-bit ``flags``: each registered, then summed four per registered level,
+    the root added to a ``width``-bit counter (one carry chain per cycle, never a k-wide sum).
+    Every register advances while ``en`` is high.
+
+    Returns ``(count, pending)``: the counter, and a signal that is high while a flag is still
+    inside the tree (``count`` includes a flag ``2 + tree_levels(len(flags))`` cycles after it).
+    """
+    reg = stage_register(m, en)
+    terms = [reg(f, unsigned(1), f"{name}0_{i}") for i, f in enumerate(flags)]
+    inside = list(terms)
+    level = 0
+    while len(terms) > 1:
+        level += 1
+        nxt = []
+        for j in range(0, len(terms), 4):
+            group = terms[j:j + 4]
+            w = (sum((1 << len(t)) - 1 for t in group)).bit_length()
+            nxt.append(reg(sum(group), unsigned(w), f"{name}{level}_{j // 4}"))
+        terms = nxt
+        inside += nxt
+    cnt = Signal(width, name=f"{name}_count")
+    if terms:
+        with m.If(en):
+            m.d.sync += cnt.eq(cnt + terms[0])
+    pending = Signal(name=f"{name}_pending")
+    m.d.comb += pending.eq(Cat(*inside).any() if inside else 0)
+    return cnt, pending
 
 
 def fits_signed(x, width):
@@ -50,12 +89,8 @@ class SaturatingNarrow(wiring.Component):
         if out_width > in_width:
             raise ValueError(f"out_width: must be <= in_width ({in_width}), got {out_width}: nothing to saturate")
         self.k, self.in_width, self.out_width = k, in_width, out_width
-        levels, n = 0, k
-        while n > 1:
-            n = -(-n // 4)
-            levels += 1
-        self.tree_levels = levels
-        self.count_latency = 4 + levels
+        self.tree_levels = tree_levels(k)
+        self.count_latency = 4 + self.tree_levels
         super().__init__({
             "en": In(1),
             "i_valid": In(1),
@@ -92,19 +127,6 @@ class SaturatingNarrow(wiring.Component):
         with m.If(en):
             m.d.sync += self.o_valid.eq(v2)
         # counts: valid beats only, four per registered level
-        terms = [reg(o & v2, unsigned(1), f"c0_{i}") for i, o in enumerate(over)]
-        level = 0
-        while len(terms) > 1:
-            level += 1
-            nxt = []
-            for j in range(0, len(terms), 4):
-                group = terms[j:j + 4]
-                width = (sum((1 << len(t)) - 1 for t in group)).bit_length()
-                nxt.append(reg(sum(group), unsigned(width), f"c{level}_{j // 4}"))
-            terms = nxt
-        root = terms[0]
-        cnt = Signal(COUNT_WIDTH, name="count_r")
-        with m.If(en):
-            m.d.sync += cnt.eq(cnt + root)
-        m.d.comb += self.count.eq(cnt)
+        count, _ = count_tree(m, [o & v2 for o in over], en, name="c")
+        m.d.comb += self.count.eq(count)
         return m

@@ -48,7 +48,7 @@ class ScalarUnit(wiring.Component):
     """
 
     def __init__(self, config: GoldenScalarUnit, in_width: int, frac_width: int = 8, *, pipelined: bool = False,
-                 dsp: str = "registered"):
+                 dsp: str = "registered", seed_register: bool = False):
         if not isinstance(config, GoldenScalarUnit):
             raise ValueError(f"config: expected a golden ScalarUnit, got {config!r}")
         for name, v, lo in (("in_width", in_width, 1), ("frac_width", frac_width, 2)):
@@ -59,6 +59,11 @@ class ScalarUnit(wiring.Component):
         self.config = config
         self.in_width, self.frac_width = in_width, frac_width
         self.pipelined, self.dsp = bool(pipelined), dsp
+        if seed_register and not self.pipelined:
+            raise ValueError("seed_register: only the pipelined arrangement has it")
+        #: pipelined: both seed tables read into registers a cycle before the seed is taken (the
+        #: tables' LUT trees then end at a register, not in y's input multiplexer): one cycle more
+        self.seed_register = bool(seed_register)
         P = config.out_bits
         e_lo = -((1 << (frac_width - 1)) - 1)
         e_hi = in_width - 1 + (1 << (frac_width - 1))
@@ -74,8 +79,9 @@ class ScalarUnit(wiring.Component):
             self.mul_latency = PipelinedMultiplier.latency_for(dsp, self.mul_width, self.mul_width,
                                                                input_register=True)
             M = self.mul_latency + 1  # cycles per multiply: issue, then wait for the product
-            self.latency = {ScalarOp.RECIP: 8 + 2 * M * config.newton_steps,
-                            ScalarOp.RSQRT: 8 + 3 * M * config.newton_steps}
+            s = int(self.seed_register)
+            self.latency = {ScalarOp.RECIP: 8 + s + 2 * M * config.newton_steps,
+                            ScalarOp.RSQRT: 8 + s + 3 * M * config.newton_steps}
         self.in_layout = data.StructLayout({"x": unsigned(in_width), "frac": signed(frac_width), "op": ScalarOp})
         self.out_layout = data.StructLayout({"m": signed(P), "f": signed(self.f_width)})
         super().__init__({
@@ -190,21 +196,29 @@ class ScalarUnit(wiring.Component):
                     m.next = "IDLE"
         return m
 
-    def _seed(self, m, op, e, xm, y, step, recip_rom, rsqrt_rom, done_state):
-        """The SEED state's body (both arrangements): the table's first guess, and for rsqrt an
-        even exponent; then the first Newton step, or ``done_state`` when there are none."""
-        cfg = self.config
+    @staticmethod
+    def _seed_index(cfg, xm, e):
+        """The two tables' indices from the normalised ``xm`` (and for rsqrt the exponent's parity)."""
         W, b = cfg.work_bits, cfg.seed_bits
+        return (xm >> (W - 1 - b))[:b], (e[0] << (b - 1)) | (xm >> (W - b))[:b - 1]
+
+    def _seed(self, m, op, e, xm, y, step, recip_rom, rsqrt_rom, done_state, seeds=None):
+        """The SEED state's body (both arrangements): the table's first guess, and for rsqrt an
+        even exponent; then the first Newton step, or ``done_state`` when there are none.
+        ``seeds``: the tables' words already read into registers (``seed_register``)."""
+        cfg = self.config
+        ri, si = self._seed_index(cfg, xm, e)
+        rseed, sseed = seeds if seeds is not None else (recip_rom[ri], rsqrt_rom[si])
         m.d.sync += step.eq(0)
         with m.If(op == ScalarOp.RECIP):
-            m.d.sync += y.eq(recip_rom[(xm >> (W - 1 - b))[:b]])
+            m.d.sync += y.eq(rseed)
             m.next = "RECIP_T" if cfg.newton_steps else done_state
         with m.Else():
             odd = e[0]
             m.d.sync += [
                 e.eq(e - odd),
                 xm.eq(Mux(odd, xm << 1, xm)),
-                y.eq(rsqrt_rom[(odd << (b - 1)) | (xm >> (W - b))[:b - 1]]),
+                y.eq(sseed),
             ]
             m.next = "RSQRT_Y2" if cfg.newton_steps else done_state
 
@@ -262,9 +276,16 @@ class ScalarUnit(wiring.Component):
                 m.next = "NORMALISE"
             with m.State("NORMALISE"):  # the fine half: the leading one to bit W - 1
                 m.d.sync += [xm.eq((xc >> fine)[:W]), e.eq(msb - frac)]
-                m.next = "SEED"
+                m.next = "SEED_READ" if self.seed_register else "SEED"
+            seeds = None
+            if self.seed_register:
+                seeds = (Signal(unsigned(N + 1), name="recip_seed"), Signal(unsigned(N + 1), name="rsqrt_seed"))
+                with m.State("SEED_READ"):
+                    ri, si = self._seed_index(cfg, xm, e)
+                    m.d.sync += [seeds[0].eq(recip_rom[ri]), seeds[1].eq(rsqrt_rom[si])]
+                    m.next = "SEED"
             with m.State("SEED"):
-                self._seed(m, op, e, xm, y, step, recip_rom, rsqrt_rom, "ROUND")
+                self._seed(m, op, e, xm, y, step, recip_rom, rsqrt_rom, "ROUND", seeds)
 
             def after_step(loop_state):
                 def go():
@@ -280,18 +301,19 @@ class ScalarUnit(wiring.Component):
                 return go
 
             # reciprocal: t = (mu y) >> (W-1); y = (y (2^(N+1) - t)) >> N
+            # (t is kept as the factor 2^(N+1) - t, or 3 2^N - t: the subtraction ends at t's register,
+            # not in front of the multiplier's operand select)
             with m.State("RECIP_T"):
-                multiply(xm, y, lambda p_: [t.eq(p_ >> (W - 1))], goto("RECIP_Y"))
+                multiply(xm, y, lambda p_: [t.eq((2 << N) - (p_ >> (W - 1)))], goto("RECIP_Y"))
             with m.State("RECIP_Y"):
-                multiply(y, (2 << N) - t, lambda p_: [y.eq(p_ >> N), step.eq(step + 1)], after_step("RECIP_T"))
+                multiply(y, t, lambda p_: [y.eq(p_ >> N), step.eq(step + 1)], after_step("RECIP_T"))
             # rsqrt: y2 = (y y) >> N; t = (mu' y2) >> (W-1); y = (y (3 2^N - t)) >> (N+1)
             with m.State("RSQRT_Y2"):
                 multiply(y, y, lambda p_: [y2.eq(p_ >> N)], goto("RSQRT_T"))
             with m.State("RSQRT_T"):
-                multiply(xm, y2, lambda p_: [t.eq(p_ >> (W - 1))], goto("RSQRT_Y"))
+                multiply(xm, y2, lambda p_: [t.eq((3 << N) - (p_ >> (W - 1)))], goto("RSQRT_Y"))
             with m.State("RSQRT_Y"):
-                multiply(y, (3 << N) - t, lambda p_: [y.eq(p_ >> (N + 1)), step.eq(step + 1)],
-                         after_step("RSQRT_Y2"))
+                multiply(y, t, lambda p_: [y.eq(p_ >> (N + 1)), step.eq(step + 1)], after_step("RSQRT_Y2"))
 
             # mantissa to P bits (round half to even), then the exponent
             with m.State("ROUND"):

@@ -425,7 +425,9 @@ class BaselineTop(wiring.Component):
         budget = c.cycle_budget()
         return {
             "parameters": {"d": self.d, "k": self.k, "preset": self.preset, "eps": c.params["eps"],
-                           "in_range": F.preset.in_range if c.params["in_range"] is None else c.params["in_range"]},
+                           "in_range": F.preset.in_range if c.params["in_range"] is None else c.params["in_range"],
+                           "dsp": c.dsp, "bram": c.bram},
+            "sim_models": (["MULT18X18D"] if c.dsp == "ecp5" else []) + (["DP16KD"] if c.bram == "ecp5" else []),
             "formats": F.to_dict(),
             "streams": {"s_axis": s_axis, "m_axis": stream_packing(self.d, self.k, F["o"], "o")},
             "status": {
@@ -438,7 +440,8 @@ class BaselineTop(wiring.Component):
             "engines": {
                 "pass": {"count": len(c.pass_engines), "latency": c.e_sq.latency,
                          "acc_widths": [e.acc_width for e in c.pass_engines]},
-                "scalar_unit": {"count": 1, "latency": {op.name.lower(): v for op, v in c.su_fe.latency.items()},
+                "scalar_unit": {"count": len(c.scalar_units),
+                                "latency": {op.name.lower(): v for op, v in c.scalar_units[0].latency.items()},
                                 **c.su_config.to_json()},
             },
             "reset": "synchronous; after reset the core writes S = 0 (d^2/k cycles)",

@@ -21,7 +21,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["StreamModel", "AnnihilationModel", "VLAModel", "BaselineModel", "Scoreboard", "Mismatch",
+#: design parameters that change the hardware only (multiplier and RAM registers), not the arithmetic
+RTL_ONLY_PARAMS = ("dsp", "bram")
+
+__all__ = ["RTL_ONLY_PARAMS", "StreamModel", "AnnihilationModel", "VLAModel", "BaselineModel", "Scoreboard", "Mismatch",
            "expected_saturations", "V2_SAT_TENSORS"]
 
 
@@ -253,6 +256,7 @@ class BaselineModel(StreamModel):
     SCALARS = {"linear": (), "deltanet": ("beta",), "gated-deltanet": ("beta", "g")}
 
     def __init__(self, algo: str, d: int, k: int, preset: str = "legacy-int8", params: dict | None = None):
+        params = {n: v for n, v in (params or {}).items() if n not in RTL_ONLY_PARAMS}
         from specmem.golden.fixed.formats import formats_for
 
         if algo not in self.ALGOS:

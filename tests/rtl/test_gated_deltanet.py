@@ -173,15 +173,15 @@ def test_unit_decay_core_equals_deltanet_model():
 
 @pytest.mark.parametrize("d,k", [(16, 4), pytest.param(32, 8, marks=pytest.mark.slow)])
 def test_core_cycles_per_token_steady_state(d, k):
-    """Full-rate source, ready sink: the decay costs no cycle; every token after the first takes
-    DeltaNet's ``cycle_budget()['total']`` = d²/k + L + 5."""
+    """Full-rate source, ready sink: every token after the first takes ``cycle_budget()['total']``;
+    the decay costs at most 4 cycles a token over DeltaNet (its products by g in the row pipeline)."""
     T = 6
     g, Xq = golden(make_stream(6, T, d))
     res = run_core(Xq, k, seed=7)
     check(res, g)
     steps = np.diff(res["last_cycles"])
     budget = res["dut"].cycle_budget()
-    assert budget == BaselineCore("deltanet", d, k).cycle_budget()
+    assert 0 <= budget["total"] - BaselineCore("deltanet", d, k).cycle_budget()["total"] <= 4
     assert np.all(steps == budget["total"]), (steps, budget)
     print(f"gated-deltanet cycles per token at d={d}, k={k}: {steps.tolist()}; floor d²/k={budget['floor']}")
 

@@ -20,19 +20,23 @@ def _inputs(rng, in_width, n):
     return np.concatenate([edges, x, small, pow2])
 
 
+ARRANGEMENTS = {"compact": {}, "pipelined": {"pipelined": True},
+                "pipelined-seed-register": {"pipelined": True, "seed_register": True}}
+
+
 @pytest.mark.parametrize("cfg,in_width", [
     pytest.param(Golden(out_bits=8, newton_steps=1), 20, id="int8-preset-1-step"),
     pytest.param(Golden(out_bits=16, newton_steps=2), 34, id="int16-preset-2-steps"),
     pytest.param(Golden(out_bits=12, seed_bits=4, newton_steps=0, work_bits=16), 12, id="seed-only"),
     pytest.param(Golden(out_bits=24, seed_bits=5, newton_steps=3, work_bits=28), 40, id="wide-3-steps"),
 ])
-@pytest.mark.parametrize("pipelined", [False, True], ids=["compact", "pipelined"])
-def test_scalar_unit_matches_golden(cfg, in_width, pipelined):
+@pytest.mark.parametrize("arrangement", list(ARRANGEMENTS))
+def test_scalar_unit_matches_golden(cfg, in_width, arrangement):
     rng = np.random.default_rng(in_width * 7 + cfg.newton_steps)
     x = _inputs(rng, in_width, 120)
     frac = rng.integers(-20, 40, size=x.size)
     op = rng.integers(0, 2, size=x.size)
-    dut = ScalarUnit(cfg, in_width, frac_width=7, pipelined=pipelined)
+    dut = ScalarUnit(cfg, in_width, frac_width=7, **ARRANGEMENTS[arrangement])
     reqs = [{"x": int(a), "frac": int(f), "op": ScalarOp(int(o))} for a, f, o in zip(x, frac, op)]
     out = []
     run_simulation(
@@ -71,10 +75,11 @@ def test_pipelined_unit_at_the_widest_newton_operands():
         assert got == (int(w.m[0]), int(w.f[0])), r
 
 
-@pytest.mark.parametrize("pipelined,steps", [(False, 1), (True, 1), (True, 2)])
-def test_scalar_unit_latency(pipelined, steps):
+@pytest.mark.parametrize("arrangement,steps", [("compact", 1), ("pipelined", 1), ("pipelined", 2),
+                                               ("pipelined-seed-register", 1)])
+def test_scalar_unit_latency(arrangement, steps):
     cfg = Golden(out_bits=8, newton_steps=steps)
-    dut = ScalarUnit(cfg, 16, pipelined=pipelined)
+    dut = ScalarUnit(cfg, 16, **ARRANGEMENTS[arrangement])
     seen = {}
 
     async def tb(ctx):
@@ -100,6 +105,7 @@ def test_scalar_unit_latency(pipelined, steps):
     ({"config": None, "in_width": 16}, "config: expected"),
     ({"config": Golden(), "in_width": 0}, "in_width: must be"),
     ({"config": Golden(), "in_width": 63}, "in_width: the golden scalar unit"),
+    ({"config": Golden(), "in_width": 16, "seed_register": True}, "seed_register: only the pipelined"),
 ])
 def test_scalar_unit_rejects_bad_generics(kwargs, match):
     with pytest.raises(ValueError, match=match):
