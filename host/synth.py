@@ -46,7 +46,7 @@ from specmem.progress import stage
 
 __all__ = [
     "DEVICE", "TARGET_MHZ", "SEED", "SWEEP", "SynthError", "tool_versions", "tool_key", "shell_verilog",
-    "synth", "sweep", "pnr_progress", "PNR_TIMEOUT_S", "engine_sweep", "vla_sweep", "area_breakdown", "breakdown_sweep", "BREAKDOWN", "VLA_SWEEP", "load_engine_results", "ENGINE_SWEEP", "config_name", "measure_cycles", "measure_cycles_v2", "cpu_rates", "critical_path_summary", "longest_logic_path", "ltp_text", "endpoint_delays", "register_ranking",
+    "synth", "sweep", "rule_sweep", "RULE_SWEEP", "pnr_progress", "PNR_TIMEOUT_S", "engine_sweep", "vla_sweep", "area_breakdown", "breakdown_sweep", "BREAKDOWN", "VLA_SWEEP", "load_engine_results", "ENGINE_SWEEP", "config_name", "measure_cycles", "measure_cycles_v2", "cpu_rates", "critical_path_summary", "longest_logic_path", "ltp_text", "endpoint_delays", "register_ranking",
     "write_report", "load_results", "compare_to_baseline", "load_baselines", "write_baseline",
     "add_synth_arguments", "cmd_synth", "synth_main",
 ]
@@ -73,6 +73,10 @@ ENGINE_SWEEP = {"d": 128, "ks": (4, 8, 16), "presets": ("legacy-int8", "legacy-i
 #: The VLA core (``rtl/vla.py``): its A and S memories and per-lane multipliers make it several
 #: times the annihilation core, so a few configurations rather than the full grid.
 VLA_SWEEP = {"configs": ((32, 4, "legacy-int8"), (32, 8, "legacy-int8"))}
+#: the delta-rule cores on the ECP5's own registers (MULT18X18D, DP16KD OUTREG): the grid of the
+#: VLA-family issue (d in {32, 64}, k in {4, 8, 16})
+RULE_SWEEP = {"algos": ("deltanet", "gated-deltanet"), "ds": (32, 64), "ks": (4, 8, 16), "preset": "legacy-int8",
+              "params": {"dsp": "ecp5", "bram": "ecp5"}}
 #: Configurations whose area is broken down by module (Yosys with the hierarchy kept)
 BREAKDOWN = (("annihilation", 32, 8, "legacy-int8"), ("annihilation", 32, 8, "legacy-int16"),
              ("vla", 32, 4, "legacy-int8"))
@@ -1015,6 +1019,7 @@ def sweep(out_dir="build/synth", docs_dir="docs", *, ks=None, ds=None, presets=N
     if engine:
         engine_sweep(out_dir, docs_dir, target_mhz=target_mhz, seed=seed, resume=resume, progress=progress)
         vla_sweep(out_dir, docs_dir, target_mhz=target_mhz, seed=seed, resume=resume, progress=progress)
+        rule_sweep(out_dir, docs_dir, target_mhz=target_mhz, seed=seed, resume=resume, progress=progress)
         breakdown_sweep(out_dir, docs_dir, resume=resume, progress=progress)
     progress(f"synth sweep: done in {(time.perf_counter() - t_start) / 60:.1f} min")
     if report:
@@ -1041,6 +1046,16 @@ def vla_sweep(out_dir="build/synth", docs_dir="docs", *, configs=None, target_mh
     A configuration that does not fit the device keeps its Yosys counts and nextpnr's error."""
     grid = [("vla", d, k, p, {}) for d, k, p in (configs or VLA_SWEEP["configs"])]
     return _run_grid("vla", grid, out_dir, docs_dir, target_mhz=target_mhz, seed=seed, resume=resume,
+                     progress=progress)
+
+
+def rule_sweep(out_dir="build/synth", docs_dir="docs", *, algos=None, ds=None, ks=None,
+               target_mhz: float = TARGET_MHZ, seed: int = SEED, resume: bool = True, progress=print) -> list[dict]:
+    """DeltaNet and Gated DeltaNet at ``RULE_SWEEP``'s grid, cached as ``<docs_dir>/hardware/rules/``."""
+    prm = RULE_SWEEP["params"]
+    grid = [(a, d, k, RULE_SWEEP["preset"], dict(prm)) for a in (algos or RULE_SWEEP["algos"])
+            for d in (ds or RULE_SWEEP["ds"]) for k in (ks or RULE_SWEEP["ks"])]
+    return _run_grid("rules", grid, out_dir, docs_dir, target_mhz=target_mhz, seed=seed, resume=resume,
                      progress=progress)
 
 
@@ -1387,6 +1402,7 @@ def _generated_block(results, docs_dir: Path) -> str:
     if eng:
         L.extend([f"![engine fmax](hardware/{_engine_plot(eng, docs_dir / 'hardware')})", ""])
     L.extend(_vla_block(load_engine_results(docs_dir, "vla")))
+    L.extend(_rules_block(load_engine_results(docs_dir, "rules")))
     L.extend(_breakdown_block(load_engine_results(docs_dir, "breakdown")))
     rt = [r.get("runtime_s", {}).get("total_s") for r in rs if r.get("runtime_s")]
     if rt:
@@ -1453,6 +1469,50 @@ def _vla_block(results) -> list[str]:
     L.append("")
     L.append("Cycles per token: the manifest's `VLACore.cycle_budget()` (measured equal in `tests/rtl/test_vla.py` "
              "and the Verilator suite at the configurations they run).")
+    L.extend(["", *notes, ""] if notes else [""])
+    return L
+
+
+#: the published Gated DeltaNet FPGA decoder (Gupta, Wang, Kannan, Prasanna, "A Persistent-State
+#: Dataflow Accelerator for Memory-Bound Linear Attention Decode on FPGA"; abstract figures): AMD
+#: Alveo U55C, Vitis HLS, the whole 2 MB recurrent state of a layer on chip, 63 us per token at
+#: its fastest. Its state elements per token assume fp32 (2 MB / 4 B); resources are not in the abstract.
+PUBLISHED_GDN = {"device": "AMD Alveo U55C (Vitis HLS)", "state_bytes": 2 * 2 ** 20, "bytes_per_element": 4,
+                 "us_per_token": 63.0}
+
+
+def _rules_block(results) -> list[str]:
+    """The table of :func:`rule_sweep` results and the published decoder beside it (empty without results)."""
+    if not results:
+        return []
+    rs = sorted(results, key=lambda r: (r["algo"], r["d"], r["k"]))
+    L = ["### DeltaNet and Gated DeltaNet (`rtl/baselines.py`, `--dsp ecp5 --bram ecp5`)", ""]
+    L.append("| rule | preset | d | k | fmax MHz | LUT | FF | DSP (MULT18, of 156) | EBR | cycles/token | floor d²/k | "
+             "cycles / floor | tokens/s | state elements updated /s | per DSP |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    notes = []
+    for r in rs:
+        fm = _num(r.get("fmax_mhz"), "{:.1f}")
+        if r.get("fmax_mhz") is None and r.get("pnr_error"):
+            fm = "does not place"
+            notes.append(f"- {r['algo']} d={r['d']} k={r['k']}: nextpnr: `{r['pnr_error'].strip()[-200:]}`")
+        tps = r.get("tokens_per_s")
+        eps = None if tps is None else tps * r["d"] ** 2
+        L.append(f"| {r['algo']} | {r['preset']} | {r['d']} | {r['k']} | {fm} | {_num(r['luts'])} | {_num(r['ffs'])} | "
+                 f"{r['dsp']} | {r['ebr']} | {r['cycles_per_token']} | {r.get('floor_cycles', '—')} | "
+                 f"{r['cycles_over_floor']:.3f} | {_num(tps, '{:,.0f}')} | {_num(eps, '{:.2e}')} | "
+                 f"{_num(None if eps is None or not r['dsp'] else eps / r['dsp'], '{:.2e}')} |")
+    p = PUBLISHED_GDN
+    elems = p["state_bytes"] // p["bytes_per_element"]
+    rate = elems / (p["us_per_token"] * 1e-6)
+    L += ["", f"Beside it, the published Gated DeltaNet decoder ({p['device']}): {elems:,} state elements (2 MB, "
+          f"read as fp32) per token in {p['us_per_token']:g} µs, **{rate:.2e} state elements updated per second**; "
+          "its DSP count is not in the published abstract, so there is no per-DSP figure. An estimate, not a like-for-like "
+          "comparison: different device class (an Alveo U55C datacentre card against a ~$50 ECP5-85F), number "
+          "formats (fp32 as assumed against int8-class fixed point) and shapes (its many heads against one d x d "
+          "memory here). Cycles per token: the manifest's `cycle_budget()` (measured equal in "
+          "`tests/rtl/test_baselines.py`, `tests/rtl/test_gated_deltanet.py` and the Verilator suite at the "
+          "configurations they run)."]
     L.extend(["", *notes, ""] if notes else [""])
     return L
 
@@ -1637,6 +1697,9 @@ def add_synth_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--docs", default="docs", help="folder of hardware.md for --sweep (default docs)")
     p.add_argument("--no-resume", action="store_true", help="--sweep: ignore cached results")
     p.add_argument("--report-only", action="store_true", help="--sweep: rewrite docs/hardware.md from the cache")
+    p.add_argument("--rules", action="store_true",
+                   help="DeltaNet and Gated DeltaNet at d in {32,64} x k in {4,8,16} on ECP5 primitives "
+                        "(resumable; ~40 min), then rewrite docs/hardware.md from every cached result")
     p.add_argument("--write-baseline", action="store_true",
                    help="record the baseline configurations in docs/baselines/<tool versions>.json")
     return p
@@ -1663,6 +1726,13 @@ def cmd_synth(args) -> int:
         if args.sweep:
             sweep(args.out or "build/synth", args.docs, target_mhz=args.freq, seed=args.seed,
                   resume=not args.no_resume, pnr_timeout_s=cap, progress=_progress)
+            return 0
+        if args.rules:
+            rule_sweep(args.out or "build/synth", args.docs, target_mhz=args.freq, seed=args.seed,
+                       resume=not args.no_resume, progress=_progress)
+            res = load_results(args.docs)
+            if res:
+                _progress(f"synth: wrote {write_report(res, args.docs)}")
             return 0
         if args.write_baseline:
             res = [baseline_result(a, d, k, p, prm, args.out or "build/synth", args.docs, _progress,

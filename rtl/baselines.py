@@ -317,12 +317,16 @@ class BaselineCore(wiring.Component):
         fe_recv, fe_scale = Signal(), Signal()
         last_phase = 2 if lin else 3
         phase_end = Mux(phase == 3, self.scalar_beats - 1, dk - 1)
-        x_ok = materialise(m, fe_recv & ~recv_done & ~slot_full.bit_select(wslot, 1), "x_ok")
+        # ready is a register: this cycle's condition, and low after a token's last beat (it may
+        # rise a cycle late, never early: only the front end's own progress frees the receiver)
+        x_ok = Signal(name="x_ok")
         m.d.comb += self.x_in.ready.eq(x_ok)
         accept = self.x_in.valid & x_ok
-        m.d.sync += r_v.eq(accept)
+        last_in = (phase == last_phase) & (beat == phase_end)
+        m.d.sync += x_ok.eq(fe_recv & ~recv_done & ~slot_full.bit_select(wslot, 1) & ~(accept & last_in))
+        m.d.sync += [r_v.eq(accept), r_x.eq(self.x_in.payload)]  # r_x is read only with r_v
         with m.If(accept):
-            m.d.sync += [r_phase.eq(phase), r_beat.eq(beat), r_x.eq(self.x_in.payload)]
+            m.d.sync += [r_phase.eq(phase), r_beat.eq(beat)]
             with m.If(beat == phase_end):
                 m.d.sync += [beat.eq(0), phase.eq(Mux(phase == last_phase, 0, phase + 1))]
                 with m.If(phase == last_phase):

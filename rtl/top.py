@@ -23,6 +23,7 @@ from amaranth.lib.wiring import In, Out
 
 from .annihilation import AnnihilationCore
 from .generate import stream_packing
+from .skid import SkidBuffer
 
 __all__ = ["AnnihilationTop", "AnnihilationTopV2", "VLATop", "BaselineTop", "V2_MEASURED_CYCLES"]
 
@@ -458,10 +459,13 @@ class BaselineTop(wiring.Component):
         m = Module()
         m.submodules.core = core = self.core
         beats = core.beats_per_token
+        # s_axis_tready is a register (a skid buffer in front of the core)
+        m.submodules.skid = skid = SkidBuffer(core.x_layout)
+        wiring.connect(m, skid.o, core.x_in)
         m.d.comb += [
-            core.x_in.payload.as_value().eq(self.s_axis_tdata),
-            core.x_in.valid.eq(self.s_axis_tvalid),
-            self.s_axis_tready.eq(core.x_in.ready),
+            skid.i.payload.as_value().eq(self.s_axis_tdata),
+            skid.i.valid.eq(self.s_axis_tvalid),
+            self.s_axis_tready.eq(skid.i.ready),
             self.m_axis_tdata.eq(core.o_out.payload.o.as_value()),
             self.m_axis_tlast.eq(core.o_out.payload.last),
             self.m_axis_tvalid.eq(core.o_out.valid),
@@ -473,7 +477,7 @@ class BaselineTop(wiring.Component):
         beat = Signal(range(max(beats, 2)))
         errors = Signal(32)
         m.d.comb += self.status_framing_errors.eq(errors)
-        with m.If(self.s_axis_tvalid & core.x_in.ready):
+        with m.If(self.s_axis_tvalid & skid.i.ready):
             m.d.sync += beat.eq(Mux(beat == beats - 1, 0, beat + 1))
             with m.If(self.s_axis_tlast != (beat == beats - 1)):
                 m.d.sync += errors.eq(errors + 1)

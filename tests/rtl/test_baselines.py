@@ -197,7 +197,7 @@ def test_deltanet_top_axis_reset_mid_stream():
     xw, ow = top.x_width, top.o_width
     bpt = top.core.beats_per_token
     cut = 2 * bpt + dk + 1  # inside the v beats of token 2 of stream A
-    phase = {"after_reset": False}
+    phase = {"after_reset": False, "in_reset": False}
     got = {"a": [], "b": []}
     res = {}
     rng_src, rng_snk = random.Random(31), random.Random(32)
@@ -207,11 +207,14 @@ def test_deltanet_top_axis_reset_mid_stream():
             await stream_put(ctx, s_axis, _word(b, xw) | (int(n % bpt == bpt - 1) << (k * xw)), rng=rng_src, idle=0.3)
         for _ in range(rng_src.randrange(1, 40)):
             await ctx.tick()
+        phase["in_reset"] = True  # the sink takes no beat while reset is high (a void handshake)
+        await ctx.tick()
         ctx.set(rst, 1)
         phase["after_reset"] = True
         await ctx.tick()
         await ctx.tick()
         ctx.set(rst, 0)
+        phase["in_reset"] = False
         for n, b in enumerate(token_beats("deltanet", XB, k)):
             await stream_put(ctx, s_axis, _word(b, xw) | (int(n % bpt == bpt - 1) << (k * xw)), rng=rng_src, idle=0.3)
 
@@ -225,8 +228,16 @@ def test_deltanet_top_axis_reset_mid_stream():
 
     async def sink(ctx):
         while len(got["b"]) < len(XB["k"]) * dk:
-            p = await stream_get(ctx, view, rng=rng_snk, stall=0.4)
-            got["b" if phase["after_reset"] else "a"].append(decode(p))
+            if phase["in_reset"]:
+                ctx.set(view.ready, 0)
+                await ctx.tick()
+                continue
+            ready = rng_snk.random() >= 0.4
+            ctx.set(view.ready, ready)
+            _, _, valid, p = await ctx.tick().sample(view.valid, view.payload)
+            if ready and valid:
+                got["b" if phase["after_reset"] else "a"].append(decode(p))
+        ctx.set(view.ready, 0)
         while ctx.get(top.status_busy):
             await ctx.tick()
         res["s"] = read_state(ctx, top.core.smem, d, k)
