@@ -62,7 +62,8 @@ class StateMemory(wiring.Component):
             for i, row in enumerate(init):
                 for l, v in enumerate(row):
                     cols[l][i] = int(v)
-        self.banks = [memory.Memory(shape=signed(width), depth=d, init=cols[l]) for l in range(k)]
+        self.banks = ([memory.Memory(shape=signed(width), depth=d, init=cols[l]) for l in range(k)]
+                      if style == "behavioural" else [])
         super().__init__({
             "rd_addr": In(range(d)),
             "rd_en": In(1),
