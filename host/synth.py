@@ -1474,7 +1474,7 @@ def _vla_block(results) -> list[str]:
 
 
 #: the published Gated DeltaNet FPGA decoder (Gupta, Wang, Kannan, Prasanna, "A Persistent-State
-#: Dataflow Accelerator for Memory-Bound Linear Attention Decode on FPGA"; abstract figures): AMD
+#: Dataflow Accelerator for Memory-Bound Linear Attention Decode on FPGA", arXiv:2603.05931; abstract figures): AMD
 #: Alveo U55C, Vitis HLS, the whole 2 MB recurrent state of a layer on chip, 63 us per token at
 #: its fastest. Its state elements per token assume fp32 (2 MB / 4 B); resources are not in the abstract.
 PUBLISHED_GDN = {"device": "AMD Alveo U55C (Vitis HLS)", "state_bytes": 2 * 2 ** 20, "bytes_per_element": 4,
@@ -1505,10 +1505,11 @@ def _rules_block(results) -> list[str]:
     p = PUBLISHED_GDN
     elems = p["state_bytes"] // p["bytes_per_element"]
     rate = elems / (p["us_per_token"] * 1e-6)
-    L += ["", f"Beside it, the published Gated DeltaNet decoder ({p['device']}): {elems:,} state elements (2 MB, "
+    L += ["", f"Beside it, the published Gated DeltaNet decoder (arXiv:2603.05931, {p['device']}): {elems:,} state "
+          "elements (2 MB, "
           f"read as fp32) per token in {p['us_per_token']:g} µs, **{rate:.2e} state elements updated per second**; "
           "its DSP count is not in the published abstract, so there is no per-DSP figure. An estimate, not a like-for-like "
-          "comparison: different device class (an Alveo U55C datacentre card against a ~$50 ECP5-85F), number "
+          "comparison: different device class (an Alveo U55C datacentre card against an ECP5-85F), number "
           "formats (fp32 as assumed against int8-class fixed point) and shapes (its many heads against one d x d "
           "memory here). Cycles per token: the manifest's `cycle_budget()` (measured equal in "
           "`tests/rtl/test_baselines.py`, `tests/rtl/test_gated_deltanet.py` and the Verilator suite at the "

@@ -42,7 +42,7 @@ Token slots: the token being written, the token being read, the token the front 
 DeltaNet's front end has two parts and four slots: the receiver (``||k||²`` and ``||q||²`` on a
 dot engine as the beats arrive, each rsqrt on its own pipelined scalar unit as soon as its sum is
 in) and the scaler (``kn``, ``qn`` through pipelined multipliers and shifts, ``knᵀqn`` on a dot
-engine, ``c`` on the pipelined block normaliser); the receiver hands a token over and takes the
+engine, ``c`` on the serial block normaliser); the receiver hands a token over and takes the
 next while the scaler works, so the front end keeps up with the pass at d = 16, k = 4.
 """
 
@@ -57,7 +57,7 @@ from specmem.golden.fixed.datapath import Datapath
 from specmem.golden.fixed.formats import formats_for
 from specmem.golden.fixed.gated_deltanet import gated_deltanet_formats
 
-from .block_norm import BlockNormaliser
+from .block_norm import SerialBlockNormaliser
 from .dsp import PipelinedMultiplier, check_dsp
 from .engine import DotEngine, min_signed_width
 from .lanes import lane_helpers
@@ -502,8 +502,9 @@ class BaselineCore(wiring.Component):
                          e_c.i.payload.last.eq(a3_a == dk - 1), e_c.o.ready.eq(1)]
             m.d.comb += [e_c.i.payload.a[l].eq(a3_kn[l]) for l in range(k)]
             m.d.comb += [e_c.i.payload.b[l].eq(a3_qn[l]) for l in range(k)]
-            # c = normalize(knᵀqn): the pipelined block normaliser on one element (f = 0 for c = 0)
-            m.submodules.c_norm = c_norm = BlockNormaliser(1, e_c.acc_width, P, frac_width=EW + 2)
+            # c = normalize(knᵀqn): the serial block normaliser on one element (its leading one in
+            # two steps; one value a token), f = 0 for c = 0
+            m.submodules.c_norm = c_norm = SerialBlockNormaliser(1, e_c.acc_width, P, frac_width=EW + 2)
             m.d.comb += [c_norm.en.eq(1), c_norm.i_valid.eq(e_c.o.valid), c_norm.i_data[0].eq(e_c.o.payload.sum),
                          c_norm.i_frac.eq(2 * fu)]
             with m.If(handoff):

@@ -246,12 +246,15 @@ class ScalarUnit(wiring.Component):
         ee = Signal(signed(len(e)))
         top = Signal()
 
-        done = Signal()  # wait == mul.latency, as a register (the state's exit is not a compare)
+        # wait counts the cycles of a multiply state and is 0 in every other state, so done
+        # (wait == mul.latency, as a register: a state's exit is not a compare) needs no state decode
+        done = Signal()
+        m.d.sync += [wait.eq(0), done.eq(wait == mul.latency - 1)]
 
         def multiply(a, bb, result, next_state):
             """Issue ``a * bb`` (held while waiting), then ``result(prod)`` and go on."""
             m.d.comb += [mul_a.eq(a), mul_b.eq(bb)]
-            m.d.sync += [wait.eq(wait + 1), done.eq(wait == mul.latency - 1)]
+            m.d.sync += wait.eq(wait + 1)
             with m.If(done):
                 m.d.sync += [*result(prod), wait.eq(0)]
                 next_state()
