@@ -1077,9 +1077,16 @@ def _run_grid(sub: str, grid, out_dir, docs_dir, *, target_mhz, seed, resume, pr
                 continue
         ecp5 = params.get("dsp") == "ecp5"  # the 7-series estimate and Yosys's ltp cannot read the primitive
         t0 = time.perf_counter()
-        r = synth(algo, d, k, preset, Path(out_dir) / name, target_mhz=target_mhz, seed=seed,
-                  xilinx=not ecp5, ltp=algo != "engine" and not ecp5, params=params, cpu=algo == "vla",
-                  progress=lambda msg, tag=tag: progress(f"{tag}: {msg.split(': ', 1)[-1]}"))
+        try:
+            r = synth(algo, d, k, preset, Path(out_dir) / name, target_mhz=target_mhz, seed=seed,
+                      xilinx=not ecp5, ltp=algo != "engine" and not ecp5, params=params, cpu=algo == "vla",
+                      progress=lambda msg, tag=tag: progress(f"{tag}: {msg.split(': ', 1)[-1]}"))
+        except SynthError as exc:  # a tool that fails on one configuration does not stop the grid
+            r = _failed_result(algo, d, k, preset, params, target_mhz, seed, str(exc))
+            progress(f"{tag}: tool failure recorded, going on: {str(exc).strip().splitlines()[-1][-160:]}")
+            cpath.write_text(json.dumps(r, indent=2) + "\n")
+            results.append(r)
+            continue
         spent.append(time.perf_counter() - t0)
         left = len(grid) - i
         eta = f", about {left * sum(spent) / len(spent) / 60:.0f} min left" if left else ""
@@ -1089,6 +1096,17 @@ def _run_grid(sub: str, grid, out_dir, docs_dir, *, target_mhz, seed, resume, pr
         cpath.write_text(json.dumps(r, indent=2) + "\n")
         results.append(r)
     return results
+
+
+def _failed_result(algo, d, k, preset, params, target_mhz, seed, error: str) -> dict:
+    """A grid entry for a configuration a tool failed on (cached like a result, so a resumed sweep
+    does not retry it until the Verilog or the tools change)."""
+    return {"name": config_name(algo, d, k, preset, params), "algo": algo, "d": d, "k": k, "preset": preset,
+            "params": dict(params or {}), "flow_version": FLOW_VERSION,
+            "verilog_sha256": _verilog_sha(algo, d, k, preset, params), "target_mhz": float(target_mhz),
+            "seed": seed, "tool_versions": tool_versions(), "tool_error": error.strip()[-600:],
+            "fmax_mhz": None, "luts": None, "ffs": None, "dsp": None, "ebr": None, "cycles_per_token": None,
+            "cycles_over_floor": None, "tokens_per_s": None}
 
 
 def area_breakdown(algo: str, d: int, k: int, preset: str, out_dir, params: dict | None = None) -> dict:
@@ -1397,11 +1415,11 @@ def _generated_block(results, docs_dir: Path) -> str:
             L.append(f"| {r['preset']} | {r['d']} | {rr['worst'][0]['est_ns']:.1f} / {_num(cpn, '{:.1f}')} | "
                      f"{rr['groups_over_budget']} ({rr['cells_over_budget']}) | {'; '.join(items[:14])} |")
         L.append("")
-    eng = load_engine_results(docs_dir)
+    eng = [r for r in load_engine_results(docs_dir) if not r.get("tool_error")]  # (tables below: results only)
     L.extend(_engine_block(eng))
     if eng:
         L.extend([f"![engine fmax](hardware/{_engine_plot(eng, docs_dir / 'hardware')})", ""])
-    L.extend(_vla_block(load_engine_results(docs_dir, "vla")))
+    L.extend(_vla_block([r for r in load_engine_results(docs_dir, "vla") if not r.get("tool_error")]))
     L.extend(_rules_block(load_engine_results(docs_dir, "rules")))
     L.extend(_breakdown_block(load_engine_results(docs_dir, "breakdown")))
     rt = [r.get("runtime_s", {}).get("total_s") for r in rs if r.get("runtime_s")]
@@ -1492,6 +1510,12 @@ def _rules_block(results) -> list[str]:
     L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     notes = []
     for r in rs:
+        if r.get("tool_error"):
+            last = r["tool_error"].strip().splitlines()[-1][-200:]
+            L.append(f"| {r['algo']} | {r['preset']} | {r['d']} | {r['k']} | tool failure | — | — | — | — | — | — | — | "
+                     "— | — | — |")
+            notes.append(f"- {r['algo']} d={r['d']} k={r['k']}: the flow stopped in a tool: `{last}`")
+            continue
         fm = _num(r.get("fmax_mhz"), "{:.1f}")
         if r.get("fmax_mhz") is None and r.get("pnr_error"):
             fm = "does not place"

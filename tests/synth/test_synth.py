@@ -133,9 +133,12 @@ def test_config_names_carry_generator_parameters():
     assert config_name("engine", 128, 8, "legacy-int16", {"dsp": "ecp5"}) == "engine_d128_k8_legacy-int16_ecp5"
 
 
-def test_dsp_option_only_for_the_engine(tmp_path, capsys):
+def test_dsp_and_bram_options_only_where_taken(tmp_path, capsys):
     assert synth_main(["--algo", "annihilation", "--d", "16", "--k", "4", "--dsp", "ecp5", "--out", str(tmp_path)]) == 2
-    assert "dsp: only the engine takes it" in capsys.readouterr().err
+    assert "dsp: the engine and the linear/deltanet/gated-deltanet cores take it, not annihilation" in \
+        capsys.readouterr().err
+    assert synth_main(["--algo", "engine", "--d", "16", "--k", "4", "--bram", "ecp5", "--out", str(tmp_path)]) == 2
+    assert "bram: the linear/deltanet/gated-deltanet cores take it, not engine" in capsys.readouterr().err
     with pytest.raises(ValueError, match="dsp: 'ecp5' maps one MULT18X18D per lane"):
         synth("engine", 16, 4, "legacy-wide", tmp_path, params={"dsp": "ecp5"})  # legacy-wide multiplies > 18 bits
 
@@ -264,3 +267,33 @@ def test_nextpnr_cap_records_how_far_it_got(tmp_path):
     assert r["fmax_mhz"] is None and r["pnr_timed_out"] and r["pnr_timeout_s"] == 1.0
     assert r["pnr_error"].startswith("nextpnr did not finish within 0.0166667 CPU minutes: stopped while ")
     assert r["dsp"] == 4 and r["resource_source"].startswith("Yosys cell counts")
+
+
+def test_a_tool_failure_is_recorded_and_the_grid_goes_on(tmp_path, monkeypatch):
+    """``rule_sweep``: a configuration whose tool fails (Yosys crashed on one in practice) is cached
+    as a failure record and shown as such in the table; the grid goes on to the next one."""
+    import specmem.synth as S
+
+    calls = []
+
+    def fake_synth(algo, d, k, preset, out, **kw):
+        calls.append((algo, d, k))
+        if k == 16:
+            raise S.SynthError("yosys failed (exit 1):\nERROR: Assert `GetSize(a) == GetSize(b)' failed")
+        return {"name": S.config_name(algo, d, k, preset, kw.get("params")), "algo": algo, "d": d, "k": k,
+                "preset": preset, "fmax_mhz": 150.0, "luts": 1000, "ffs": 900, "dsp": 10, "ebr": 4,
+                "cycles_per_token": d * d // k + 9, "floor_cycles": d * d // k,
+                "cycles_over_floor": (d * d // k + 9) / (d * d // k), "tokens_per_s": 1e5}
+
+    monkeypatch.setattr(S, "synth", fake_synth)
+    monkeypatch.setattr(S, "_verilog_sha", lambda *a, **kw: "0" * 64)
+    res = S.rule_sweep(tmp_path / "build", tmp_path / "docs", algos=("deltanet",), ds=(8,), ks=(4, 16, 8),
+                       progress=lambda msg: None)
+    assert calls == [("deltanet", 8, 4), ("deltanet", 8, 16), ("deltanet", 8, 8)]
+    assert [r.get("tool_error") is not None for r in res] == [False, True, False]
+    cached = sorted((tmp_path / "docs" / "hardware" / "rules").glob("*.json"))
+    assert len(cached) == 3
+    text = "\n".join(S._rules_block(res))
+    assert "| deltanet | legacy-int8 | 8 | 16 | tool failure |" in text
+    assert "the flow stopped in a tool: `ERROR: Assert `GetSize(a) == GetSize(b)' failed`" in text
+    assert "| deltanet | legacy-int8 | 8 | 4 | 150.0 |" in text
