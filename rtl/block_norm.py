@@ -49,17 +49,9 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigne
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .pipeline import stage_register
+from .pipeline import stage_register, tree4_levels
 
 __all__ = ["BlockNormaliser", "SerialBlockNormaliser"]
-
-
-def _or_tree_levels(n: int) -> int:
-    levels = 0
-    while n > 1:
-        n = -(-n // 4)
-        levels += 1
-    return levels
 
 
 def _any(terms):
@@ -157,7 +149,7 @@ class BlockNormaliser(wiring.Component):
         if rounding != "rne":
             raise ValueError(f"rounding: the block normaliser implements 'rne' (the presets' rounding), got {rounding!r}")
         self.n, self.in_width, self.M, self.frac_width = n, in_width, M, frac_width
-        self.or_levels = _or_tree_levels(n)
+        self.or_levels = tree4_levels(n)
         #: cycles from an input accepted (``valid`` and ``en``) to its output
         self.latency = 6 + self.or_levels
         super().__init__(_ports(n, in_width, M, frac_width))

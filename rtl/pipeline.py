@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Signal
 
-__all__ = ["stage_register"]
+__all__ = ["stage_register", "tree4_levels"]
 
 
 def stage_register(m, en):
@@ -17,3 +17,13 @@ def stage_register(m, en):
             m.d.sync += r.eq(value)
         return r
     return reg
+
+
+def tree4_levels(n: int) -> int:
+    """Registered levels of a tree that combines four terms per level over ``n`` leaves (the OR
+    trees of the normalisers, the saturation-count trees): ``ceil(log4 n)``, 0 for one leaf."""
+    levels = 0
+    while n > 1:
+        n = -(-n // 4)
+        levels += 1
+    return levels

@@ -25,20 +25,11 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .pipeline import stage_register
+from .pipeline import stage_register, tree4_levels
 
-__all__ = ["SaturatingNarrow", "count_tree", "fits_signed", "tree_levels"]
+__all__ = ["SaturatingNarrow", "count_tree", "fits_signed"]
 
 COUNT_WIDTH = 32
-
-
-def tree_levels(n: int) -> int:
-    """Registered levels of :func:`count_tree` for ``n`` flags (four terms per level)."""
-    levels = 0
-    while n > 1:
-        n = -(-n // 4)
-        levels += 1
-    return levels
 
 
 def count_tree(m, flags, en=1, *, name: str = "c", width: int = COUNT_WIDTH):
@@ -47,7 +38,7 @@ def count_tree(m, flags, en=1, *, name: str = "c", width: int = COUNT_WIDTH):
     Every register advances while ``en`` is high.
 
     Returns ``(count, pending)``: the counter, and a signal that is high while a flag is still
-    inside the tree (``count`` includes a flag ``2 + tree_levels(len(flags))`` cycles after it).
+    inside the tree (``count`` includes a flag ``2 + tree4_levels(len(flags))`` cycles after it).
     """
     reg = stage_register(m, en)
     terms = [reg(f, unsigned(1), f"{name}0_{i}") for i, f in enumerate(flags)]
@@ -89,7 +80,7 @@ class SaturatingNarrow(wiring.Component):
         if out_width > in_width:
             raise ValueError(f"out_width: must be <= in_width ({in_width}), got {out_width}: nothing to saturate")
         self.k, self.in_width, self.out_width = k, in_width, out_width
-        self.tree_levels = tree_levels(k)
+        self.tree_levels = tree4_levels(k)
         self.count_latency = 4 + self.tree_levels
         super().__init__({
             "en": In(1),
