@@ -61,7 +61,7 @@ from .block_norm import SerialBlockNormaliser
 from .dsp import PipelinedMultiplier, check_dsp
 from .engine import DotEngine, min_signed_width
 from .lanes import lane_helpers
-from .fixed import materialise, msb_index, requantize, requantize_var, round_shift, round_shift_var, saturate
+from .fixed import materialise, msb_index, round_shift, saturate
 from .memory import StateMemory
 from .params import check_dims
 from .presets import check_rtl_preset
@@ -314,7 +314,7 @@ class BaselineCore(wiring.Component):
         recv_done = Signal()
         r_v, r_phase, r_beat = Signal(), Signal(2), Signal(range(DK2))
         r_x = Signal(self.x_layout)
-        fe_recv, fe_scale = Signal(), Signal()
+        fe_recv, fe_scale = Signal(), Signal()  # fe_scale: unread (kept so the measured Verilog stays identical)
         last_phase = 2 if lin else 3
         phase_end = Mux(phase == 3, self.scalar_beats - 1, dk - 1)
         # ready is a register: this cycle's condition, and low after a token's last beat (it may
@@ -649,7 +649,7 @@ class BaselineCore(wiring.Component):
         SW = EW + 2  # the rounding shifts: a scalar exponent plus a constant
 
         def shift_var(x, shift, max_left, rounding, name):
-            """``round_shift_var`` as the pipelined :class:`RoundShiftVar` (``RSV_LATENCY`` cycles)."""
+            """``fixed.round_shift_var`` as the pipelined :class:`RoundShiftVar` (its ``latency`` cycles)."""
             rs = RoundShiftVar(1, len(x), max_left=max_left, shift_width=SW, rounding=rounding)
             m.submodules[name] = rs
             sh = reg(shift, signed(SW), f"{name}_sh")  # constant during the rows
