@@ -9,7 +9,8 @@ Structure (one token; the names are the FSM states of :class:`VLACore`):
   and ``qf = elu1(q)`` (the model's hardware ELU+1: constant multiply, ROM, interpolation,
   shift), ``zk += kf`` (exact, saturating), ``||kf||²``, ``zkᵀqf``, ``||u||²``; then three
   scalar-unit operations (``rsqrt ||kf||²``, ``rsqrt ||u||²`` times the ``u_scale`` constant,
-  ``1 / zkᵀqf``) and a scale pass writing ``kh`` and ``un`` into the slot.
+  ``1 / zkᵀqf``) and two scale passes writing ``kh``, then ``un``, into the slot. The front end
+  has one multiplier per lane for all five products (the norms take turns by beat phase).
 * **Fused pass** ``PASS`` over ``A`` and ``S`` (``d²/k`` cycles, one address of ``k`` elements of
   each matrix per cycle): element ``(i, j)`` is read, token ``t``'s rank-one updates are applied
   (``A -= round(w_i w_j) [+ eta on the diagonal]``, ``S += round(e_i ah_j)``, one saturation
@@ -34,7 +35,7 @@ then runs a read-only pass of its own. After reset the core writes ``A = I/lambd
 Cycles per token in steady state: ``d²/k`` for the pass plus its pipeline tail plus the chain,
 ``5 d/k + 45`` to ``5 d/k + 55`` (:meth:`VLACore.cycle_budget`, ``docs/rtl.md``). Latency of
 an isolated token, last input beat to first output beat: that plus the front end and the output
-tail, ``d²/k + 7 d/k + L + 4 Lv + 4 Ls + Lr + 26`` (:meth:`VLACore.latency`).
+tail, ``d²/k + 8 d/k + L + 4 Lv + 4 Ls + Lr + 26`` (:meth:`VLACore.latency`).
 
 Every narrowing is the model's (same formats from ``golden/fixed/formats.py``, same rounding
 points and order); run-time shifts have their ranges derived from the formats at construction
@@ -286,7 +287,8 @@ class VLACore(wiring.Component):
           ``FE_RECV`` sees it.
         * ``fe_rsqrt_kf``, ``fe_rsqrt_u`` (``1 + Ls``), ``fe_recip_den`` (``1 + Lr``): each a
           request cycle (``FE_*_REQ``), then the front-end scalar unit's latency (``FE_*_WAIT``).
-        * ``fe_scale`` ``d/k``: ``kh``, ``un`` written into the slot.
+        * ``fe_scale`` ``2 d/k``: ``kh``, then ``un``, written into the slot (one pass each: the
+          front end has one multiplier per lane).
         * ``fe_done_idle`` 2: ``FE_DONE`` marks the slot full; the sequencer's ``IDLE`` starts a
           read-only pass.
         * ``pass_and_chain``: from the pass's first cycle to ``C2``, exactly
@@ -297,7 +299,7 @@ class VLACore(wiring.Component):
 
         In closed form (``L``, ``Lv`` the pass and vector engines' latencies, ``Ls``/``Lr`` the
         scalar units' rsqrt/recip latencies, the front end's and the core's being equal):
-        ``d²/k + 7 d/k + L + 4 Lv + 4 Ls + Lr + 26``, i.e. ``cycle_budget()['total'] + 2 d/k +
+        ``d²/k + 8 d/k + L + 4 Lv + 4 Ls + Lr + 26``, i.e. ``cycle_budget()['total'] + 3 d/k +
         2 Ls + Lr + 10``.
         """
         dk = self.dk
@@ -307,7 +309,7 @@ class VLACore(wiring.Component):
             "fe_rsqrt_kf": 1 + Ls,
             "fe_rsqrt_u": 1 + Ls,
             "fe_recip_den": 1 + Lr,
-            "fe_scale": dk,
+            "fe_scale": 2 * dk,
             "fe_done_idle": 2,
             "pass_and_chain": self.cycle_budget()["total"],
             "vp6_num": dk + 2,
@@ -387,7 +389,7 @@ class VLACore(wiring.Component):
         mu_m, mu_f = Signal(signed(P)), Signal(signed(EW))
         sa = Signal(range(DK2))
         fe_clr = Signal(range(DK2))
-        fe_recv, fe_clear, fe_scale = Signal(), Signal(), Signal()
+        fe_recv, fe_clear, fe_scale_k, fe_scale_u = Signal(), Signal(), Signal(), Signal()
 
         x_ok = materialise(m, fe_recv & ~recv_done & ~slot_full.bit_select(wslot, 1), "x_ok")
         m.d.comb += self.x_in.ready.eq(x_ok)
@@ -412,35 +414,54 @@ class VLACore(wiring.Component):
         zk_val = [materialise(m, Mux(zk_rd[l] > zmax, zmax, zk_rd[l]), f"zk_val{l}", unsigned(Wz)) for l in range(k)]
         slot_a = saddr(wslot, r_beat)
         first = r_beat == 0
+        # one multiplier per lane for the whole front end: ||kf||² (k beats), zkᵀqf (q beats),
+        # ||u||² (u beats), then the scale pass (kh, then un); they never overlap in time
+        kf_rd = rd(kh_mem, saddr(wslot, sa))
+        u_rd = rd(un_mem, saddr(wslot, sa))
+        Wfa = max(len(feat[0][0]), Wz + 1, M)
+        Wfb = max(len(feat[0][0]), M, P)
+        fe_a = [Signal(signed(Wfa), name=f"fe_a{l}") for l in range(k)]
+        fe_b = [Signal(signed(Wfb), name=f"fe_b{l}") for l in range(k)]
+        for l in range(k):
+            with m.If(fe_scale_k):
+                m.d.comb += [fe_a[l].eq(kf_rd[l]), fe_b[l].eq(rk_m)]
+            with m.Elif(fe_scale_u):
+                m.d.comb += [fe_a[l].eq(u_rd[l]), fe_b[l].eq(mu_m)]
+            with m.Elif(r_phase == 2):
+                m.d.comb += [fe_a[l].eq(zk_val[l]), fe_b[l].eq(feat[l][0])]
+            with m.Elif(r_phase == 3):
+                m.d.comb += [fe_a[l].eq(r_x[l]), fe_b[l].eq(r_x[l])]
+            with m.Else():
+                m.d.comb += [fe_a[l].eq(feat[l][0]), fe_b[l].eq(feat[l][0])]
+        fe_p = [materialise(m, fe_a[l] * fe_b[l], f"fe_p{l}") for l in range(k)]
+        fe_sum = materialise(m, sum(fe_p), "fe_sum")
         with m.If(r_v):
             with m.Switch(r_phase):
                 with m.Case(0):  # k: kf, zk += kf (exact, saturating), ||kf||²
                     m.d.comb += [kh_w.addr.eq(slot_a), kh_w.en.eq(1), zk_w.addr.eq(r_beat), zk_w.en.eq(1)]
                     m.d.comb += [kh_w.data[l].eq(feat[l][0]) for l in range(k)]
                     m.d.comb += [zk_w.data[l].eq(zk_new[l]) for l in range(k)]
-                    m.d.sync += nk2.eq(Mux(first, 0, nk2) + sum(feat[l][0] * feat[l][0] for l in range(k)))
+                    m.d.sync += nk2.eq(Mux(first, 0, nk2) + fe_sum)
                 with m.Case(1):  # v
                     m.d.comb += [v_w.addr.eq(slot_a), v_w.en.eq(1), v_w.data.eq(r_x)]
                 with m.Case(2):  # q: qf, zkᵀqf
                     m.d.comb += [qf_w.addr.eq(slot_a), qf_w.en.eq(1)]
                     m.d.comb += [qf_w.data[l].eq(feat[l][0]) for l in range(k)]
-                    m.d.sync += den.eq(Mux(first, 0, den) + sum(zk_val[l] * feat[l][0].as_unsigned() for l in range(k)))
+                    m.d.sync += den.eq(Mux(first, 0, den) + fe_sum)
                 with m.Case(3):  # u, ||u||²
                     m.d.comb += [un_w.addr.eq(slot_a), un_w.en.eq(1), un_w.data.eq(r_x)]
-                    m.d.sync += nu2.eq(Mux(first, 0, nu2) + sum(r_x[l] * r_x[l] for l in range(k)))
+                    m.d.sync += nu2.eq(Mux(first, 0, nu2) + fe_sum)
         for l in range(k):
             sat_flags.append(r_v & ((r_phase == 0) | (r_phase == 2)) & feat[l][1])
             sat_flags.append(r_v & (r_phase == 0) & (zk_sum[l] > zmax))
 
-        # scale pass: kh = kf rsqrt(||kf||²), un = u (rsqrt(||u||²) u_scale), in place
-        kf_rd = rd(kh_mem, saddr(wslot, sa))
-        u_rd = rd(un_mem, saddr(wslot, sa))
-        kh_sc = [saturate(m, round_shift_var(m, kf_rd[l] * rk_m, rk_f + (ff - fh), rnd, max_left=self.ml_kh,
+        # scale pass: kh = kf rsqrt(||kf||²), then un = u (rsqrt(||u||²) u_scale), in place
+        kh_sc = [saturate(m, round_shift_var(m, fe_p[l], rk_f + (ff - fh), rnd, max_left=self.ml_kh,
                                              name=f"sc_kh{l}"), F["kh"], name=f"sc_khs{l}") for l in range(k)]
-        un_sc = [saturate(m, round_shift_var(m, u_rd[l] * mu_m, mu_f + (fin - fun), rnd, max_left=self.ml_un,
+        un_sc = [saturate(m, round_shift_var(m, fe_p[l], mu_f + (fin - fun), rnd, max_left=self.ml_un,
                                              name=f"sc_un{l}"), F["un"], name=f"sc_uns{l}") for l in range(k)]
         for l in range(k):
-            sat_flags += [fe_scale & kh_sc[l][1], fe_scale & un_sc[l][1]]
+            sat_flags += [fe_scale_k & kh_sc[l][1], fe_scale_u & un_sc[l][1]]
         # u's two scalars multiplied as the golden ScalarUnit.mul does (one mantissa rounding)
         mu_nm, mu_nf = normalize_hw(m, sfe.o.payload.m * self.cu_m, sfe.o.payload.f + self.cu_f, P, EW, "mu")
         den_c = materialise(m, Mux(den < self.eps_den, self.eps_den, den), "den_c")
@@ -493,10 +514,14 @@ class VLACore(wiring.Component):
                             m.d.sync += [rden_m[s].eq(sfe.o.payload.m), rden_f[s].eq(sfe.o.payload.f)]
                     m.d.sync += sa.eq(0)
                     m.next = "FE_SCALE"
-            with m.State("FE_SCALE"):
-                m.d.comb += [fe_scale.eq(1), kh_w.addr.eq(saddr(wslot, sa)), kh_w.en.eq(1),
-                             un_w.addr.eq(saddr(wslot, sa)), un_w.en.eq(1)]
+            with m.State("FE_SCALE"):  # kh = kf rsqrt(||kf||²)
+                m.d.comb += [fe_scale_k.eq(1), kh_w.addr.eq(saddr(wslot, sa)), kh_w.en.eq(1)]
                 m.d.comb += [kh_w.data[l].eq(kh_sc[l][0]) for l in range(k)]
+                m.d.sync += sa.eq(incr(sa, dk - 1))
+                with m.If(sa == dk - 1):
+                    m.next = "FE_SCALE_U"
+            with m.State("FE_SCALE_U"):  # un = u (rsqrt(||u||²) u_scale), on the same multipliers
+                m.d.comb += [fe_scale_u.eq(1), un_w.addr.eq(saddr(wslot, sa)), un_w.en.eq(1)]
                 m.d.comb += [un_w.data[l].eq(un_sc[l][0]) for l in range(k)]
                 m.d.sync += sa.eq(incr(sa, dk - 1))
                 with m.If(sa == dk - 1):
