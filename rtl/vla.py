@@ -26,16 +26,19 @@ Structure (one token; the names are the FSM states of :class:`VLACore`):
   ``ahᵀqf``; ``C2``. Then ``w``, ``e``, ``ah`` are final and the next fused pass starts at once,
   while a second small FSM (``VP6`` num = S qf + round(e (ahᵀqf)), ``BLK_O`` the output block
   exponent) finishes the token beside it, and the output stage streams
-  ``o = block(num / zkᵀqf)`` (``d/k`` beats) in the background.
+  ``o = block(num / zkᵀqf)`` (``d/k`` beats) in the background. The chain has no multipliers of
+  its own: VP2, VP3 and VP5 use the write pass's ``w_i w_j`` multipliers (idle between passes),
+  VP6 the output stage's (idle until ``BLK_O``); a vector pass is issue, the element-wise
+  operation on the registered product (stage X), then a register stage.
 
 If the next token is not complete when a fused pass starts, the pass only writes; that token
 then runs a read-only pass of its own. After reset the core writes ``A = I/lambda0``, ``S = 0``
 (``CLEAR``, ``d²/k`` cycles) and the front end zeroes ``zk``.
 
 Cycles per token in steady state: ``d²/k`` for the pass plus its pipeline tail plus the chain,
-``5 d/k + 45`` to ``5 d/k + 55`` (:meth:`VLACore.cycle_budget`, ``docs/rtl.md``). Latency of
+``5 d/k + 50`` to ``5 d/k + 60`` (:meth:`VLACore.cycle_budget`, ``docs/rtl.md``). Latency of
 an isolated token, last input beat to first output beat: that plus the front end and the output
-tail, ``d²/k + 8 d/k + L + 4 Lv + 4 Ls + Lr + 26`` (:meth:`VLACore.latency`).
+tail, ``d²/k + 8 d/k + L + 4 Lv + 4 Ls + Lr + 32`` (:meth:`VLACore.latency`).
 
 Every narrowing is the model's (same formats from ``golden/fixed/formats.py``, same rounding
 points and order); run-time shifts have their ranges derived from the formats at construction
@@ -252,8 +255,8 @@ class VLACore(wiring.Component):
         dk, N = self.dk, self.d * self.dk
         L, Lv = self.e_au.latency, self.ev.latency
         Ls = self.su.latency[ScalarOp.RSQRT]
-        vp_sum = dk + Lv + 1       # issue d/k; the last element's register cycle; engine latency
-        vp_max = dk + 2            # issue d/k; register stage; max register
+        vp_sum = dk + Lv + 2       # issue d/k; the last element's X and register cycles; engine latency
+        vp_max = dk + 3            # issue d/k; X stage; register stage; max register
         budget = {
             # issue N addresses; S1, S2, S3 (write back, narrow, engine input); engine latency;
             # the cycle that sees the last row captured (and computes block(A un)'s shift)
@@ -293,14 +296,14 @@ class VLACore(wiring.Component):
           read-only pass.
         * ``pass_and_chain``: from the pass's first cycle to ``C2``, exactly
           :meth:`cycle_budget`'s ``total`` (the read-only pass has the fused pass's timing).
-        * ``vp6_num`` ``d/k + 2``: the output tail's vector pass (with a max) beside the write pass.
+        * ``vp6_num`` ``d/k + 3``: the output tail's vector pass (with a max) beside the write pass.
         * ``blk_o`` 1: the output block exponent; ``o_out.valid`` rises in the next cycle.
         * ``first_beat`` 1: that cycle, ended by the edge transferring the beat.
 
         In closed form (``L``, ``Lv`` the pass and vector engines' latencies, ``Ls``/``Lr`` the
         scalar units' rsqrt/recip latencies, the front end's and the core's being equal):
-        ``d²/k + 8 d/k + L + 4 Lv + 4 Ls + Lr + 26``, i.e. ``cycle_budget()['total'] + 3 d/k +
-        2 Ls + Lr + 10``.
+        ``d²/k + 8 d/k + L + 4 Lv + 4 Ls + Lr + 32``, i.e. ``cycle_budget()['total'] + 3 d/k +
+        2 Ls + Lr + 11``.
         """
         dk = self.dk
         Ls, Lr = self.su_fe.latency[ScalarOp.RSQRT], self.su_fe.latency[ScalarOp.RECIP]
@@ -312,7 +315,7 @@ class VLACore(wiring.Component):
             "fe_scale": 2 * dk,
             "fe_done_idle": 2,
             "pass_and_chain": self.cycle_budget()["total"],
-            "vp6_num": dk + 2,
+            "vp6_num": dk + 3,
             "blk_o": 1,
             "first_beat": 1,
         }
@@ -591,12 +594,29 @@ class VLACore(wiring.Component):
         s2_diag = Signal(k)
         s2_A = [Signal(signed(F["a"].width), name=f"s2_A{l}") for l in range(k)]
         s2_S = [Signal(signed(F["s"].width), name=f"s2_S{l}") for l in range(k)]
-        s2_pw = [Signal(signed(2 * Wb), name=f"s2_pw{l}") for l in range(k)]
+        # the write multipliers w_i w_j also form the vector chain's products (VP2 zsm rd, VP3 w cw,
+        # VP5 alpha_n ra): those run when no pass does; the product is used a cycle later (stage X)
+        v_on, va = Signal(), Signal(range(DK2))
+        vmul = Signal(2)  # 0: the pass; 1, 2, 3: VP2, VP3, VP5 (driven by the sequencer's states)
+        zsm_v, w_v, an_v = rd(zsm_mem, va), rd(w_mem, va), rd(an_mem, va)
+        pw_a = [Signal(signed(Wb), name=f"pw_a{l}") for l in range(k)]
+        pw_b = [Signal(signed(max(Wb, P)), name=f"pw_b{l}") for l in range(k)]
+        for l in range(k):
+            with m.Switch(vmul):
+                with m.Case(1):
+                    m.d.comb += [pw_a[l].eq(zsm_v[l]), pw_b[l].eq(rd_m)]
+                with m.Case(2):
+                    m.d.comb += [pw_a[l].eq(w_v[l]), pw_b[l].eq(cw_m)]
+                with m.Case(3):
+                    m.d.comb += [pw_a[l].eq(an_v[l]), pw_b[l].eq(ra_m)]
+                with m.Default():
+                    m.d.comb += [pw_a[l].eq(w_row), pw_b[l].eq(w_lane[l])]
+        s2_pw = [Signal(signed(Wb + max(Wb, P)), name=f"s2_pw{l}") for l in range(k)]
         s2_pe = [Signal(signed(We + Wah), name=f"s2_pe{l}") for l in range(k)]
         m.d.sync += [s2_v.eq(s1_v), s2_n.eq(s1_n), s2_c.eq(s1_c)]
         for l in range(k):
             m.d.sync += [s2_A[l].eq(amem.rd_data[l]), s2_S[l].eq(smem.rd_data[l]),
-                         s2_pw[l].eq(w_row * w_lane[l]), s2_pe[l].eq(e_row * ah_lane[l]),
+                         s2_pw[l].eq(pw_a[l] * pw_b[l]), s2_pe[l].eq(e_row * ah_lane[l]),
                          s2_diag[l].eq((s1_ia == s1_c) & (s1_il == l))]
 
         # S2: A - round(w_i w_j) [+ eta], S + round(e_i ah_j); one saturation each
@@ -665,7 +685,9 @@ class VLACore(wiring.Component):
                          pc.eq(0), rows_done.eq(0), orow.eq(0), oia.eq(0), oil.eq(0)]
 
         # ======================================================================== vector unit
-        v_on, va = Signal(), Signal(range(DK2))
+        # issue (v_on, va: the products on the write multipliers) -> X (vx: the element-wise
+        # operation) -> register (vr: bank write, max, reduction)
+        vx_v, vx_a = Signal(), Signal(range(DK2))
         vr_v, vr_a = Signal(), Signal(range(DK2))
         Wv = max(Wal, Wnum, Wb, Wah) + 1
         alu = [Signal(signed(Wv), name=f"alu{l}") for l in range(k)]
@@ -675,7 +697,7 @@ class VLACore(wiring.Component):
             m.d.sync += [va.eq(incr(va, dk - 1))]
             with m.If(va == dk - 1):
                 m.d.sync += v_on.eq(0)
-        m.d.sync += [vr_v.eq(v_on), vr_a.eq(va)]
+        m.d.sync += [vx_v.eq(v_on), vx_a.eq(va), vr_v.eq(vx_v), vr_a.eq(vx_a)]
         m.d.sync += [vr[l].eq(alu[l]) for l in range(k)]
         mags = [abs_value(m, vr[l], name=f"vr_abs{l}") for l in range(k)]
         lmax = mags[0]
@@ -687,21 +709,37 @@ class VLACore(wiring.Component):
         def start_vp():
             m.d.sync += [v_on.eq(1), va.eq(0)]
 
-        # element-wise operations at the issue address (one per pass)
-        za_v, aa_v, sq_v, e_v = rd(za_mem, va), rd(aa_mem, va), rd(sq_mem, va), rd(e_mem, va)
-        zsm_v, w_v, al_v, an_v = rd(zsm_mem, va), rd(w_mem, va), rd(al_mem, va), rd(an_mem, va)
-        kh_v = rd(kh_mem, saddr(cslot, va))
-        op_zsm = [round_shift_var(m, za_v[l], sh_z, rnd, max_left=Wb - 2, name=f"vp1_{l}") for l in range(k)]
-        op_w = [round_shift_var(m, zsm_v[l] * rd_m, sh_w, rnd, max_left=Wb - 2, name=f"vp2_{l}") for l in range(k)]
+        # output stage; its multiplier also forms VP6's e (ahᵀqf) (VP6 runs only while no o streams)
+        o_busy, oa = Signal(), Signal(range(DK2))
+        o_m, o_sh, o_fr = Signal(signed(P)), Signal(signed(EW)), Signal(signed(self.o_frac_width))
+        num_o = rd(num_mem, oa)
+        e_x = rd(e_mem, vx_a)
+        out_p = [materialise(m, Mux(o_busy, num_o[l], e_x[l]) * Mux(o_busy, o_m, c2_m), f"out_p{l}")
+                 for l in range(k)]
+        for l in range(k):
+            ov = round_shift_var(m, out_p[l], o_sh, rnd, max_left=Wo - 2, name=f"o{l}")
+            m.d.comb += self.o_out.payload.o[l].eq(ov)
+        m.d.comb += [self.o_out.valid.eq(o_busy), self.o_out.payload.o_frac.eq(o_fr),
+                     self.o_out.payload.last.eq(oa == dk - 1)]
+        with m.If(self.o_out.valid & self.o_out.ready):
+            m.d.sync += oa.eq(incr(oa, dk - 1))
+            with m.If(oa == dk - 1):
+                m.d.sync += o_busy.eq(0)
+
+        # element-wise operations at stage X (one per pass)
+        za_x, aa_x, sq_x, al_x = rd(za_mem, vx_a), rd(aa_mem, vx_a), rd(sq_mem, vx_a), rd(al_mem, vx_a)
+        kh_x = rd(kh_mem, saddr(cslot, vx_a))
+        op_zsm = [round_shift_var(m, za_x[l], sh_z, rnd, max_left=Wb - 2, name=f"vp1_{l}") for l in range(k)]
+        op_w = [round_shift_var(m, s2_pw[l], sh_w, rnd, max_left=Wb - 2, name=f"vp2_{l}") for l in range(k)]
         op_al = []
         for l in range(k):
-            t3 = round_shift_var(m, w_v[l] * cw_m, s3, rnd, max_left=self.ml3, name=f"vp3_{l}")
-            te = round_shift(m, kh_v[l] * self.eta_raw, self.c_eta, rnd, name=f"vp3e_{l}")
-            op_al.append(materialise(m, aa_v[l] - t3 + Mux(refresh, te, 0), f"vp3o_{l}"))
-        op_an = [round_shift_var(m, al_v[l], sh_al, rnd, max_left=Wb - 2, name=f"vp4_{l}") for l in range(k)]
-        op_ah = [saturate(m, round_shift_var(m, an_v[l] * ra_m, s5, rnd, max_left=self.ml5, name=f"vp5_{l}"),
+            t3 = round_shift_var(m, s2_pw[l], s3, rnd, max_left=self.ml3, name=f"vp3_{l}")
+            te = round_shift(m, kh_x[l] * self.eta_raw, self.c_eta, rnd, name=f"vp3e_{l}")
+            op_al.append(materialise(m, aa_x[l] - t3 + Mux(refresh, te, 0), f"vp3o_{l}"))
+        op_an = [round_shift_var(m, al_x[l], sh_al, rnd, max_left=Wb - 2, name=f"vp4_{l}") for l in range(k)]
+        op_ah = [saturate(m, round_shift_var(m, s2_pw[l], s5, rnd, max_left=self.ml5, name=f"vp5_{l}"),
                           F["ah"], name=f"vp5s_{l}") for l in range(k)]
-        op_num = [materialise(m, sq_v[l] + round_shift_var(m, e_v[l] * c2_m, s6, rnd, max_left=self.ml6,
+        op_num = [materialise(m, sq_x[l] + round_shift_var(m, out_p[l], s6, rnd, max_left=self.ml6,
                                                            name=f"vp6_{l}"), f"vp6o_{l}") for l in range(k)]
         # reduction operands at the register stage
         un_r = rd(un_mem, saddr(cslot, vr_a))
@@ -717,21 +755,7 @@ class VLACore(wiring.Component):
                 m.d.comb += [ev.i.payload.a[l].eq(vr[l]) for l in range(k)]
                 m.d.comb += [ev.i.payload.b[l].eq(aux[l]) for l in range(k)]
 
-        vp_max_done = ~v_on & ~vr_v
-
-        # ======================================================================== output stage
-        o_busy, oa = Signal(), Signal(range(DK2))
-        o_m, o_sh, o_fr = Signal(signed(P)), Signal(signed(EW)), Signal(signed(self.o_frac_width))
-        num_o = rd(num_mem, oa)
-        for l in range(k):
-            ov = round_shift_var(m, num_o[l] * o_m, o_sh, rnd, max_left=Wo - 2, name=f"o{l}")
-            m.d.comb += self.o_out.payload.o[l].eq(ov)
-        m.d.comb += [self.o_out.valid.eq(o_busy), self.o_out.payload.o_frac.eq(o_fr),
-                     self.o_out.payload.last.eq(oa == dk - 1)]
-        with m.If(self.o_out.valid & self.o_out.ready):
-            m.d.sync += oa.eq(incr(oa, dk - 1))
-            with m.If(oa == dk - 1):
-                m.d.sync += o_busy.eq(0)
+        vp_max_done = ~v_on & ~vx_v & ~vr_v
 
         # ======================================================================== scalar work
         blk_z = block_shift_hw(m, za_max, Wb, rnd, EW, "blk_z")
@@ -800,6 +824,7 @@ class VLACore(wiring.Component):
                 start_vp()
                 m.next = "VP2"
             with m.State("VP2"):  # w; wᵀkh
+                m.d.comb += vmul.eq(1)
                 vp_state(op_w, w_w, kh_r)
                 with m.If(ev.o.valid):
                     m.d.sync += vsum.eq(ev.o.payload.sum)
@@ -809,6 +834,7 @@ class VLACore(wiring.Component):
                 start_vp()
                 m.next = "VP3"
             with m.State("VP3"):  # alpha = A kh - round(w (wᵀkh)) [+ round(eta kh)]; max |alpha|
+                m.d.comb += vmul.eq(2)
                 vp_state(op_al, al_w)
                 with m.If(vp_max_done):  # block(alpha)'s shift from the final max
                     m.d.sync += sh_al.eq(blk_al)
@@ -828,8 +854,9 @@ class VLACore(wiring.Component):
                     start_vp()
                     m.next = "VP5"
             with m.State("VP5"):  # ah = alpha_n rsqrt(||alpha_n||²); ahᵀqf
+                m.d.comb += vmul.eq(3)
                 vp_state([op_ah[l][0] for l in range(k)], ah_w, qf_r)
-                sat_flags.extend(fsm.ongoing("VP5") & v_on & op_ah[l][1] for l in range(k))
+                sat_flags.extend(fsm.ongoing("VP5") & vx_v & op_ah[l][1] for l in range(k))
                 with m.If(ev.o.valid):
                     m.d.sync += vsum.eq(ev.o.payload.sum)
                     m.next = "C2"

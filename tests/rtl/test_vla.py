@@ -379,8 +379,8 @@ def test_top_latency_equals_manifest(d, k, preset, idle, params):
     Ls, Lr = core.su.latency[ScalarOp.RSQRT], core.su.latency[ScalarOp.RECIP]
     assert core.su_fe.latency == core.su.latency
     assert man == {**core.latency(), "note": man["note"]} and sum(man["parts"].values()) == man["full"]
-    assert man["full"] == d * dk + 8 * dk + L + 4 * Lv + 4 * Ls + Lr + 26
-    assert man["full"] == core.cycle_budget()["total"] + 3 * dk + 2 * Ls + Lr + 10
+    assert man["full"] == d * dk + 8 * dk + L + 4 * Lv + 4 * Ls + Lr + 32
+    assert man["full"] == core.cycle_budget()["total"] + 3 * dk + 2 * Ls + Lr + 11
     print(f"latency at d={d}, k={k}, {preset}: {res['latency']} (manifest {man['full']}); "
           f"refreshes after each token {res['refreshes']}")
 
