@@ -55,13 +55,17 @@ from specmem.golden.fixed.datapath import Datapath
 from specmem.golden.fixed.formats import formats_for
 from specmem.golden.vla import _check_params
 
+from .block_norm import SerialBlockNormaliser
+from .dsp import PipelinedMultiplier
+from .elu import PipelinedElu1
 from .engine import DotEngine, min_signed_width
 from .lanes import lane_helpers
 from .fixed import abs_value, materialise, msb_index, requantize, round_shift, round_shift_var, saturate
 from .memory import StateMemory
 from .presets import check_rtl_preset
 from .scalar_unit import ScalarOp, ScalarUnit
-from .vector_ops import (bit_len, block_shift_hw, elu1_hw, iv, iv_neg, iv_scale, iv_union, normalize_hw,
+from .shift import RoundShiftVar
+from .vector_ops import (bit_len, block_shift_hw, iv, iv_neg, iv_scale, iv_union, normalize_hw,
                          su_f_range)
 
 __all__ = ["VLACore"]
@@ -142,6 +146,15 @@ class VLACore(wiring.Component):
 
         self.su = ScalarUnit(cfg, self.su_in, frac_width=self.su_frac_w)
         self.su_fe = ScalarUnit(cfg, self.su_fe_in, frac_width=self.su_fe_frac_w)
+        # the front end's pipelines (ELU+1, the shared multipliers, the norms' adder tree, the scale
+        # shifter, u's product normaliser): their latencies, for latency()
+        kfw = F["kf"].width
+        self.mu_norm = SerialBlockNormaliser(1, 2 * cfg.out_bits + 1, cfg.out_bits, frac_width=self.ew + 2)
+        self.fe_mul_widths = (max(kfw, F["zk"].width + 1, F["k"].width), max(kfw, F["k"].width, cfg.out_bits))
+        self.fe_lat = {"elu": PipelinedElu1.latency,
+                       "mul": PipelinedMultiplier.latency_for("registered", *self.fe_mul_widths, input_register=True),
+                       "tree": (k - 1).bit_length(), "shift": RoundShiftVar.latency,
+                       "mu_norm": self.mu_norm.latency}
 
         M = F["k"].width
         self.x_layout = data.ArrayLayout(signed(M), k)
@@ -286,12 +299,16 @@ class VLACore(wiring.Component):
 
         ``parts`` (they sum to ``full``):
 
-        * ``fe_last_beat`` 1: the registered last beat is stored and summed (``||u||²``);
-          ``FE_RECV`` sees it.
+        * ``fe_norms`` ``Le + Lm + Lt + 2``: the registered last beat through the ELU+1 pipeline
+          (``Le`` = 8; the ``u`` beats ride beside it), the shared multipliers (``Lm``), the adder
+          tree (``Lt = ceil(log2 k)``) and the accumulator (``||u||²``); ``FE_RECV`` sees it.
         * ``fe_rsqrt_kf``, ``fe_rsqrt_u`` (``1 + Ls``), ``fe_recip_den`` (``1 + Lr``): each a
           request cycle (``FE_*_REQ``), then the front-end scalar unit's latency (``FE_*_WAIT``).
-        * ``fe_scale`` ``2 d/k``: ``kh``, then ``un``, written into the slot (one pass each: the
-          front end has one multiplier per lane).
+        * ``fe_mu_norm`` ``Ln + 1``: ``rsqrt(||u||²) u_scale`` normalised (``FE_NU_NORM``; ``Ln`` = 9,
+          the one-lane block normaliser).
+        * ``fe_scale`` ``2 d/k + Lm + 7``: ``kh``, then ``un`` (one issue pass each: the front end
+          has one multiplier per lane), then the last through the multiplier, the rounding shifter
+          (6) and the saturation register into the slot (``FE_SCALE_WAIT``).
         * ``fe_done_idle`` 2: ``FE_DONE`` marks the slot full; the sequencer's ``IDLE`` starts a
           read-only pass.
         * ``pass_and_chain``: from the pass's first cycle to ``C2``, exactly
@@ -302,17 +319,18 @@ class VLACore(wiring.Component):
 
         In closed form (``L``, ``Lv`` the pass and vector engines' latencies, ``Ls``/``Lr`` the
         scalar units' rsqrt/recip latencies, the front end's and the core's being equal):
-        ``d²/k + 8 d/k + L + 4 Lv + 4 Ls + Lr + 32``, i.e. ``cycle_budget()['total'] + 3 d/k +
-        2 Ls + Lr + 11``.
+        ``d²/k + 8 d/k + L + 4 Lv + 4 Ls + Lr + 2 Lm + Lt + 58``, i.e. ``cycle_budget()['total'] +
+        3 d/k + 2 Ls + Lr + 2 Lm + Lt + 37``.
         """
-        dk = self.dk
+        dk, fl = self.dk, self.fe_lat
         Ls, Lr = self.su_fe.latency[ScalarOp.RSQRT], self.su_fe.latency[ScalarOp.RECIP]
         parts = {
-            "fe_last_beat": 1,
+            "fe_norms": fl["elu"] + fl["mul"] + fl["tree"] + 2,
             "fe_rsqrt_kf": 1 + Ls,
             "fe_rsqrt_u": 1 + Ls,
+            "fe_mu_norm": fl["mu_norm"] + 1,
             "fe_recip_den": 1 + Lr,
-            "fe_scale": 2 * dk,
+            "fe_scale": 2 * dk + fl["mul"] + fl["shift"] + 1,
             "fe_done_idle": 2,
             "pass_and_chain": self.cycle_budget()["total"],
             "vp6_num": dk + 3,
@@ -407,22 +425,58 @@ class VLACore(wiring.Component):
             with m.Else():
                 m.d.sync += beat.eq(beat + 1)
 
-        # features of the registered beat (k lanes of elu1; used for k and for q)
-        zk_rd = rd(zk_mem, r_beat)
-        feat = [elu1_hw(m, r_x[l], F["k"], F["kf"], dp, name=f"elu{l}") for l in range(k)]
+        def delay(sig, shape, n, name):
+            """``sig`` through ``n`` registers (the tags that ride beside a pipeline)."""
+            for i in range(n):
+                r = Signal(shape, name=f"{name}_d{i + 1}")
+                m.d.sync += r.eq(sig)
+                sig = r
+            return sig
+
+        # the registered beat through the pipelined ELU+1 (used for k and q); its tags and the raw
+        # beat (for v and u) ride beside it; everything below happens at the ELU's output (stage F)
+        m.submodules.elu = elu = PipelinedElu1(k, F["k"], F["kf"], dp)
+        LE = elu.latency
+        m.d.comb += [elu.en.eq(1), elu.i_valid.eq(r_v)]
+        m.d.comb += [elu.i_data[l].eq(r_x[l]) for l in range(k)]
+        f_v = elu.o_valid
+        f_phase = delay(r_phase, 2, LE, "f_phase")
+        b_pre = delay(r_beat, range(DK2), LE - 1, "f_beat")   # a cycle early: zk is read into a register
+        f_beat = delay(b_pre, range(DK2), 1, "f_beatF")
+        f_x = delay(r_x, self.x_layout, LE, "f_x")
+        feat = [elu.o_data[l] for l in range(k)]
         Wz = F["zk"].width
-        zk_sum = [materialise(m, zk_rd[l] + feat[l][0].as_unsigned(), f"zk_sum{l}") for l in range(k)]
+        zk_pre = rd(zk_mem, b_pre)
+        zk_rd = [Signal(unsigned(Wz), name=f"zk_r{l}") for l in range(k)]
+        m.d.sync += [zk_rd[l].eq(zk_pre[l]) for l in range(k)]
+        zk_sum = [materialise(m, zk_rd[l] + feat[l].as_unsigned(), f"zk_sum{l}") for l in range(k)]
         zk_new = [materialise(m, Mux(zk_sum[l] > zmax, zmax + 1, zk_sum[l]), f"zk_new{l}", unsigned(Wz))
                   for l in range(k)]
         zk_val = [materialise(m, Mux(zk_rd[l] > zmax, zmax, zk_rd[l]), f"zk_val{l}", unsigned(Wz)) for l in range(k)]
-        slot_a = saddr(wslot, r_beat)
-        first = r_beat == 0
-        # one multiplier per lane for the whole front end: ||kf||² (k beats), zkᵀqf (q beats),
-        # ||u||² (u beats), then the scale pass (kh, then un); they never overlap in time
+        slot_a = saddr(wslot, f_beat)
+        with m.If(f_v):
+            with m.Switch(f_phase):
+                with m.Case(0):  # k: kf, zk += kf (exact, saturating)
+                    m.d.comb += [kh_w.addr.eq(slot_a), kh_w.en.eq(1), zk_w.addr.eq(f_beat), zk_w.en.eq(1)]
+                    m.d.comb += [kh_w.data[l].eq(feat[l]) for l in range(k)]
+                    m.d.comb += [zk_w.data[l].eq(zk_new[l]) for l in range(k)]
+                with m.Case(1):  # v
+                    m.d.comb += [v_w.addr.eq(slot_a), v_w.en.eq(1), v_w.data.eq(f_x)]
+                with m.Case(2):  # q: qf
+                    m.d.comb += [qf_w.addr.eq(slot_a), qf_w.en.eq(1)]
+                    m.d.comb += [qf_w.data[l].eq(feat[l]) for l in range(k)]
+                with m.Case(3):  # u
+                    m.d.comb += [un_w.addr.eq(slot_a), un_w.en.eq(1), un_w.data.eq(f_x)]
+        for l in range(k):
+            sat_flags.append(f_v & ((f_phase == 0) | (f_phase == 2)) & elu.o_ovf[l])
+            sat_flags.append(f_v & (f_phase == 0) & (zk_sum[l] > zmax))
+
+        # one pipelined multiplier per lane for the whole front end: ||kf||² (k beats), zkᵀqf
+        # (q beats), ||u||² (u beats) at stage F, then the scale passes (kh, then un); the
+        # sequencing keeps them apart in time (the scale passes start once the norms are in)
         kf_rd = rd(kh_mem, saddr(wslot, sa))
         u_rd = rd(un_mem, saddr(wslot, sa))
-        Wfa = max(len(feat[0][0]), Wz + 1, M)
-        Wfb = max(len(feat[0][0]), M, P)
+        Wfa, Wfb = self.fe_mul_widths
         fe_a = [Signal(signed(Wfa), name=f"fe_a{l}") for l in range(k)]
         fe_b = [Signal(signed(Wfb), name=f"fe_b{l}") for l in range(k)]
         for l in range(k):
@@ -430,43 +484,90 @@ class VLACore(wiring.Component):
                 m.d.comb += [fe_a[l].eq(kf_rd[l]), fe_b[l].eq(rk_m)]
             with m.Elif(fe_scale_u):
                 m.d.comb += [fe_a[l].eq(u_rd[l]), fe_b[l].eq(mu_m)]
-            with m.Elif(r_phase == 2):
-                m.d.comb += [fe_a[l].eq(zk_val[l]), fe_b[l].eq(feat[l][0])]
-            with m.Elif(r_phase == 3):
-                m.d.comb += [fe_a[l].eq(r_x[l]), fe_b[l].eq(r_x[l])]
+            with m.Elif(f_phase == 2):
+                m.d.comb += [fe_a[l].eq(zk_val[l]), fe_b[l].eq(feat[l])]
+            with m.Elif(f_phase == 3):
+                m.d.comb += [fe_a[l].eq(f_x[l]), fe_b[l].eq(f_x[l])]
             with m.Else():
-                m.d.comb += [fe_a[l].eq(feat[l][0]), fe_b[l].eq(feat[l][0])]
-        fe_p = [materialise(m, fe_a[l] * fe_b[l], f"fe_p{l}") for l in range(k)]
-        fe_sum = materialise(m, sum(fe_p), "fe_sum")
-        with m.If(r_v):
-            with m.Switch(r_phase):
-                with m.Case(0):  # k: kf, zk += kf (exact, saturating), ||kf||²
-                    m.d.comb += [kh_w.addr.eq(slot_a), kh_w.en.eq(1), zk_w.addr.eq(r_beat), zk_w.en.eq(1)]
-                    m.d.comb += [kh_w.data[l].eq(feat[l][0]) for l in range(k)]
-                    m.d.comb += [zk_w.data[l].eq(zk_new[l]) for l in range(k)]
-                    m.d.sync += nk2.eq(Mux(first, 0, nk2) + fe_sum)
-                with m.Case(1):  # v
-                    m.d.comb += [v_w.addr.eq(slot_a), v_w.en.eq(1), v_w.data.eq(r_x)]
-                with m.Case(2):  # q: qf, zkᵀqf
-                    m.d.comb += [qf_w.addr.eq(slot_a), qf_w.en.eq(1)]
-                    m.d.comb += [qf_w.data[l].eq(feat[l][0]) for l in range(k)]
-                    m.d.sync += den.eq(Mux(first, 0, den) + fe_sum)
-                with m.Case(3):  # u, ||u||²
-                    m.d.comb += [un_w.addr.eq(slot_a), un_w.en.eq(1), un_w.data.eq(r_x)]
-                    m.d.sync += nu2.eq(Mux(first, 0, nu2) + fe_sum)
+                m.d.comb += [fe_a[l].eq(feat[l]), fe_b[l].eq(feat[l])]
+        fe_mul = []
         for l in range(k):
-            sat_flags.append(r_v & ((r_phase == 0) | (r_phase == 2)) & feat[l][1])
-            sat_flags.append(r_v & (r_phase == 0) & (zk_sum[l] > zmax))
+            mm = PipelinedMultiplier(Wfa, Wfb, input_register=True)
+            m.submodules[f"fe_mul{l}"] = mm
+            m.d.comb += [mm.a.eq(fe_a[l]), mm.b.eq(fe_b[l]), mm.en.eq(1)]
+            fe_mul.append(mm)
+        LM = fe_mul[0].latency
+        fe_p = [mm.p for mm in fe_mul]
+        # the norms: a registered adder tree over the lanes, then one accumulator
+        n_v = delay(f_v & (f_phase != 1), 1, LM, "n_v")
+        n_ph = delay(f_phase, 2, LM, "n_ph")
+        n_first = delay(f_beat == 0, 1, LM, "n_first")
+        n_last = delay(f_beat == dk - 1, 1, LM, "n_last")
+        terms, TL = list(fe_p), 0
+        while len(terms) > 1:
+            TL += 1
+            sums = [terms[i] + terms[i + 1] if i + 1 < len(terms) else terms[i] for i in range(0, len(terms), 2)]
+            terms = [delay(t, t.shape(), 1, f"fe_t{TL}_{i}") for i, t in enumerate(sums)]
+        t_v, t_ph = delay(n_v, 1, TL, "t_v"), delay(n_ph, 2, TL, "t_ph")
+        t_first, t_last = delay(n_first, 1, TL, "t_first"), delay(n_last, 1, TL, "t_last")
+        acc = Signal(unsigned(max(bit_len(self.nk2_max), bit_len(self.nu2_max), self.den_bits)), name="fe_acc")
+        acc_n = materialise(m, Mux(t_first, 0, acc) + terms[0], "fe_acc_n")
+        norms_in = Signal()   # the token's three norms are in (set by its last u beat's sum)
+        with m.If(t_v):
+            m.d.sync += acc.eq(acc_n)
+            with m.If(t_last):
+                with m.Switch(t_ph):
+                    with m.Case(0):
+                        m.d.sync += nk2.eq(acc_n)
+                    with m.Case(2):
+                        m.d.sync += den.eq(acc_n)
+                    with m.Case(3):
+                        m.d.sync += [nu2.eq(acc_n), norms_in.eq(1)]
 
-        # scale pass: kh = kf rsqrt(||kf||²), then un = u (rsqrt(||u||²) u_scale), in place
-        kh_sc = [saturate(m, round_shift_var(m, fe_p[l], rk_f + (ff - fh), rnd, max_left=self.ml_kh,
-                                             name=f"sc_kh{l}"), F["kh"], name=f"sc_khs{l}") for l in range(k)]
-        un_sc = [saturate(m, round_shift_var(m, fe_p[l], mu_f + (fin - fun), rnd, max_left=self.ml_un,
-                                             name=f"sc_un{l}"), F["un"], name=f"sc_uns{l}") for l in range(k)]
+        # scale passes: kh = kf rsqrt(||kf||²), then un = u (rsqrt(||u||²) u_scale), in place:
+        # issue (sa), the multiplier, RoundShiftVar, one saturation into a register, the write
+        ml_sc = max(self.ml_kh, self.ml_un, 1)
+        sw = max(EW + 2, ml_sc.bit_length() + 2)
+        m.submodules.fe_rsv = rsv = RoundShiftVar(k, Wfa + Wfb, max_left=ml_sc, shift_width=sw, rounding=rnd)
+        sc_v = delay(fe_scale_k | fe_scale_u, 1, LM, "sc_v")
+        sc_u = delay(fe_scale_u, 1, LM, "sc_u")
+        sc_a = delay(sa, range(DK2), LM, "sc_a")
+        sc_last = delay(fe_scale_u & (sa == dk - 1), 1, LM, "sc_last")
+        sh_kh = materialise(m, rk_f + (ff - fh), "sh_kh", signed(sw))
+        sh_un = materialise(m, mu_f + (fin - fun), "sh_un", signed(sw))
+        m.d.comb += [rsv.en.eq(1), rsv.i_valid.eq(sc_v), rsv.i_shift.eq(Mux(sc_u, sh_un, sh_kh))]
+        m.d.comb += [rsv.i_data[l].eq(fe_p[l]) for l in range(k)]
+        LR = rsv.latency
+        o_u, o_a, o_last = (delay(sc_u, 1, LR, "sco_u"), delay(sc_a, range(DK2), LR, "sco_a"),
+                            delay(sc_last, 1, LR, "sco_last"))
+        kh_sc = [saturate(m, rsv.o_data[l], F["kh"], name=f"sc_khs{l}") for l in range(k)]
+        un_sc = [saturate(m, rsv.o_data[l], F["un"], name=f"sc_uns{l}") for l in range(k)]
+        w_v, w_u = delay(rsv.o_valid, 1, 1, "scw_v"), delay(o_u, 1, 1, "scw_u")
+        w_a, w_last = delay(o_a, range(DK2), 1, "scw_a"), delay(o_last, 1, 1, "scw_last")
+        w_kh = [delay(kh_sc[l][0], kh_sc[l][0].shape(), 1, f"scw_kh{l}") for l in range(k)]
+        w_un = [delay(un_sc[l][0], un_sc[l][0].shape(), 1, f"scw_un{l}") for l in range(k)]
+        w_okh = [delay(kh_sc[l][1], 1, 1, f"scw_okh{l}") for l in range(k)]
+        w_oun = [delay(un_sc[l][1], 1, 1, f"scw_oun{l}") for l in range(k)]
+        with m.If(w_v & ~w_u):
+            m.d.comb += [kh_w.addr.eq(saddr(wslot, w_a)), kh_w.en.eq(1)]
+            m.d.comb += [kh_w.data[l].eq(w_kh[l]) for l in range(k)]
+        with m.If(w_v & w_u):
+            m.d.comb += [un_w.addr.eq(saddr(wslot, w_a)), un_w.en.eq(1)]
+            m.d.comb += [un_w.data[l].eq(w_un[l]) for l in range(k)]
         for l in range(k):
-            sat_flags += [fe_scale_k & kh_sc[l][1], fe_scale_u & un_sc[l][1]]
-        # u's two scalars multiplied as the golden ScalarUnit.mul does (one mantissa rounding)
-        mu_nm, mu_nf = normalize_hw(m, sfe.o.payload.m * self.cu_m, sfe.o.payload.f + self.cu_f, P, EW, "mu")
+            sat_flags += [w_v & ~w_u & w_okh[l], w_v & w_u & w_oun[l]]
+        scale_done = w_v & w_last
+
+        # u's two scalars multiplied as the golden ScalarUnit.mul does (one mantissa rounding):
+        # the product registered, then normalised on a one-lane block normaliser
+        mu_prod = Signal(signed(2 * P + 1), name="mu_prod")
+        mu_fr = Signal(signed(EW + 2), name="mu_fr")
+        m.submodules.mu_norm = mu_norm = self.mu_norm
+        mu_go = Signal()   # a one-cycle start, set by FE_NU_WAIT
+        m.d.sync += mu_go.eq(0)
+        m.d.comb += [mu_norm.en.eq(1), mu_norm.i_valid.eq(mu_go), mu_norm.i_data[0].eq(mu_prod),
+                     mu_norm.i_frac.eq(mu_fr)]
+
         den_c = materialise(m, Mux(den < self.eps_den, self.eps_den, den), "den_c")
         if self.den_pre:  # as the golden unit: keep work_bits significant bits, the shift in frac
             W = cfg.work_bits
@@ -491,7 +592,8 @@ class VLACore(wiring.Component):
                     m.next = "FE_RECV"
             with m.State("FE_RECV"):
                 m.d.comb += fe_recv.eq(1)
-                with m.If(r_v & (r_phase == 3) & (r_beat == dk - 1)):
+                with m.If(norms_in):
+                    m.d.sync += norms_in.eq(0)
                     m.next = "FE_NK_REQ"
             with m.State("FE_NK_REQ"):
                 fe_req(Mux(nk2 < self.eps_k, self.eps_k, nk2), 2 * ff, ScalarOp.RSQRT, "FE_NK_WAIT")
@@ -505,7 +607,12 @@ class VLACore(wiring.Component):
             with m.State("FE_NU_WAIT"):
                 m.d.comb += sfe.o.ready.eq(1)
                 with m.If(sfe.o.valid):
-                    m.d.sync += [mu_m.eq(mu_nm), mu_f.eq(mu_nf)]
+                    m.d.sync += [mu_prod.eq(sfe.o.payload.m * self.cu_m), mu_fr.eq(sfe.o.payload.f + self.cu_f),
+                                 mu_go.eq(1)]
+                    m.next = "FE_NU_NORM"
+            with m.State("FE_NU_NORM"):
+                with m.If(mu_norm.o_valid):
+                    m.d.sync += [mu_m.eq(mu_norm.o_data[0]), mu_f.eq(Mux(mu_norm.o_data[0] == 0, 0, mu_norm.o_frac))]
                     m.next = "FE_DEN_REQ"
             with m.State("FE_DEN_REQ"):
                 fe_req(den_x, den_fr, ScalarOp.RECIP, "FE_DEN_WAIT")
@@ -518,16 +625,17 @@ class VLACore(wiring.Component):
                     m.d.sync += sa.eq(0)
                     m.next = "FE_SCALE"
             with m.State("FE_SCALE"):  # kh = kf rsqrt(||kf||²)
-                m.d.comb += [fe_scale_k.eq(1), kh_w.addr.eq(saddr(wslot, sa)), kh_w.en.eq(1)]
-                m.d.comb += [kh_w.data[l].eq(kh_sc[l][0]) for l in range(k)]
+                m.d.comb += fe_scale_k.eq(1)
                 m.d.sync += sa.eq(incr(sa, dk - 1))
                 with m.If(sa == dk - 1):
                     m.next = "FE_SCALE_U"
             with m.State("FE_SCALE_U"):  # un = u (rsqrt(||u||²) u_scale), on the same multipliers
-                m.d.comb += [fe_scale_u.eq(1), un_w.addr.eq(saddr(wslot, sa)), un_w.en.eq(1)]
-                m.d.comb += [un_w.data[l].eq(un_sc[l][0]) for l in range(k)]
+                m.d.comb += fe_scale_u.eq(1)
                 m.d.sync += sa.eq(incr(sa, dk - 1))
                 with m.If(sa == dk - 1):
+                    m.next = "FE_SCALE_WAIT"
+            with m.State("FE_SCALE_WAIT"):  # the last un written
+                with m.If(scale_done):
                     m.next = "FE_DONE"
             with m.State("FE_DONE"):
                 m.d.sync += [slot_full.bit_select(wslot, 1).eq(1), wslot.eq(incr(wslot, S - 1)), recv_done.eq(0)]
