@@ -36,7 +36,7 @@ then runs a read-only pass of its own. After reset the core writes ``A = I/lambd
 (``CLEAR``, ``d²/k`` cycles) and the front end zeroes ``zk``.
 
 Cycles per token in steady state: ``d²/k`` for the pass plus its pipeline tail plus the chain,
-``5 d/k + 50`` to ``5 d/k + 60`` (:meth:`VLACore.cycle_budget`, ``docs/rtl.md``). Latency of
+``5 d/k + 52`` to ``5 d/k + 64`` (:meth:`VLACore.cycle_budget`, ``docs/rtl.md``). Latency of
 an isolated token, last input beat to first output beat: that plus the front end and the output
 tail, ``d²/k + 8 d/k + L + 4 Lv + 4 Ls + Lr + 32`` (:meth:`VLACore.latency`).
 
@@ -47,7 +47,7 @@ points and order); run-time shifts have their ranges derived from the formats at
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -269,7 +269,7 @@ class VLACore(wiring.Component):
         L, Lv = self.e_au.latency, self.ev.latency
         Ls = self.su.latency[ScalarOp.RSQRT]
         vp_sum = dk + Lv + 2       # issue d/k; the last element's X and register cycles; engine latency
-        vp_max = dk + 3            # issue d/k; X stage; register stage; max register
+        vp_max = dk + 4 + (self.k - 1).bit_length()  # issue d/k; X; register; magnitudes; the max tree; max register
         budget = {
             # issue N addresses; S1, S2, S3 (write back, narrow, engine input); engine latency;
             # the cycle that sees the last row captured (and computes block(A un)'s shift)
@@ -313,14 +313,15 @@ class VLACore(wiring.Component):
           read-only pass.
         * ``pass_and_chain``: from the pass's first cycle to ``C2``, exactly
           :meth:`cycle_budget`'s ``total`` (the read-only pass has the fused pass's timing).
-        * ``vp6_num`` ``d/k + 3``: the output tail's vector pass (with a max) beside the write pass.
+        * ``vp6_num`` ``d/k + 4 + Lt``: the output tail's vector pass (with a max: ``Lt`` =
+          ``ceil(log2 k)`` levels of its registered tree) beside the write pass.
         * ``blk_o`` 1: the output block exponent; ``o_out.valid`` rises in the next cycle.
         * ``first_beat`` 1: that cycle, ended by the edge transferring the beat.
 
         In closed form (``L``, ``Lv`` the pass and vector engines' latencies, ``Ls``/``Lr`` the
         scalar units' rsqrt/recip latencies, the front end's and the core's being equal):
-        ``d²/k + 8 d/k + L + 4 Lv + 4 Ls + Lr + 2 Lm + Lt + 58``, i.e. ``cycle_budget()['total'] +
-        3 d/k + 2 Ls + Lr + 2 Lm + Lt + 37``.
+        ``d²/k + 8 d/k + L + 4 Lv + 4 Ls + Lr + 2 Lm + 3 Lt + 60``, i.e. ``cycle_budget()['total'] +
+        3 d/k + 2 Ls + Lr + 2 Lm + 2 Lt + 38``.
         """
         dk, fl = self.dk, self.fe_lat
         Ls, Lr = self.su_fe.latency[ScalarOp.RSQRT], self.su_fe.latency[ScalarOp.RECIP]
@@ -333,7 +334,7 @@ class VLACore(wiring.Component):
             "fe_scale": 2 * dk + fl["mul"] + fl["shift"] + 1,
             "fe_done_idle": 2,
             "pass_and_chain": self.cycle_budget()["total"],
-            "vp6_num": dk + 3,
+            "vp6_num": dk + 4 + fl["tree"],
             "blk_o": 1,
             "first_beat": 1,
         }
@@ -807,12 +808,21 @@ class VLACore(wiring.Component):
                 m.d.sync += v_on.eq(0)
         m.d.sync += [vx_v.eq(v_on), vx_a.eq(va), vr_v.eq(vx_v), vr_a.eq(vx_a)]
         m.d.sync += [vr[l].eq(alu[l]) for l in range(k)]
+        # the largest magnitude: the lanes' magnitudes registered, a registered max tree over the
+        # lanes, then the running max over the pass
         mags = [abs_value(m, vr[l], name=f"vr_abs{l}") for l in range(k)]
-        lmax = mags[0]
-        for l in range(1, k):
-            lmax = materialise(m, Mux(mags[l] > lmax, mags[l], lmax), f"vr_max{l}")
-        with m.If(vr_v):
-            m.d.sync += vmax.eq(Mux((vr_a == 0) | (lmax > vmax), lmax, vmax))
+        mags = [delay(x, x.shape(), 1, f"vm_abs{l}") for l, x in enumerate(mags)]
+        mx_v, mx_first = delay(vr_v, 1, 1, "vm_v0"), delay(vr_a == 0, 1, 1, "vm_first0")
+        mx_busy, lv = [mx_v], 0
+        while len(mags) > 1:
+            lv += 1
+            pairs = [Mux(mags[i + 1] > mags[i], mags[i + 1], mags[i]) if i + 1 < len(mags) else mags[i]
+                     for i in range(0, len(mags), 2)]
+            mags = [delay(x, mags[0].shape(), 1, f"vm_t{lv}_{i}") for i, x in enumerate(pairs)]
+            mx_v, mx_first = delay(mx_v, 1, 1, f"vm_v{lv}"), delay(mx_first, 1, 1, f"vm_first{lv}")
+            mx_busy.append(mx_v)
+        with m.If(mx_v):
+            m.d.sync += vmax.eq(Mux(mx_first | (mags[0] > vmax), mags[0], vmax))
 
         def start_vp():
             m.d.sync += [v_on.eq(1), va.eq(0)]
@@ -863,7 +873,7 @@ class VLACore(wiring.Component):
                 m.d.comb += [ev.i.payload.a[l].eq(vr[l]) for l in range(k)]
                 m.d.comb += [ev.i.payload.b[l].eq(aux[l]) for l in range(k)]
 
-        vp_max_done = ~v_on & ~vx_v & ~vr_v
+        vp_max_done = ~v_on & ~vx_v & ~vr_v & ~Cat(*mx_busy).any()
 
         # ======================================================================== scalar work
         blk_z = block_shift_hw(m, za_max, Wb, rnd, EW, "blk_z")
