@@ -59,6 +59,7 @@ from specmem.golden.fixed.gated_deltanet import gated_deltanet_formats
 
 from .block_norm import SerialBlockNormaliser
 from .dsp import PipelinedMultiplier, check_dsp
+from .elu import PipelinedElu1
 from .engine import DotEngine, min_signed_width
 from .lanes import lane_helpers
 from .fixed import materialise, msb_index, round_shift, saturate
@@ -68,7 +69,7 @@ from .presets import check_rtl_preset
 from .saturate import count_tree
 from .scalar_unit import ScalarOp, ScalarUnit
 from .shift import RoundShiftVar
-from .vector_ops import bit_len, elu1_hw, iv, iv_neg, iv_union, normalize_hw, su_f_range
+from .vector_ops import bit_len, iv, iv_neg, iv_union, su_f_range
 
 __all__ = ["BaselineCore", "BASELINE_ALGOS"]
 
@@ -353,34 +354,91 @@ class BaselineCore(wiring.Component):
             z_mem, z_w = vec("z", unsigned(F["z"].width), dk)
             zmax = self.zk_max
             fe_clr = Signal(range(DK2))
-            z_rd = rd(z_mem, r_beat)
-            feat = [elu1_hw(m, r_x[l], F["k"], F["kf"], dp, name=f"elu{l}") for l in range(k)]
-            z_sum = [materialise(m, z_rd[l] + feat[l][0].as_unsigned(), f"z_sum{l}") for l in range(k)]
-            z_new = [materialise(m, Mux(z_sum[l] > zmax, zmax + 1, z_sum[l]), f"z_new{l}", unsigned(F["z"].width))
+            Wz = F["z"].width
+            # the registered beat through the pipelined ELU+1 (k and q); the tags and the raw beat
+            # (v) ride beside it; z and the slot's kf are read a cycle ahead into registers; the
+            # rest happens at the ELU's output (stage F)
+            m.submodules.elu = elu = PipelinedElu1(k, F["k"], F["kf"], dp)
+            LE = elu.latency
+            m.d.comb += [elu.en.eq(1), elu.i_valid.eq(r_v)]
+            m.d.comb += [elu.i_data[l].eq(r_x[l]) for l in range(k)]
+            f_v = elu.o_valid
+            f_phase = dly(r_phase, LE, "f_phase")
+            b_pre = dly(r_beat, LE - 1, "f_beat")
+            f_beat = dly(b_pre, 1, "f_beatF")
+            f_x = reg(r_x, self.x_layout, "f_x_d0")
+            for i in range(1, LE):
+                f_x = reg(f_x, self.x_layout, f"f_x_d{i}")
+            feat = [elu.o_data[l] for l in range(k)]
+            z_pre, kf_pre = rd(z_mem, b_pre), rd(key_mem, saddr(wslot, b_pre))
+            z_rd = [reg(z_pre[l], unsigned(Wz), f"z_r{l}") for l in range(k)]
+            kf_r = [reg(kf_pre[l], kf_pre[l].shape(), f"kf_r{l}") for l in range(k)]
+            z_sum = [materialise(m, z_rd[l] + feat[l].as_unsigned(), f"z_sum{l}") for l in range(k)]
+            z_new = [materialise(m, Mux(z_sum[l] > zmax, zmax + 1, z_sum[l]), f"z_new{l}", unsigned(Wz))
                      for l in range(k)]
-            z_val = [materialise(m, Mux(z_rd[l] > zmax, zmax, z_rd[l]), f"z_val{l}", unsigned(F["z"].width))
+            z_val = [materialise(m, Mux(z_rd[l] > zmax, zmax, z_rd[l]), f"z_val{l}", unsigned(Wz))
                      for l in range(k)]
-            kf_rd = rd(key_mem, slot_a)
-            den = Signal(unsigned(self.den_bits))
-            kqacc = Signal(signed(bit_len(self.kq_max) + 1))  # >= 0
-            with m.If(r_v):
-                with m.Switch(r_phase):
+            f_a = saddr(wslot, f_beat)
+            with m.If(f_v):
+                with m.Switch(f_phase):
                     with m.Case(0):
-                        m.d.comb += [key_w.addr.eq(slot_a), key_w.en.eq(1), z_w.addr.eq(r_beat), z_w.en.eq(1)]
-                        m.d.comb += [key_w.data[l].eq(feat[l][0]) for l in range(k)]
+                        m.d.comb += [key_w.addr.eq(f_a), key_w.en.eq(1), z_w.addr.eq(f_beat), z_w.en.eq(1)]
+                        m.d.comb += [key_w.data[l].eq(feat[l]) for l in range(k)]
                         m.d.comb += [z_w.data[l].eq(z_new[l]) for l in range(k)]
                     with m.Case(1):
-                        m.d.comb += [v_w.addr.eq(slot_a), v_w.en.eq(1), v_w.data.eq(r_x)]
+                        m.d.comb += [v_w.addr.eq(f_a), v_w.en.eq(1), v_w.data.eq(f_x)]
                     with m.Case(2):
-                        m.d.comb += [qry_w.addr.eq(slot_a), qry_w.en.eq(1)]
-                        m.d.comb += [qry_w.data[l].eq(feat[l][0]) for l in range(k)]
-                        m.d.sync += den.eq(Mux(first, 0, den) + sum(z_val[l] * feat[l][0].as_unsigned() for l in range(k)))
-                        m.d.sync += kqacc.eq(Mux(first, 0, kqacc) + sum(
-                            kf_rd[l].as_unsigned() * feat[l][0].as_unsigned() for l in range(k)))
+                        m.d.comb += [qry_w.addr.eq(f_a), qry_w.en.eq(1)]
+                        m.d.comb += [qry_w.data[l].eq(feat[l]) for l in range(k)]
             for l in range(k):
-                sat_flags.append(r_v & ((r_phase == 0) | (r_phase == 2)) & feat[l][1])
-                sat_flags.append(r_v & (r_phase == 0) & (z_sum[l] > zmax))
-            kq_m, kq_f = normalize_hw(m, kqacc, 2 * ff, P, EW, "kq")
+                sat_flags.append(f_v & ((f_phase == 0) | (f_phase == 2)) & elu.o_ovf[l])
+                sat_flags.append(f_v & (f_phase == 0) & (z_sum[l] > zmax))
+            # zᵀqf and kfᵀqf of the q beats: operands registered, pipelined multipliers, a
+            # registered adder tree each, one accumulator each
+            q_v = reg(f_v & (f_phase == 2), 1, "q_v")
+            q_first, q_last = reg(f_beat == 0, 1, "q_first"), reg(f_beat == dk - 1, 1, "q_last")
+            qz = [reg(as_signed_u(z_val[l]), signed(Wz + 1), f"qz{l}") for l in range(k)]
+            qk = [reg(kf_r[l], kf_r[l].shape(), f"qk{l}") for l in range(k)]
+            qq = [reg(feat[l], feat[l].shape(), f"qq{l}") for l in range(k)]
+            pz = [mul(qz[l], qq[l], f"fe_mz{l}") for l in range(k)]
+            pk = [mul(qk[l], qq[l], f"fe_mk{l}") for l in range(k)]
+            LMz = PipelinedMultiplier.latency_for(self.dsp, Wz + 1, len(qq[0]))
+            LMk = PipelinedMultiplier.latency_for(self.dsp, len(qk[0]), len(qq[0]))
+            LM = max(LMz, LMk)   # the narrower product waits for the wider
+            pz = [dly(p, LM - LMz, f"fe_pz{l}") for l, p in enumerate(pz)]
+            pk = [dly(p, LM - LMk, f"fe_pk{l}") for l, p in enumerate(pk)]
+
+            def tree(terms, name):
+                lv = 0
+                while len(terms) > 1:
+                    lv += 1
+                    terms = [rreg(terms[i] + terms[i + 1] if i + 1 < len(terms) else terms[i], f"{name}{lv}_{i // 2}")
+                             for i in range(0, len(terms), 2)]
+                return terms[0], lv
+
+            sz, TL = tree(pz, "fe_tz")
+            sk, _ = tree(pk, "fe_tk")
+            a_v, a_first, a_last = (dly(q_v, LM + TL, "fa_v"), dly(q_first, LM + TL, "fa_first"),
+                                    dly(q_last, LM + TL, "fa_last"))
+            den = Signal(unsigned(self.den_bits))
+            kqacc = Signal(signed(bit_len(self.kq_max) + 1))  # >= 0
+            den_n = materialise(m, Mux(a_first, 0, den) + sz, "den_n", unsigned(self.den_bits))
+            kq_n = materialise(m, Mux(a_first, 0, kqacc) + sk, "kq_n", kqacc.shape())
+            sums_in = Signal()  # the token's zᵀqf and kfᵀqf are complete
+            with m.If(a_v):
+                m.d.sync += [den.eq(den_n), kqacc.eq(kq_n)]
+                with m.If(a_last):
+                    m.d.sync += sums_in.eq(1)
+            # kq = normalize(kfᵀqf) on a one-lane block normaliser, started with the sums
+            m.submodules.kq_norm = kq_norm = SerialBlockNormaliser(1, len(kqacc), P, frac_width=EW + 2)
+            kq_go = Signal()
+            m.d.sync += kq_go.eq(0)
+            m.d.comb += [kq_norm.en.eq(1), kq_norm.i_valid.eq(kq_go), kq_norm.i_data[0].eq(kqacc),
+                         kq_norm.i_frac.eq(2 * ff)]
+            kq_m, kq_f, kq_ok = Signal(signed(P)), Signal(signed(EW)), Signal()
+            with m.If(kq_norm.o_valid):
+                m.d.sync += [kq_m.eq(kq_norm.o_data[0]), kq_f.eq(Mux(kq_norm.o_data[0] == 0, 0, kq_norm.o_frac)),
+                             kq_ok.eq(1)]
             den_c = materialise(m, Mux(den < self.eps_den, self.eps_den, den), "den_c")
             if self.den_pre:
                 W = cfg.work_bits
@@ -389,6 +447,8 @@ class BaselineCore(wiring.Component):
                 den_x, den_fr = materialise(m, den_c >> dsh, "den_x"), materialise(m, 2 * ff - dsh, "den_fr")
             else:
                 den_x, den_fr = den_c, Const(2 * ff, signed(self.su_frac_w))
+            den_xr = Signal(den_x.shape(), name="den_xr")
+            den_frr = Signal(signed(self.su_frac_w), name="den_frr")
             with m.FSM(init="FE_CLEAR", name="fe"):
                 with m.State("FE_CLEAR"):  # z = 0 after reset
                     m.d.comb += [z_w.addr.eq(fe_clr), z_w.en.eq(1)] + [z_w.data[l].eq(0) for l in range(k)]
@@ -397,17 +457,25 @@ class BaselineCore(wiring.Component):
                         m.next = "FE_RECV"
                 with m.State("FE_RECV"):
                     m.d.comb += fe_recv.eq(1)
-                    with m.If(r_last):
-                        m.next = "FE_DEN_REQ"
+                    with m.If(sums_in):
+                        m.d.sync += [sums_in.eq(0), kq_go.eq(1)]
+                        m.next = "FE_DEN_PREP"
+                with m.State("FE_DEN_PREP"):  # eps clamp (and pre-truncation) into a register
+                    m.d.sync += [den_xr.eq(den_x), den_frr.eq(den_fr)]
+                    m.next = "FE_DEN_REQ"
                 with m.State("FE_DEN_REQ"):
-                    fe_req(den_x, den_fr, ScalarOp.RECIP, "FE_DEN_WAIT")
+                    fe_req(den_xr, den_frr, ScalarOp.RECIP, "FE_DEN_WAIT")
                 with m.State("FE_DEN_WAIT"):
                     m.d.comb += sfe.o.ready.eq(1)
                     with m.If(sfe.o.valid):
                         set_slot(sc2_m, sfe.o.payload.m)
                         set_slot(sc2_f, sfe.o.payload.f)
+                        m.next = "FE_KQ_WAIT"
+                with m.State("FE_KQ_WAIT"):
+                    with m.If(kq_ok):
                         set_slot(sc1_m, kq_m)
                         set_slot(sc1_f, kq_f)
+                        m.d.sync += kq_ok.eq(0)
                         m.next = "FE_DONE"
                 with m.State("FE_DONE"):
                     m.d.sync += [slot_full.bit_select(wslot, 1).eq(1), wslot.eq(incr(wslot, S - 1)), recv_done.eq(0)]

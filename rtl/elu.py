@@ -1,6 +1,6 @@
 """ELU+1 (``Datapath.elu1``, the feature map of VLA and linear attention) as a pipeline of
-:data:`PipelinedElu1.latency` registered stages, bit-exact with the model and with the
-single-cycle :func:`~specmem.rtl.vector_ops.elu1_hw` (its plain reference).
+:data:`PipelinedElu1.latency` registered stages, bit-exact with the model (its plain reference;
+the single-cycle form it replaces, ``rtl/vector_ops.elu1_hw``, is in the history).
 
 Why: the single-cycle form chains an add, a constant multiply, a ROM read, an interpolation
 multiply, a run-time shift and a saturation (13-14 LUT levels and two carry chains: the

@@ -2,8 +2,8 @@
 the per-token datapath primitives of the fixed-point golden model in hardware, and the interval
 arithmetic that sizes the run-time shifts from the formats.
 
-Each ``*_hw`` function is the golden :class:`~specmem.golden.fixed.datapath.Datapath` primitive
-(or ``ScalarUnit.normalize``) of the same name, bit for bit, as combinational logic in a module
+Each ``*_hw`` function is a golden primitive (``ScalarUnit.normalize``, the shift of
+``Datapath.block``), bit for bit, as combinational logic in a module
 ``m``; the cores register around them. The ``iv*`` helpers and :func:`su_f_range` compute the
 ranges of run-time exponents at construction, so every intermediate gets a width in which no
 shift or sum wraps.
@@ -12,13 +12,11 @@ shift or sum wraps.
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Array, Cat, Const, Mux, signed, unsigned
+from amaranth.hdl import Mux, signed, unsigned
 
-from specmem.golden.fixed.datapath import Datapath
+from .fixed import abs_value, materialise, msb_index, round_shift, round_shift_var
 
-from .fixed import abs_value, materialise, msb_index, round_shift, round_shift_var, saturate
-
-__all__ = ["elu1_hw", "normalize_hw", "block_shift_hw", "iv", "iv_neg", "iv_scale", "iv_union", "su_f_range",
+__all__ = ["normalize_hw", "block_shift_hw", "iv", "iv_neg", "iv_scale", "iv_union", "su_f_range",
            "bit_len"]
 
 
@@ -60,38 +58,6 @@ def _round_shift_const(m, value, shift: int, rounding: str, name: str):
         q = materialise(m, value >> 1, f"{name}_q")
         return materialise(m, q + (value[0] & q[0]), name)
     return round_shift(m, value, shift, rounding, name=name)
-
-
-def elu1_hw(m, raw, in_fx, out_fx, dp: Datapath, name: str):
-    """``Datapath.elu1``: ``x + 1`` for ``x > 0``; else ``2^-(n+phi)`` with ``n + phi = -x log2 e``,
-    ``2^-phi`` interpolated between two ROM entries (floor), one rounding shift by ``n``; then one
-    saturation. Returns ``(value, overflow)``. Shared: the feature map of VLA and of linear
-    attention (``kf``, ``qf``)."""
-    fi, fo = in_fx.frac, out_fx.frac
-    C, L, Ib, wf = dp.exp_const_frac, dp.fmt.preset.exp_lut_bits, dp.exp_interp_bits, dp.exp_word_frac
-    F = fi + C
-    if F < L:
-        raise ValueError("preset: the elu1 ROM index needs at least exp_lut_bits fraction bits")
-    rnd = out_fx.rounding
-    raw = materialise(m, raw, f"{name}_x")
-    W = len(raw)
-    pos = materialise(m, raw > 0, f"{name}_pos")
-    out_pos = _round_shift_const(m, raw + (1 << fi), fi - fo, rnd, name=f"{name}_p")
-    t = materialise(m, Mux(pos, 0, -raw), f"{name}_t", unsigned(W))
-    p = materialise(m, t * int(dp.log2e), f"{name}_prod")
-    n = materialise(m, p >> F, f"{name}_n")
-    idx = materialise(m, p[F - L:F], f"{name}_idx")
-    low = p[:F - L]
-    wgt = low[F - L - Ib:] if F - L - Ib >= 0 else Cat(Const(0, Ib - (F - L)), low)
-    wgt = materialise(m, wgt, f"{name}_wgt")
-    rom = Array(Const(int(v), unsigned(wf + 2)) for v in dp.exp_rom)
-    lo = materialise(m, rom[idx], f"{name}_lo")
-    hi = materialise(m, rom[idx + 1], f"{name}_hi")
-    val = materialise(m, lo - (((lo - hi) * wgt) >> Ib), f"{name}_val", unsigned(wf + 2))
-    out_neg = round_shift_var(m, val, n + (wf - fo), rnd, max_left=1, name=f"{name}_neg")
-    if wf - fo < 0:
-        raise ValueError("preset: elu1's ROM word must have at least as many fraction bits as kf")
-    return saturate(m, Mux(pos, out_pos, out_neg), out_fx, name=f"{name}_sat")
 
 
 # ----------------------------------------------------------------------------------------------

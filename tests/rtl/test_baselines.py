@@ -165,7 +165,7 @@ def test_core_late_tokens(algo):
     check(res, g)
 
 
-@pytest.mark.parametrize("algo,d,k", [("linear", 16, 4), ("deltanet", 16, 4), ("deltanet", 8, 4),
+@pytest.mark.parametrize("algo,d,k", [("linear", 16, 4), ("linear", 8, 2), ("deltanet", 16, 4), ("deltanet", 8, 4),
                                       pytest.param("linear", 32, 4, marks=pytest.mark.slow),
                                       pytest.param("deltanet", 32, 8, marks=pytest.mark.slow)])
 def test_core_cycles_per_token_steady_state(algo, d, k):
