@@ -26,6 +26,14 @@ Then per token, the spec's single read pass over the *old* ``A`` and ``S`` (hard
 
 ``eta`` is stored in ``A``'s format; when it is below half an LSB the refresh is lost
 (reported in ``eta_raw``).
+
+``chain="two-pass"`` (a design study for a shorter per-token chain; the RTL implements the
+default ``"five-pass"``): the same update with the per-token vector work reordered so that two
+vector passes between read passes suffice. ``wᵀkh`` becomes ``rd (zsmᵀkh)`` (``zsmᵀkh`` exact,
+beside ``unᵀzsm``); ``alpha``'s block exponent comes from a bound known before its pass,
+``max|A kh| + round(max|w| |wᵀkh|) [+ round(max|kh| eta)]``, so ``||alpha_n||²`` accumulates in
+the same pass; ``ah = alpha_n rsqrt(||alpha_n||²)`` is never rounded on its own: the ``S`` write
+rounds ``e_i (rsqrt . alpha_n_j)`` once, and ``ahᵀqf`` is ``rsqrt (alpha_nᵀqf)``.
 """
 
 from __future__ import annotations
@@ -36,9 +44,23 @@ from specmem.golden.vla import _prepare
 
 from .datapath import Datapath, exact_dot
 from .formats import formats_for
-from .fxtype import mul_round_shift, round_shift
+from .fxtype import msb, mul_round_shift, round_shift
 
-__all__ = ["vla_fixed"]
+__all__ = ["vla_fixed", "CHAINS"]
+
+#: orderings of the per-token vector work (see the module docstring)
+CHAINS = ("five-pass", "two-pass")
+
+
+def _block_by(raw, bound, width, rounding):
+    """``Datapath.block`` with the shift taken from ``bound`` (per leading index, >= every
+    ``|raw|``) instead of the exact maximum: known before the vector itself is."""
+    bound = np.asarray(bound)
+    sh = np.where(bound > 0, msb(np.maximum(bound, 1)) - (width - 2), 0)
+    sh = sh + (round_shift(bound, sh, rounding) >= (1 << (width - 1)))
+    out = round_shift(raw, sh[..., None], rounding)
+    assert np.all(np.abs(out) < (1 << (width - 1))), "the bound is below a magnitude"
+    return out.astype(np.int64) if out.dtype == object else out
 
 
 def _align(raw, from_frac, to_frac):
@@ -48,7 +70,8 @@ def _align(raw, from_frac, to_frac):
 
 
 def vla_fixed(k, v, q, u, preset="int8", lambda0=0.1, eps=1e-4, refresh_period=20, eta=1e-3, u_scale=None, *,
-              in_range=None, trace: bool = True, snapshot_every: int = 0, monitor=None) -> dict:
+              in_range=None, trace: bool = True, snapshot_every: int = 0, monitor=None,
+              chain: str = "five-pass") -> dict:
     """VLA in fixed point. Inputs ``[..., T, d]`` floats; parameters as :func:`specmem.golden.vla.vla`.
 
     Returns ``o`` (dequantised), ``o_raw`` ``[..., T, d]`` and ``o_frac`` ``[..., T]``
@@ -58,6 +81,9 @@ def vla_fixed(k, v, q, u, preset="int8", lambda0=0.1, eps=1e-4, refresh_period=2
     ``[n_snap, ..., d, d]`` (dequantised ``A`` after every n-th token) and ``snap_t``, or, when
     ``monitor`` is given, ``monitor(t, A)`` is called instead (nothing stored).
     """
+    if chain not in CHAINS:
+        raise ValueError(f"chain: one of {CHAINS}, got {chain!r}")
+    short = chain == "two-pass"
     kk, vv, qq, uu, (lambda0, eps, refresh_period, eta, u_scale) = _prepare(
         k, v, q, u, lambda0, eps, refresh_period, eta, u_scale)
     batch, T, d = kk.shape[:-2], kk.shape[-2], kk.shape[-1]
@@ -117,21 +143,40 @@ def vla_fixed(k, v, q, u, preset="int8", lambda0=0.1, eps=1e-4, refresh_period=2
         w, fw = dp.block("w", zsm * rd.m[:, None], fz + rd.f)
         refresh = bool(refresh_period) and (t + 1) % refresh_period == 0
         # alpha = A_new kh
-        cw = su.normalize(np.einsum("bi,bi->b", w, kh), fw + fh)
-        alpha = aa - round_shift(w * cw.m[:, None], (fw + cw.f)[:, None] - Fa, dp.rounding)
+        if short:  # wᵀkh as rd (zsmᵀkh): known before w's pass
+            cw = su.normalize(np.einsum("bi,bi->b", zsm, kh) * rd.m, fz + rd.f + fh)
+        else:
+            cw = su.normalize(np.einsum("bi,bi->b", w, kh), fw + fh)
+        s3 = fw + cw.f - Fa
+        alpha = aa - round_shift(w * cw.m[:, None], s3[:, None], dp.rounding)
         if refresh:
             alpha = alpha + mul_round_shift(kh, eta_raw, fa + fh - Fa, dp.rounding)  # exact: may pass 2**63
-        alpha_n, _ = dp.block("alpha", alpha, Fa)  # the exponent is dropped: only the direction is used
-        ah = dp.scale("ah", alpha_n, fan, dp.rsqrt(np.einsum("bi,bi->b", alpha_n, alpha_n), 2 * fan))
+        if short:  # the block exponent from a bound on |alpha| (rounding is monotone), not its max
+            bound = np.max(np.abs(aa), axis=-1) + round_shift(np.max(np.abs(w), axis=-1) * np.abs(cw.m), s3,
+                                                              dp.rounding)
+            if refresh:
+                bound = bound + mul_round_shift(np.max(np.abs(kh), axis=-1), eta_raw, fa + fh - Fa, dp.rounding)
+            alpha_n = _block_by(alpha, bound, fmt["alpha"].width, dp.rounding)
+        else:
+            alpha_n, _ = dp.block("alpha", alpha, Fa)  # the exponent is dropped: only the direction is used
+        ra = dp.rsqrt(np.einsum("bi,bi->b", alpha_n, alpha_n), 2 * fan)
         # error and output
         e = dp.narrow("e", _align(V[:, t], fin, fsm + fh) - sk, fsm + fh)
-        c2 = su.normalize(np.einsum("bi,bi->b", ah, qf), fh + ff)
+        if short:  # ah is never rounded on its own
+            fah = fan + ra.f                                   # ah = alpha_n ra.m 2^-fah, per token
+            c2 = su.normalize(np.einsum("bi,bi->b", alpha_n, qf) * ra.m, fah + ff)
+        else:
+            ah = dp.scale("ah", alpha_n, fan, ra)
+            c2 = su.normalize(np.einsum("bi,bi->b", ah, qf), fh + ff)
         num = sq + round_shift(e * c2.m[:, None], (fe + c2.f)[:, None] - Fs, dp.rounding)
         o_raw[:, t], o_frac[:, t] = dp.block("o", mul_round_shift(num, rden.m[:, t, None], 0), Fs + rden.f[:, t])
         # write pass
         A = dp.write("a", A, (-(w[:, :, None] * w[:, None, :]), 2 * fw[:, None, None]),
                      add=eta_raw * eye if refresh else None)
-        S = dp.write("s", S, (e[:, :, None] * ah[:, None, :], fe + fh))
+        if short:
+            S = dp.write("s", S, (e[:, :, None] * (alpha_n * ra.m[:, None])[:, None, :], fe + fah))
+        else:
+            S = dp.write("s", S, (e[:, :, None] * ah[:, None, :], fe + fh))
         s_norm[:, t] = np.sqrt(np.einsum("bij,bij->b", *(2 * (fmt["s"].to_float(S),))))
         a_norm[:, t] = np.sqrt(np.einsum("bij,bij->b", *(2 * (fmt["a"].to_float(A),))))
         if snapshot_every and (t + 1) % snapshot_every == 0:
