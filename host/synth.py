@@ -1475,9 +1475,11 @@ def _vla_block(results) -> list[str]:
         x = r.get("xilinx") or {}
         fm = _num(r.get("fmax_mhz"), "{:.1f}")
         if r.get("fmax_mhz") is None and r.get("pnr_error"):
-            fm = "does not place"
-            notes.append(f"- {r['preset']} k={r['k']} d={r['d']}: nextpnr: `{r['pnr_error'].strip()[-200:]}` "
-                         "(resources from Yosys's cell counts: LUT4 + 2 per CCU2C + 4 per DPR16X4)")
+            err = r["pnr_error"]
+            fm = ("does not place" if "Unable to place" in err else
+                  "not routed in the cap" if "did not finish" in err else "place and route failed")
+            notes.append(f"- {r['preset']} k={r['k']} d={r['d']}: nextpnr: `{err.strip()[-260:]}` "
+                         f"(resources: {r.get('resource_source', 'Yosys cell counts')})")
         L.append(f"| {r['preset']} | {r['k']} | {r['d']} | {fm} | {_num(r['luts'])} | {_num(r['ffs'])} | {r['dsp']} | "
                  f"{r['ebr']} | {r.get('lutram', 0)} | {_num(x.get('luts'))} | {_num(x.get('dsp48e1'))} | "
                  f"{r['cycles_per_token']} | {r.get('floor_cycles', '—')} | {r['cycles_over_floor']:.2f} | "

@@ -189,11 +189,19 @@ def test_engine_table_in_the_report(tmp_path):
     vla.mkdir()
     (vla / "v.json").write_text(json.dumps(rec("vla_d32_k8_legacy-int8", algo="vla", fmax_mhz=None, dsp=168, luts=46368,
                                                cycles_per_token=203, floor_cycles=128, cycles_over_floor=1.5859,
-                                               tokens_per_s=None, pnr_error="ERROR: 168 MULT18X18D, 156 on the device")))
+                                               tokens_per_s=None, pnr_error="ERROR: Unable to place cell 'm_MULT18X18D', "
+                                               "no BELs remaining (168 MULT18X18D, 156 on the device)")))
+    (vla / "w.json").write_text(json.dumps(rec("vla_d32_k4_legacy-int8", algo="vla", k=4, fmax_mhz=None, dsp=68,
+                                               luts=29783, cycles_per_token=351, floor_cycles=256,
+                                               cycles_over_floor=1.371, tokens_per_s=None,
+                                               pnr_error="nextpnr did not finish within 25 CPU minutes: stopped while "
+                                                         "routing, 30,556 of 112,387 arcs still unrouted")))
     text = write_report([rec("annihilation_d32_k8_legacy-int8")], tmp_path).read_text()
     row = next(ln for ln in text.splitlines() if ln.startswith("| legacy-int8 | 8 | 32 | does not place |"))
     assert "| 168 |" in row and "| 203 | 128 | 1.59 | — | — | — |" in row
     assert "168 MULT18X18D, 156 on the device" in text
+    row = next(ln for ln in text.splitlines() if ln.startswith("| legacy-int8 | 4 | 32 | not routed in the cap |"))
+    assert "| 68 |" in row and "30,556 of 112,387 arcs still unrouted" in text
 
 
 def test_area_breakdown_per_module(tmp_path):
