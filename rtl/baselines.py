@@ -336,7 +336,6 @@ class BaselineCore(wiring.Component):
                 m.d.sync += beat.eq(beat + 1)
         slot_a = saddr(wslot, r_beat)
         first = r_beat == 0
-        r_last = r_v & (r_phase == last_phase) & (r_beat == (self.scalar_beats - 1 if not lin else dk - 1))
 
         def fe_req(x, frac, op, nxt):
             m.d.comb += [sfe.i.valid.eq(1), sfe.i.payload.x.eq(x), sfe.i.payload.frac.eq(frac),
