@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Signal
 
-__all__ = ["stage_register", "tree4_levels"]
+__all__ = ["stage_register", "register_chain", "tree4_levels"]
 
 
 def stage_register(m, en):
@@ -17,6 +17,16 @@ def stage_register(m, en):
             m.d.sync += r.eq(value)
         return r
     return reg
+
+
+def register_chain(m, sig, shape, n: int, name: str):
+    """``sig`` through ``n`` free-running ``sync`` registers named ``{name}_d1`` .. ``{name}_dn``:
+    the tags (valid, address, phase) that ride beside a fixed-latency pipeline."""
+    for i in range(n):
+        r = Signal(shape, name=f"{name}_d{i + 1}")
+        m.d.sync += r.eq(sig)
+        sig = r
+    return sig
 
 
 def tree4_levels(n: int) -> int:

@@ -62,6 +62,7 @@ from .engine import DotEngine, min_signed_width
 from .lanes import lane_helpers
 from .fixed import abs_value, materialise, msb_index, requantize, round_shift, round_shift_var, saturate
 from .memory import StateMemory
+from .pipeline import register_chain
 from .presets import check_rtl_preset
 from .scalar_unit import ScalarOp, ScalarUnit
 from .shift import RoundShiftVar
@@ -427,12 +428,7 @@ class VLACore(wiring.Component):
                 m.d.sync += beat.eq(beat + 1)
 
         def delay(sig, shape, n, name):
-            """``sig`` through ``n`` registers (the tags that ride beside a pipeline)."""
-            for i in range(n):
-                r = Signal(shape, name=f"{name}_d{i + 1}")
-                m.d.sync += r.eq(sig)
-                sig = r
-            return sig
+            return register_chain(m, sig, shape, n, name)
 
         # the registered beat through the pipelined ELU+1 (used for k and q); its tags and the raw
         # beat (for v and u) ride beside it; everything below happens at the ELU's output (stage F)
