@@ -1041,12 +1041,14 @@ def engine_sweep(out_dir="build/synth", docs_dir="docs", *, ks=None, presets=Non
 
 
 def vla_sweep(out_dir="build/synth", docs_dir="docs", *, configs=None, target_mhz: float = TARGET_MHZ,
-              seed: int = SEED, resume: bool = True, progress=print) -> list[dict]:
+              seed: int = SEED, resume: bool = True, pnr_timeout_s: float | None = PNR_TIMEOUT_S,
+              progress=print) -> list[dict]:
     """The VLA core at ``VLA_SWEEP``'s configurations, cached as ``<docs_dir>/hardware/vla/``.
-    A configuration that does not fit the device keeps its Yosys counts and nextpnr's error."""
+    A configuration that does not fit the device keeps its Yosys counts and nextpnr's error;
+    ``pnr_timeout_s`` caps nextpnr's CPU time per configuration (``None``: no cap)."""
     grid = [("vla", d, k, p, {}) for d, k, p in (configs or VLA_SWEEP["configs"])]
     return _run_grid("vla", grid, out_dir, docs_dir, target_mhz=target_mhz, seed=seed, resume=resume,
-                     progress=progress)
+                     pnr_timeout_s=pnr_timeout_s, progress=progress)
 
 
 def rule_sweep(out_dir="build/synth", docs_dir="docs", *, algos=None, ds=None, ks=None,
@@ -1059,7 +1061,8 @@ def rule_sweep(out_dir="build/synth", docs_dir="docs", *, algos=None, ds=None, k
                      progress=progress)
 
 
-def _run_grid(sub: str, grid, out_dir, docs_dir, *, target_mhz, seed, resume, progress) -> list[dict]:
+def _run_grid(sub: str, grid, out_dir, docs_dir, *, target_mhz, seed, resume, progress,
+              pnr_timeout_s: float | None = PNR_TIMEOUT_S) -> list[dict]:
     """Synthesise ``grid`` (``(algo, d, k, preset, params)``), caching each result as
     ``<docs_dir>/hardware/<sub>/<name>.json`` (reused while Verilog, tools, target and seed match)."""
     cache = Path(docs_dir) / "hardware" / sub
@@ -1070,7 +1073,8 @@ def _run_grid(sub: str, grid, out_dir, docs_dir, *, target_mhz, seed, resume, pr
         tag = f"[{sub} {i}/{len(grid)}] {name}"
         cpath = cache / f"{name}.json"
         if resume and cpath.exists():
-            hit = _cache_ok(cpath, _verilog_sha(algo, d, k, preset, params), target_mhz, seed, cpu=algo == "vla")
+            hit = _cache_ok(cpath, _verilog_sha(algo, d, k, preset, params), target_mhz, seed, cpu=algo == "vla",
+                            pnr_timeout_s=pnr_timeout_s)
             if hit is not None:
                 progress(f"{tag}: cached ({_fmt_mhz(hit.get('fmax_mhz'))})")
                 results.append(hit)
@@ -1080,6 +1084,7 @@ def _run_grid(sub: str, grid, out_dir, docs_dir, *, target_mhz, seed, resume, pr
         try:
             r = synth(algo, d, k, preset, Path(out_dir) / name, target_mhz=target_mhz, seed=seed,
                       xilinx=not ecp5, ltp=algo != "engine" and not ecp5, params=params, cpu=algo == "vla",
+                      pnr_timeout_s=pnr_timeout_s,
                       progress=lambda msg, tag=tag: progress(f"{tag}: {msg.split(': ', 1)[-1]}"))
         except SynthError as exc:  # a tool that fails on one configuration does not stop the grid
             r = _failed_result(algo, d, k, preset, params, target_mhz, seed, str(exc))

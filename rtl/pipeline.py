@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Signal
 
-__all__ = ["stage_register", "register_chain", "tree4_levels"]
+__all__ = ["stage_register", "register_chain", "reduce_tree", "tree4_levels"]
 
 
 def stage_register(m, en):
@@ -27,6 +27,19 @@ def register_chain(m, sig, shape, n: int, name: str):
         m.d.sync += r.eq(sig)
         sig = r
     return sig
+
+
+def reduce_tree(m, values, pick, name: str):
+    """``values`` (one per lane, one shape) reduced pairwise by ``pick(a, b)`` through
+    ``ceil(log2 n)`` registered levels (the lane maxima and minima of the cores): the result a
+    fixed number of cycles after its inputs, no k-long compare chain."""
+    vals, lv = list(values), 0
+    shape = vals[0].shape()
+    while len(vals) > 1:
+        lv += 1
+        nxt = [pick(vals[i], vals[i + 1]) if i + 1 < len(vals) else vals[i] for i in range(0, len(vals), 2)]
+        vals = [register_chain(m, x, shape, 1, f"{name}_t{lv}_{i}") for i, x in enumerate(nxt)]
+    return vals[0]
 
 
 def tree4_levels(n: int) -> int:

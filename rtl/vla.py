@@ -4,41 +4,50 @@ state memories as the annihilation core, programmed for VLA's ``d x d`` states `
 
 Structure (one token; the names are the FSM states of :class:`VLACore`):
 
-* **Front end** (runs ahead, one token at a time into one of two token slots): the token arrives
-  as ``4 d/k`` beats of ``k`` elements, ``k`` then ``v`` then ``q`` then ``u``. ``kf = elu1(k)``
-  and ``qf = elu1(q)`` (the model's hardware ELU+1: constant multiply, ROM, interpolation,
-  shift), ``zk += kf`` (exact, saturating), ``||kf||²``, ``zkᵀqf``, ``||u||²``; then three
-  scalar-unit operations (``rsqrt ||kf||²``, ``rsqrt ||u||²`` times the ``u_scale`` constant,
-  ``1 / zkᵀqf``) and two scale passes writing ``kh``, then ``un``, into the slot. The front end
-  has one multiplier per lane for all five products (the norms take turns by beat phase).
+* **Front end** (runs ahead of the core; three token slots: one receiving, one being finished,
+  one in the core): the token arrives as ``4 d/k`` beats of ``k`` elements, ``k`` then ``v``
+  then ``q`` then ``u``. The receiver forms ``kf = elu1(k)`` and ``qf = elu1(q)`` (the model's
+  hardware ELU+1: constant multiply, ROM, interpolation, shift), ``zk += kf`` (exact,
+  saturating), ``||kf||²``, ``zkᵀqf``, ``||u||²``, then hands the token over and takes the
+  next one while the front end's scalar work runs three scalar-unit operations (``rsqrt
+  ||kf||²``, ``rsqrt ||u||²`` times the ``u_scale`` constant, ``1 / zkᵀqf``) and two scale
+  passes writing ``kh``, then ``un``, into the slot. One multiplier per lane serves all five
+  products (the norms take turns by beat phase; the scale passes stop the receiver while they
+  issue).
 * **Fused pass** ``PASS`` over ``A`` and ``S`` (``d²/k`` cycles, one address of ``k`` elements of
   each matrix per cycle): element ``(i, j)`` is read, token ``t``'s rank-one updates are applied
-  (``A -= round(w_i w_j) [+ eta on the diagonal]``, ``S += round(e_i ah_j)``, one saturation
-  each), the element is written back, narrowed to the multiplier format and fed to four
-  ``DotEngine``\\ s that compute token ``t+1``'s ``A un``, ``A kh``, ``S kh``, ``S qf`` (one row
-  per ``d/k`` cycles). The write of token ``t`` and the read of token ``t+1`` are one pass.
-  Per row the results land in small vector banks, and ``e_i = narrow(v_i - (S kh)_i)`` is formed.
-* **Vector chain** of token ``t+1`` (``k`` lanes, ``d/k`` cycles per vector pass, the reductions
-  on a fifth ``DotEngine``, the two square roots on the core's scalar unit): ``VP1`` zsm =
-  block(A un) and ``unᵀzsm``; ``DELTA``, ``RD_REQ/RD_WAIT`` rsqrt(delta); ``BLK_W``; ``VP2`` w and
-  ``wᵀkh``; ``CW``; ``VP3`` alpha = A kh - round(w (wᵀkh)) [+ round(eta kh)] and max|alpha|;
-  ``VP4`` alpha_n = block(alpha) and ``||alpha_n||²``; ``RA_REQ/RA_WAIT`` rsqrt; ``VP5`` ah and
-  ``ahᵀqf``; ``C2``. Then ``w``, ``e``, ``ah`` are final and the next fused pass starts at once,
-  while a second small FSM (``VP6`` num = S qf + round(e (ahᵀqf)), ``BLK_O`` the output block
-  exponent) finishes the token beside it, and the output stage streams
-  ``o = block(num / zkᵀqf)`` (``d/k`` beats) in the background. The chain has no multipliers of
-  its own: VP2, VP3 and VP5 use the write pass's ``w_i w_j`` multipliers (idle between passes),
-  VP6 the output stage's (idle until ``BLK_O``); a vector pass is issue, the element-wise
-  operation on the registered product (stage X), then a register stage.
+  (``A -= round(w_i w_j) [+ eta on the diagonal]``, ``S += round(e_i ra alpha_n_j)`` with
+  ``e_i ra`` formed once per row, one saturation each), the element is written back, narrowed
+  to the multiplier format and fed to four ``DotEngine``\\ s that compute token ``t+1``'s
+  ``A un``, ``A kh``, ``S kh``, ``S qf`` (one row per ``d/k`` cycles). The write of token ``t``
+  and the read of token ``t+1`` are one pass. Per row the results land in small vector banks,
+  ``e_i = narrow(v_i - (S kh)_i)`` is formed, and ``max |A un|``, ``max |A kh|`` are kept.
+* **Vector chain** of token ``t+1``, two vector passes (``chain="two-pass"`` of the model; ``k``
+  lanes, ``d/k`` cycles each, the reductions on two more ``DotEngine``\\ s, the two square roots
+  on the core's scalar unit): ``VP1`` zsm = block(A un), ``unᵀzsm``, ``zsmᵀkh``, the extremes
+  of zsm and ``max |kh|``; ``DELTA``, ``RD_REQ/RD_WAIT`` rsqrt(delta); ``BLK_W`` (w's block
+  shift), ``CW`` (``wᵀkh = rd (zsmᵀkh)`` normalised, ``max |w|`` from zsm's extremes), ``S3``,
+  ``BOUND`` (``|alpha| <= max |A kh| + round(max |w| |wᵀkh|) [+ round(max |kh| eta)]``), ``SH_AL``
+  (alpha_n's block shift from the bound); ``VP2`` w = block(zsm rd), alpha = A kh -
+  round(w (wᵀkh)) [+ round(eta kh)], alpha_n = alpha shifted by the bound's exponent,
+  ``||alpha_n||²`` and ``alpha_nᵀqf``; ``RA_REQ/RA_WAIT`` ra = rsqrt(||alpha_n||²); ``C2P``,
+  ``C2``. Then ``w``, ``e``, ``alpha_n``, ``ra`` are final (``ah = ra alpha_n`` is never formed
+  on its own) and the next fused pass starts at once, while a second small FSM (``VP6`` num =
+  S qf + round(e (ahᵀqf)), ``BLK_O`` the output block exponent) finishes the token beside it,
+  and the output stage streams ``o = block(num / zkᵀqf)`` (``d/k`` beats) in the background.
+  The chain has no multipliers of its own: VP2 forms ``zsm rd`` on the A write's multipliers and
+  ``w (wᵀkh)`` on the S write's (idle between passes), VP6 uses the output stage's (idle until
+  ``BLK_O``).
 
 If the next token is not complete when a fused pass starts, the pass only writes; that token
 then runs a read-only pass of its own. After reset the core writes ``A = I/lambda0``, ``S = 0``
 (``CLEAR``, ``d²/k`` cycles) and the front end zeroes ``zk``.
 
 Cycles per token in steady state: ``d²/k`` for the pass plus its pipeline tail plus the chain,
-``5 d/k + 52`` to ``5 d/k + 64`` (:meth:`VLACore.cycle_budget`, ``docs/rtl.md``). Latency of
-an isolated token, last input beat to first output beat: that plus the front end and the output
-tail, ``d²/k + 8 d/k + L + 4 Lv + 4 Ls + Lr + 32`` (:meth:`VLACore.latency`).
+``d²/k + 2 d/k + L + 2 Lv + 2 Ls + 21`` (:meth:`VLACore.cycle_budget`, ``docs/rtl.md``). Latency
+of an isolated token, last input beat to first output beat: that plus the front end and the
+output tail, ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 60``
+(:meth:`VLACore.latency`).
 
 Every narrowing is the model's (same formats from ``golden/fixed/formats.py``, same rounding
 points and order); run-time shifts have their ranges derived from the formats at construction
@@ -62,7 +71,7 @@ from .engine import DotEngine, min_signed_width
 from .lanes import lane_helpers
 from .fixed import abs_value, materialise, msb_index, requantize, round_shift, round_shift_var, saturate
 from .memory import StateMemory
-from .pipeline import register_chain
+from .pipeline import reduce_tree, register_chain
 from .presets import check_rtl_preset
 from .scalar_unit import ScalarOp, ScalarUnit
 from .shift import RoundShiftVar
@@ -84,7 +93,7 @@ class VLACore(wiring.Component):
     model), status ``tokens``, ``saturations``, ``refreshes`` (32-bit) and ``busy``.
     """
 
-    SLOTS = 2
+    SLOTS = 3
 
     def __init__(self, d: int, k: int, preset: str = "legacy-int8", *, lambda0: float = 0.1, eps: float = 1e-4,
                  refresh_period: int = 20, eta: float = 1e-3, u_scale: float | None = None,
@@ -129,14 +138,17 @@ class VLACore(wiring.Component):
 
         dk = self.dk
         Wam, Wsm = F["a_mul"].width, F["s_mul"].width
-        Wun, Wkh, Wqf, Wah = F["un"].width, F["kh"].width, F["qf"].width, F["ah"].width
+        Wun, Wkh, Wqf = F["un"].width, F["kh"].width, F["qf"].width
         # the read pass: A un, A kh, S kh, S qf (one row per d/k beats)
         self.e_au = DotEngine(k, dk, a_width=Wam, b_width=Wun)
         self.e_ak = DotEngine(k, dk, a_width=Wam, b_width=Wkh)
         self.e_sk = DotEngine(k, dk, a_width=Wsm, b_width=Wkh)
         self.e_sq = DotEngine(k, dk, a_width=Wsm, b_width=Wqf)
-        # the vector chain's reductions: unᵀzsm, wᵀkh, ||alpha_n||², ahᵀqf
-        self.ev = DotEngine(k, dk, a_width=max(Wb, Wah), b_width=max(Wun, Wkh, Wqf, Wb))
+        # the vector chain's reductions: unᵀzsm (VP1) and ||alpha_n||² (VP2); zsmᵀkh (VP1) and
+        # alpha_nᵀqf (VP2)
+        self.ev = DotEngine(k, dk, a_width=Wb, b_width=max(Wun, Wb))
+        self.ev2 = DotEngine(k, dk, a_width=Wb, b_width=max(Wkh, Wqf))
+        assert self.ev2.latency == self.ev.latency
         self.pass_engines = (self.e_au, self.e_ak, self.e_sk, self.e_sq)
         assert len({e.latency for e in self.pass_engines}) == 1
 
@@ -185,7 +197,7 @@ class VLACore(wiring.Component):
         Fa, Fs = fam + fh, fsm + ff
         Wd, Wo, Wa = F["delta"].width, F["o"].width, F["a"].width
         Wza, Waa, Wsq = self.e_au.acc_width, self.e_ak.acc_width, self.e_sq.acc_width
-        Wev = self.ev.acc_width
+        Wcw = self.ev2.acc_width + P  # zsmᵀkh rd.m and alpha_nᵀqf ra.m, exact products
         We = F["e"].width
         r = {}
 
@@ -199,8 +211,8 @@ class VLACore(wiring.Component):
         r["rd_f"] = su_f_range(cfg.rsqrt, fd, self.eps_d, self.delta_max)
         r["sh_w"] = (-(Wb - 2), P)
         r["fw"] = iv(r["fz"], r["rd_f"], iv_neg(r["sh_w"]))
-        r["cw_f"] = iv_union(iv(r["fw"], fh, iv_neg(nrm(Wev))), (0, 0))
-        r["s3"] = iv(iv_scale(r["fw"], 2), fh - Fa, iv_neg(nrm(Wev)))  # nonzero wᵀkh
+        r["cw_f"] = iv_union(iv(r["fz"], r["rd_f"], fh, iv_neg(nrm(Wcw))), (0, 0))
+        r["s3"] = iv(r["fw"], r["fz"], r["rd_f"], fh - Fa, iv_neg(nrm(Wcw)))  # nonzero wᵀkh
         r["s3_reg"] = iv_union(r["s3"], iv(r["fw"], -Fa))            # the register also holds the zero case
         r["s_wa"] = iv(iv_scale(r["fw"], 2), -fa)
         self.ml3 = max(0, -r["s3"][0])
@@ -211,9 +223,9 @@ class VLACore(wiring.Component):
         r["sh_al"] = (-(Wb - 2), self.Wal - Wb + 2)
         self.na_max = d * ((1 << (Wb - 1)) - 1) ** 2
         r["ra_f"] = su_f_range(cfg.rsqrt, 2 * fan, 0, self.na_max)
-        r["s5"] = iv(r["ra_f"], fan - fh)
-        r["c2_f"] = iv_union(iv(fh + ff, iv_neg(nrm(Wev))), (0, 0))
-        r["s6"] = iv(fe - Fs, ff + fh, iv_neg(nrm(Wev)))
+        r["s_ws"] = iv(r["ra_f"], fe + fan - fs)   # S += round(e_i (ra alpha_n_j)): its shift
+        r["c2_f"] = iv_union(iv(fan, r["ra_f"], ff, iv_neg(nrm(Wcw))), (0, 0))
+        r["s6"] = iv(fe - Fs, fan, r["ra_f"], ff, iv_neg(nrm(Wcw)))
         r["s6_reg"] = iv_union(r["s6"], (fe - Fs, fe - Fs))
         self.ml6 = max(0, -r["s6"][0])
         self.W6 = We + P + self.ml6 + 1
@@ -252,7 +264,7 @@ class VLACore(wiring.Component):
         # left-shift bounds: exact where the result is not saturated, clamped where it is
         self.ml_delta = min(max(0, -r["s_delta"][0]), Wd + 1)
         self.ml_wa = min(max(0, -r["s_wa"][0]), Wa + 2)
-        self.ml5 = min(max(0, -r["s5"][0]), F["ah"].width + 1)
+        self.ml_ws = min(max(0, -r["s_ws"][0]), F["s"].width + 2)
         self.ml_kh = min(max(0, -r["s_kh"][0]), F["kh"].width + 1)
         self.ml_un = min(max(0, -r["s_un"][0]), F["un"].width + 1)
 
@@ -269,22 +281,19 @@ class VLACore(wiring.Component):
         dk, N = self.dk, self.d * self.dk
         L, Lv = self.e_au.latency, self.ev.latency
         Ls = self.su.latency[ScalarOp.RSQRT]
-        vp_sum = dk + Lv + 2       # issue d/k; the last element's X and register cycles; engine latency
-        vp_max = dk + 4 + (self.k - 1).bit_length()  # issue d/k; X; register; magnitudes; the max tree; max register
         budget = {
             # issue N addresses; S1, S2, S3 (write back, narrow, engine input); engine latency;
             # the cycle that sees the last row captured (and computes block(A un)'s shift)
             "pass": N + 3 + L + 1,
-            "vp1_zsm": vp_sum,
+            # issue d/k; the last element's X and register cycles; the engines' latency
+            "vp1_zsm": dk + 2 + Lv,
             "delta_rsqrt": 1 + 1 + Ls,          # DELTA, RD_REQ, then RD_WAIT for the unit's latency
-            "blk_w": 1,
-            "vp2_w": vp_sum,
-            "cw": 1,
-            "vp3_alpha": vp_max,                # its last cycle computes block(alpha)'s shift
-            "vp4_alpha_n": vp_sum,
+            "alpha_bound": 5,                   # BLK_W, CW, S3, BOUND, SH_AL (one scalar step each)
+            # issue d/k; then w (X, register), w cw on the S-write multipliers, alpha (register),
+            # alpha_n (register) into the engines; their latency
+            "vp2_alpha": dk + 5 + Lv,
             "rsqrt_alpha": 1 + Ls,              # RA_REQ, then RA_WAIT for the unit's latency
-            "vp5_ah": vp_sum,
-            "c2_launch": 1,                     # then the next pass; VP6 + BLK_O run beside it
+            "c2_launch": 2,                     # C2P, C2; then the next pass, VP6 + BLK_O beside it
         }
         budget["total"] = sum(budget.values())
         budget["floor"] = N
@@ -302,14 +311,15 @@ class VLACore(wiring.Component):
 
         * ``fe_norms`` ``Le + Lm + Lt + 2``: the registered last beat through the ELU+1 pipeline
           (``Le`` = 8; the ``u`` beats ride beside it), the shared multipliers (``Lm``), the adder
-          tree (``Lt = ceil(log2 k)``) and the accumulator (``||u||²``); ``FE_RECV`` sees it.
+          tree (``Lt = ceil(log2 k)``) and the accumulator (``||u||²``); ``FE_IDLE`` sees it.
         * ``fe_rsqrt_kf``, ``fe_rsqrt_u`` (``1 + Ls``), ``fe_recip_den`` (``1 + Lr``): each a
           request cycle (``FE_*_REQ``), then the front-end scalar unit's latency (``FE_*_WAIT``).
         * ``fe_mu_norm`` ``Ln + 1``: ``rsqrt(||u||²) u_scale`` normalised (``FE_NU_NORM``; ``Ln`` = 9,
           the one-lane block normaliser).
-        * ``fe_scale`` ``2 d/k + Lm + 7``: ``kh``, then ``un`` (one issue pass each: the front end
-          has one multiplier per lane), then the last through the multiplier, the rounding shifter
-          (6) and the saturation register into the slot (``FE_SCALE_WAIT``).
+        * ``fe_scale`` ``2 d/k + Lm + 8``: ``FE_SCALE_GRANT`` (the receiver stopped, no beat in
+          flight), ``kh``, then ``un`` (one issue pass each: the front end has one multiplier per
+          lane), then the last through the multiplier, the rounding shifter (6) and the saturation
+          register into the slot (``FE_SCALE_WAIT``).
         * ``fe_done_idle`` 2: ``FE_DONE`` marks the slot full; the sequencer's ``IDLE`` starts a
           read-only pass.
         * ``pass_and_chain``: from the pass's first cycle to ``C2``, exactly
@@ -321,8 +331,8 @@ class VLACore(wiring.Component):
 
         In closed form (``L``, ``Lv`` the pass and vector engines' latencies, ``Ls``/``Lr`` the
         scalar units' rsqrt/recip latencies, the front end's and the core's being equal):
-        ``d²/k + 8 d/k + L + 4 Lv + 4 Ls + Lr + 2 Lm + 3 Lt + 60``, i.e. ``cycle_budget()['total'] +
-        3 d/k + 2 Ls + Lr + 2 Lm + 2 Lt + 38``.
+        ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 60``, i.e. ``cycle_budget()['total'] +
+        3 d/k + 2 Ls + Lr + 2 Lm + 2 Lt + 39``.
         """
         dk, fl = self.dk, self.fe_lat
         Ls, Lr = self.su_fe.latency[ScalarOp.RSQRT], self.su_fe.latency[ScalarOp.RECIP]
@@ -332,7 +342,7 @@ class VLACore(wiring.Component):
             "fe_rsqrt_u": 1 + Ls,
             "fe_mu_norm": fl["mu_norm"] + 1,
             "fe_recip_den": 1 + Lr,
-            "fe_scale": 2 * dk + fl["mul"] + fl["shift"] + 1,
+            "fe_scale": 1 + 2 * dk + fl["mul"] + fl["shift"] + 1,
             "fe_done_idle": 2,
             "pass_and_chain": self.cycle_budget()["total"],
             "vp6_num": dk + 4 + fl["tree"],
@@ -360,7 +370,7 @@ class VLACore(wiring.Component):
         fe, fd, fan = F["e"].frac, F["delta"].frac, F["alpha"].frac
         Fa, Fs = fam + fh, fsm + ff
         M = F["k"].width
-        Wb, Wo, We, Wah = F["zsm"].width, F["o"].width, F["e"].width, F["ah"].width
+        Wb, Wo, We = F["zsm"].width, F["o"].width, F["e"].width
         Wza, Waa, _, Wsq = (e.acc_width for e in self.pass_engines)
         Wal, Wnum = self.Wal, self.Wnum
         RP = self.params["refresh_period"]
@@ -373,7 +383,8 @@ class VLACore(wiring.Component):
             m.d.comb += e.o.ready.eq(1)
         e_au, e_ak, e_sk, e_sq = self.pass_engines
         m.submodules.ev = ev = self.ev
-        m.d.comb += ev.o.ready.eq(1)
+        m.submodules.ev2 = ev2 = self.ev2
+        m.d.comb += [ev.o.ready.eq(1), ev2.o.ready.eq(1)]
         m.submodules.su = su = self.su
         m.submodules.su_fe = sfe = self.su_fe
 
@@ -387,15 +398,20 @@ class VLACore(wiring.Component):
         sat_flags = []  # one-bit saturation events of this cycle, each already gated
 
         # ======================================================================== token slots
-        kh_mem, kh_w = vec("slot_kh", signed(M), S * dk)   # kf on arrival, kh after the scale pass
-        un_mem, un_w = vec("slot_un", signed(M), S * dk)   # u on arrival, un after the scale pass
+        # the receiver writes kf, u, qf, v; the scale passes read kf, u and write kh, un; the core
+        # reads kh, un, qf, v (three slots: receiving, finishing, in the core)
+        kf_mem, kf_w = vec("slot_kf", signed(M), S * dk)
+        u_mem, u_w = vec("slot_u", signed(M), S * dk)
+        kh_mem, kh_w = vec("slot_kh", signed(M), S * dk)
+        un_mem, un_w = vec("slot_un", signed(M), S * dk)
         qf_mem, qf_w = vec("slot_qf", signed(M), S * dk)
         v_mem, v_w = vec("slot_v", signed(M), S * dk)
         slot_full = Signal(S)
         rden_m = [Signal(signed(P), name=f"rden_m{s}") for s in range(S)]
         rden_f = [Signal(signed(EW), name=f"rden_f{s}") for s in range(S)]
         cslot = Signal(range(S))   # the token the core reads and runs the chain of
-        wslot = Signal(range(S))   # the token the front end fills
+        rslot = Signal(range(S))   # the token the receiver fills
+        pslot = Signal(range(S))   # the token whose scalars and scale passes the front end runs
 
         # ======================================================================== front end
         zk_mem, zk_w = vec("zk", unsigned(F["zk"].width), dk)
@@ -408,13 +424,17 @@ class VLACore(wiring.Component):
         nk2 = Signal(unsigned(bit_len(self.nk2_max)))
         nu2 = Signal(unsigned(bit_len(self.nu2_max)))
         den = Signal(unsigned(self.den_bits))
+        # the norms as the front end's scalar work takes them over (the receiver goes on)
+        pk2, pu2, pden = Signal.like(nk2, name="p_nk2"), Signal.like(nu2, name="p_nu2"), Signal.like(den, name="p_den")
         rk_m, rk_f = Signal(signed(P)), Signal(signed(EW))
         mu_m, mu_f = Signal(signed(P)), Signal(signed(EW))
         sa = Signal(range(DK2))
         fe_clr = Signal(range(DK2))
-        fe_recv, fe_clear, fe_scale_k, fe_scale_u = Signal(), Signal(), Signal(), Signal()
+        fe_clear, fe_scale_k, fe_scale_u = Signal(), Signal(), Signal()
+        fe_mul_req = Signal()   # the scale passes want the front end's multipliers: no new beats
+        fe_pidle = Signal()
 
-        x_ok = materialise(m, fe_recv & ~recv_done & ~slot_full.bit_select(wslot, 1), "x_ok")
+        x_ok = materialise(m, ~fe_clear & ~fe_mul_req & ~recv_done & ~slot_full.bit_select(rslot, 1), "x_ok")
         m.d.comb += self.x_in.ready.eq(x_ok)
         accept = self.x_in.valid & x_ok
         m.d.sync += r_v.eq(accept)
@@ -450,12 +470,12 @@ class VLACore(wiring.Component):
         zk_new = [materialise(m, Mux(zk_sum[l] > zmax, zmax + 1, zk_sum[l]), f"zk_new{l}", unsigned(Wz))
                   for l in range(k)]
         zk_val = [materialise(m, Mux(zk_rd[l] > zmax, zmax, zk_rd[l]), f"zk_val{l}", unsigned(Wz)) for l in range(k)]
-        slot_a = saddr(wslot, f_beat)
+        slot_a = saddr(rslot, f_beat)  # the receiver's slot changes only after its last beat's norms
         with m.If(f_v):
             with m.Switch(f_phase):
                 with m.Case(0):  # k: kf, zk += kf (exact, saturating)
-                    m.d.comb += [kh_w.addr.eq(slot_a), kh_w.en.eq(1), zk_w.addr.eq(f_beat), zk_w.en.eq(1)]
-                    m.d.comb += [kh_w.data[l].eq(feat[l]) for l in range(k)]
+                    m.d.comb += [kf_w.addr.eq(slot_a), kf_w.en.eq(1), zk_w.addr.eq(f_beat), zk_w.en.eq(1)]
+                    m.d.comb += [kf_w.data[l].eq(feat[l]) for l in range(k)]
                     m.d.comb += [zk_w.data[l].eq(zk_new[l]) for l in range(k)]
                 with m.Case(1):  # v
                     m.d.comb += [v_w.addr.eq(slot_a), v_w.en.eq(1), v_w.data.eq(f_x)]
@@ -463,16 +483,19 @@ class VLACore(wiring.Component):
                     m.d.comb += [qf_w.addr.eq(slot_a), qf_w.en.eq(1)]
                     m.d.comb += [qf_w.data[l].eq(feat[l]) for l in range(k)]
                 with m.Case(3):  # u
-                    m.d.comb += [un_w.addr.eq(slot_a), un_w.en.eq(1), un_w.data.eq(f_x)]
+                    m.d.comb += [u_w.addr.eq(slot_a), u_w.en.eq(1), u_w.data.eq(f_x)]
         for l in range(k):
             sat_flags.append(f_v & ((f_phase == 0) | (f_phase == 2)) & elu.o_ovf[l])
             sat_flags.append(f_v & (f_phase == 0) & (zk_sum[l] > zmax))
 
         # one pipelined multiplier per lane for the whole front end: ||kf||² (k beats), zkᵀqf
-        # (q beats), ||u||² (u beats) at stage F, then the scale passes (kh, then un); the
-        # sequencing keeps them apart in time (the scale passes start once the norms are in)
-        kf_rd = rd(kh_mem, saddr(wslot, sa))
-        u_rd = rd(un_mem, saddr(wslot, sa))
+        # (q beats), ||u||² (u beats) at stage F, and the scale passes (kh, then un) of the token
+        # before; a scale pass starts only when no accepted beat is on its way to stage F
+        # (``infl``), and no beat is accepted while it issues
+        infl = Signal(range(LE + 3))
+        m.d.sync += infl.eq(infl + accept - f_v)
+        kf_rd = rd(kf_mem, saddr(pslot, sa))
+        u_rd = rd(u_mem, saddr(pslot, sa))
         Wfa, Wfb = self.fe_mul_widths
         fe_a = [Signal(signed(Wfa), name=f"fe_a{l}") for l in range(k)]
         fe_b = [Signal(signed(Wfb), name=f"fe_b{l}") for l in range(k)]
@@ -546,10 +569,10 @@ class VLACore(wiring.Component):
         w_okh = [delay(kh_sc[l][1], 1, 1, f"scw_okh{l}") for l in range(k)]
         w_oun = [delay(un_sc[l][1], 1, 1, f"scw_oun{l}") for l in range(k)]
         with m.If(w_v & ~w_u):
-            m.d.comb += [kh_w.addr.eq(saddr(wslot, w_a)), kh_w.en.eq(1)]
+            m.d.comb += [kh_w.addr.eq(saddr(pslot, w_a)), kh_w.en.eq(1)]
             m.d.comb += [kh_w.data[l].eq(w_kh[l]) for l in range(k)]
         with m.If(w_v & w_u):
-            m.d.comb += [un_w.addr.eq(saddr(wslot, w_a)), un_w.en.eq(1)]
+            m.d.comb += [un_w.addr.eq(saddr(pslot, w_a)), un_w.en.eq(1)]
             m.d.comb += [un_w.data[l].eq(w_un[l]) for l in range(k)]
         for l in range(k):
             sat_flags += [w_v & ~w_u & w_okh[l], w_v & w_u & w_oun[l]]
@@ -565,7 +588,7 @@ class VLACore(wiring.Component):
         m.d.comb += [mu_norm.en.eq(1), mu_norm.i_valid.eq(mu_go), mu_norm.i_data[0].eq(mu_prod),
                      mu_norm.i_frac.eq(mu_fr)]
 
-        den_c = materialise(m, Mux(den < self.eps_den, self.eps_den, den), "den_c")
+        den_c = materialise(m, Mux(pden < self.eps_den, self.eps_den, pden), "den_c")
         if self.den_pre:  # as the golden unit: keep work_bits significant bits, the shift in frac
             W = cfg.work_bits
             top = msb_index(m, den_c, name="den_msb")
@@ -586,21 +609,22 @@ class VLACore(wiring.Component):
                 m.d.comb += [zk_w.data[l].eq(0) for l in range(k)]
                 m.d.sync += fe_clr.eq(incr(fe_clr, dk - 1))
                 with m.If(fe_clr == dk - 1):
-                    m.next = "FE_RECV"
-            with m.State("FE_RECV"):
-                m.d.comb += fe_recv.eq(1)
-                with m.If(norms_in):
-                    m.d.sync += norms_in.eq(0)
+                    m.next = "FE_IDLE"
+            with m.State("FE_IDLE"):
+                m.d.comb += fe_pidle.eq(1)
+                with m.If(norms_in):  # the receiver's token is complete: take it over, free the receiver
+                    m.d.sync += [norms_in.eq(0), recv_done.eq(0), pslot.eq(rslot), rslot.eq(incr(rslot, S - 1)),
+                                 pk2.eq(nk2), pu2.eq(nu2), pden.eq(den)]
                     m.next = "FE_NK_REQ"
             with m.State("FE_NK_REQ"):
-                fe_req(Mux(nk2 < self.eps_k, self.eps_k, nk2), 2 * ff, ScalarOp.RSQRT, "FE_NK_WAIT")
+                fe_req(Mux(pk2 < self.eps_k, self.eps_k, pk2), 2 * ff, ScalarOp.RSQRT, "FE_NK_WAIT")
             with m.State("FE_NK_WAIT"):
                 m.d.comb += sfe.o.ready.eq(1)
                 with m.If(sfe.o.valid):
                     m.d.sync += [rk_m.eq(sfe.o.payload.m), rk_f.eq(sfe.o.payload.f)]
                     m.next = "FE_NU_REQ"
             with m.State("FE_NU_REQ"):
-                fe_req(Mux(nu2 < self.eps_u, self.eps_u, nu2), 2 * fin, ScalarOp.RSQRT, "FE_NU_WAIT")
+                fe_req(Mux(pu2 < self.eps_u, self.eps_u, pu2), 2 * fin, ScalarOp.RSQRT, "FE_NU_WAIT")
             with m.State("FE_NU_WAIT"):
                 m.d.comb += sfe.o.ready.eq(1)
                 with m.If(sfe.o.valid):
@@ -617,17 +641,21 @@ class VLACore(wiring.Component):
                 m.d.comb += sfe.o.ready.eq(1)
                 with m.If(sfe.o.valid):
                     for s in range(S):
-                        with m.If(wslot == s):
+                        with m.If(pslot == s):
                             m.d.sync += [rden_m[s].eq(sfe.o.payload.m), rden_f[s].eq(sfe.o.payload.f)]
                     m.d.sync += sa.eq(0)
+                    m.next = "FE_SCALE_GRANT"
+            with m.State("FE_SCALE_GRANT"):  # the multipliers: beats stop, those in flight pass stage F
+                m.d.comb += fe_mul_req.eq(1)
+                with m.If(infl == 0):
                     m.next = "FE_SCALE"
             with m.State("FE_SCALE"):  # kh = kf rsqrt(||kf||²)
-                m.d.comb += fe_scale_k.eq(1)
+                m.d.comb += [fe_scale_k.eq(1), fe_mul_req.eq(1)]
                 m.d.sync += sa.eq(incr(sa, dk - 1))
                 with m.If(sa == dk - 1):
                     m.next = "FE_SCALE_U"
             with m.State("FE_SCALE_U"):  # un = u (rsqrt(||u||²) u_scale), on the same multipliers
-                m.d.comb += fe_scale_u.eq(1)
+                m.d.comb += [fe_scale_u.eq(1), fe_mul_req.eq(1)]
                 m.d.sync += sa.eq(incr(sa, dk - 1))
                 with m.If(sa == dk - 1):
                     m.next = "FE_SCALE_WAIT"
@@ -635,9 +663,10 @@ class VLACore(wiring.Component):
                 with m.If(scale_done):
                     m.next = "FE_DONE"
             with m.State("FE_DONE"):
-                m.d.sync += [slot_full.bit_select(wslot, 1).eq(1), wslot.eq(incr(wslot, S - 1)), recv_done.eq(0)]
-                m.next = "FE_RECV"
-        fe_idle = materialise(m, fe_recv & (phase == 0) & (beat == 0) & ~r_v & ~recv_done, "fe_idle")
+                m.d.sync += slot_full.bit_select(pslot, 1).eq(1)
+                m.next = "FE_IDLE"
+        fe_idle = materialise(m, fe_pidle & (phase == 0) & (beat == 0) & (infl == 0) & ~recv_done & ~norms_in,
+                              "fe_idle")
 
         # ======================================================================== core vectors
         za_mem, za_w = vec("v_za", signed(Wza), dk, granular=True)
@@ -646,28 +675,28 @@ class VLACore(wiring.Component):
         e_mem, e_w = vec("v_e", signed(We), dk, granular=True)
         zsm_mem, zsm_w = vec("v_zsm", signed(Wb), dk)
         w_mem, w_w = vec("v_w", signed(Wb), dk)
-        al_mem, al_w = vec("v_alpha", signed(Wal), dk)
         an_mem, an_w = vec("v_alpha_n", signed(Wb), dk)
-        ah_mem, ah_w = vec("v_ah", signed(Wah), dk)
         num_mem, num_w = vec("v_num", signed(Wnum), dk)
 
         # the vector banks by name (for testbenches: ``ctx.get(mem.data[addr])`` is a k-lane word)
         self.vector_banks = {"za": za_mem, "aa": aa_mem, "sq": sq_mem, "e": e_mem, "zsm": zsm_mem, "w": w_mem,
-                     "alpha": al_mem, "an": an_mem, "ah": ah_mem, "num": num_mem}
+                     "an": an_mem, "num": num_mem}
         # chain registers (per token)
         refresh = Signal()            # token being chained / written gets +eta I
         tcount = Signal(range(max(RP, 1)))
-        za_max = Signal(unsigned(Wza))
+        za_max, aa_max = Signal(unsigned(Wza)), Signal(unsigned(Waa))
         sh_z, fz = Signal(signed(EW)), Signal(signed(EW))
         dacc = Signal(signed(self.ev.acc_width))
+        zkh = Signal(signed(self.ev2.acc_width))   # zsmᵀkh, exact
         delta = Signal(unsigned(F["delta"].width))
         rd_m, rd_f = Signal(signed(P)), Signal(signed(EW))
         sh_w, fw = Signal(signed(EW)), Signal(signed(EW))
-        cw_m, s3, s_wa = Signal(signed(P)), Signal(signed(EW)), Signal(signed(EW))
+        cw_m, cw_f, s3, s_wa = Signal(signed(P)), Signal(signed(EW)), Signal(signed(EW)), Signal(signed(EW))
         sh_al = Signal(signed(EW))
-        ra_m, s5 = Signal(signed(P)), Signal(signed(EW))
+        ra_m, ra_f, s_ws = Signal(signed(P)), Signal(signed(EW)), Signal(signed(EW))
         c2_m, s6 = Signal(signed(P)), Signal(signed(EW))
-        vsum = Signal(signed(self.ev.acc_width))
+        vsum = Signal(signed(self.ev.acc_width))    # ||alpha_n||²
+        anq = Signal(signed(self.ev2.acc_width))    # alpha_nᵀqf
 
         # ======================================================================== fused pass
         wr, rdp = Signal(), Signal()            # this pass writes token t / reads token t+1
@@ -692,39 +721,37 @@ class VLACore(wiring.Component):
                                          Signal(range(DK2), name="s1_c"))
         m.d.sync += [s1_v.eq(p_on), s1_n.eq(pn), s1_ia.eq(pia), s1_il.eq(pil), s1_c.eq(pc)]
         w_lane = rd(w_mem, s1_c)
-        ah_lane = rd(ah_mem, s1_c)
+        an_lane = rd(an_mem, s1_c)
         w_row = sel(rd(w_mem, s1_ia), s1_il, signed(Wb), "w_row")
-        e_row = sel(rd(e_mem, s1_ia), s1_il, signed(We), "e_row")
+        # the S write's row factor e_i ra (ah = ra alpha_n is never formed): one product per row,
+        # read at issue and registered into S1
+        e_row = sel(rd(e_mem, pia), pil, signed(We), "e_row")
+        s1_er = Signal(signed(We + P), name="s1_er")
+        m.d.sync += s1_er.eq(e_row * ra_m)
         s2_v, s2_n, s2_c = Signal(name="s2_v"), Signal(range(N2), name="s2_n"), Signal(range(DK2), name="s2_c")
         s2_diag = Signal(k)
         s2_A = [Signal(signed(F["a"].width), name=f"s2_A{l}") for l in range(k)]
         s2_S = [Signal(signed(F["s"].width), name=f"s2_S{l}") for l in range(k)]
-        # the write multipliers w_i w_j also form the vector chain's products (VP2 zsm rd, VP3 w cw,
-        # VP5 alpha_n ra): those run when no pass does; the product is used a cycle later (stage X)
+        # the write multipliers also form VP2's products, when no pass runs: zsm rd on the A
+        # write's (issue -> stage X), w cw on the S write's (register stage -> a cycle later)
         v_on, va = Signal(), Signal(range(DK2))
-        vmul = Signal(2)  # 0: the pass; 1, 2, 3: VP2, VP3, VP5 (driven by the sequencer's states)
-        zsm_v, w_v, an_v = rd(zsm_mem, va), rd(w_mem, va), rd(an_mem, va)
+        vp2_on = Signal()   # driven by the sequencer's VP2
+        zsm_v = rd(zsm_mem, va)
         pw_a = [Signal(signed(Wb), name=f"pw_a{l}") for l in range(k)]
         pw_b = [Signal(signed(max(Wb, P)), name=f"pw_b{l}") for l in range(k)]
         for l in range(k):
-            with m.Switch(vmul):
-                with m.Case(1):
-                    m.d.comb += [pw_a[l].eq(zsm_v[l]), pw_b[l].eq(rd_m)]
-                with m.Case(2):
-                    m.d.comb += [pw_a[l].eq(w_v[l]), pw_b[l].eq(cw_m)]
-                with m.Case(3):
-                    m.d.comb += [pw_a[l].eq(an_v[l]), pw_b[l].eq(ra_m)]
-                with m.Default():
-                    m.d.comb += [pw_a[l].eq(w_row), pw_b[l].eq(w_lane[l])]
+            m.d.comb += [pw_a[l].eq(Mux(vp2_on, zsm_v[l], w_row)), pw_b[l].eq(Mux(vp2_on, rd_m, w_lane[l]))]
+        pe_a = [Signal(signed(max(We + P, Wb)), name=f"pe_a{l}") for l in range(k)]
+        pe_b = [Signal(signed(max(Wb, P)), name=f"pe_b{l}") for l in range(k)]
         s2_pw = [Signal(signed(Wb + max(Wb, P)), name=f"s2_pw{l}") for l in range(k)]
-        s2_pe = [Signal(signed(We + Wah), name=f"s2_pe{l}") for l in range(k)]
+        s2_pe = [Signal(signed(len(pe_a[0]) + len(pe_b[0])), name=f"s2_pe{l}") for l in range(k)]
         m.d.sync += [s2_v.eq(s1_v), s2_n.eq(s1_n), s2_c.eq(s1_c)]
         for l in range(k):
             m.d.sync += [s2_A[l].eq(amem.rd_data[l]), s2_S[l].eq(smem.rd_data[l]),
-                         s2_pw[l].eq(pw_a[l] * pw_b[l]), s2_pe[l].eq(e_row * ah_lane[l]),
+                         s2_pw[l].eq(pw_a[l] * pw_b[l]), s2_pe[l].eq(pe_a[l] * pe_b[l]),
                          s2_diag[l].eq((s1_ia == s1_c) & (s1_il == l))]
 
-        # S2: A - round(w_i w_j) [+ eta], S + round(e_i ah_j); one saturation each
+        # S2: A - round(w_i w_j) [+ eta], S + round(e_i ra alpha_n_j); one saturation each
         s3_v, s3_n, s3_c = Signal(name="s3_v"), Signal(range(N2), name="s3_n"), Signal(range(DK2), name="s3_c")
         s3_A = [Signal(signed(F["a"].width), name=f"s3_A{l}") for l in range(k)]
         s3_S = [Signal(signed(F["s"].width), name=f"s3_S{l}") for l in range(k)]
@@ -733,7 +760,7 @@ class VLACore(wiring.Component):
             ta = round_shift_var(m, -s2_pw[l], s_wa, rnd, max_left=self.ml_wa, name=f"wa{l}")
             eta = Mux(refresh & s2_diag[l], self.eta_raw, 0)
             na_, oa_ = saturate(m, s2_A[l] + ta + eta, F["a"], name=f"wa_sat{l}")
-            ts = round_shift(m, s2_pe[l], fe + fh - fs, rnd, name=f"ws{l}")
+            ts = round_shift_var(m, s2_pe[l], s_ws, rnd, max_left=self.ml_ws, name=f"ws{l}")
             ns_, os_ = saturate(m, s2_S[l] + ts, F["s"], name=f"ws_sat{l}")
             m.d.sync += [s3_A[l].eq(Mux(wr, na_, s2_A[l])), s3_S[l].eq(Mux(wr, ns_, s2_S[l]))]
             sat_flags += [s2_v & wr & oa_, s2_v & wr & os_]
@@ -770,6 +797,7 @@ class VLACore(wiring.Component):
         v_row = sel(rd(v_mem, saddr(cslot, oia)), oil, signed(M), "v_row")
         e_new, e_ovf = requantize(m, (v_row << (fsm + fh - fin)) - e_sk.o.payload.sum, fsm + fh, F["e"], name="e_new")
         za_abs = abs_value(m, e_au.o.payload.sum, name="za_abs")
+        aa_abs = abs_value(m, e_ak.o.payload.sum, name="aa_abs")
         row_v = e_au.o.valid
         sat_flags.append(row_v & e_ovf)
         for mem_w, val in ((za_w, e_au.o.payload.sum), (aa_w, e_ak.o.payload.sum), (sq_w, e_sq.o.payload.sum),
@@ -778,7 +806,8 @@ class VLACore(wiring.Component):
             m.d.comb += [mem_w.data[l].eq(val) for l in range(k)]
         with m.If(row_v):
             m.d.sync += [orow.eq(incr(orow, d - 1)), oil.eq(incr(oil, k - 1)),
-                         za_max.eq(Mux((orow == 0) | (za_abs > za_max), za_abs, za_max))]
+                         za_max.eq(Mux((orow == 0) | (za_abs > za_max), za_abs, za_max)),
+                         aa_max.eq(Mux((orow == 0) | (aa_abs > aa_max), aa_abs, aa_max))]
             with m.If(oil == k - 1):
                 m.d.sync += oia.eq(incr(oia, dk - 1))
             with m.If(orow == d - 1):
@@ -791,34 +820,35 @@ class VLACore(wiring.Component):
 
         # ======================================================================== vector unit
         # issue (v_on, va: the products on the write multipliers) -> X (vx: the element-wise
-        # operation) -> register (vr: bank write, max, reduction)
+        # operation) -> register (vr: bank write, extremes, reductions); VP2 goes on from vr
         vx_v, vx_a = Signal(), Signal(range(DK2))
         vr_v, vr_a = Signal(), Signal(range(DK2))
-        Wv = max(Wal, Wnum, Wb, Wah) + 1
+        Wv = max(Wnum, Wb) + 1
         alu = [Signal(signed(Wv), name=f"alu{l}") for l in range(k)]
         vr = [Signal(signed(Wv), name=f"vr{l}") for l in range(k)]
-        vmax = Signal(unsigned(Wv))
         with m.If(v_on):
             m.d.sync += [va.eq(incr(va, dk - 1))]
             with m.If(va == dk - 1):
                 m.d.sync += v_on.eq(0)
         m.d.sync += [vx_v.eq(v_on), vx_a.eq(va), vr_v.eq(vx_v), vr_a.eq(vx_a)]
         m.d.sync += [vr[l].eq(alu[l]) for l in range(k)]
-        # the largest magnitude: the lanes' magnitudes registered, a registered max tree over the
-        # lanes, then the running max over the pass
-        mags = [abs_value(m, vr[l], name=f"vr_abs{l}") for l in range(k)]
-        mags = [delay(x, x.shape(), 1, f"vm_abs{l}") for l, x in enumerate(mags)]
-        mx_v, mx_first = delay(vr_v, 1, 1, "vm_v0"), delay(vr_a == 0, 1, 1, "vm_first0")
-        mx_busy, lv = [mx_v], 0
-        while len(mags) > 1:
-            lv += 1
-            pairs = [Mux(mags[i + 1] > mags[i], mags[i + 1], mags[i]) if i + 1 < len(mags) else mags[i]
-                     for i in range(0, len(mags), 2)]
-            mags = [delay(x, mags[0].shape(), 1, f"vm_t{lv}_{i}") for i, x in enumerate(pairs)]
-            mx_v, mx_first = delay(mx_v, 1, 1, f"vm_v{lv}"), delay(mx_first, 1, 1, f"vm_first{lv}")
-            mx_busy.append(mx_v)
+        # the largest and smallest element: registered trees over the lanes, then running extremes
+        # over the pass; max |x| from the two a cycle later (max |w| needs the signed extremes
+        # of zsm: the rounding of w is not symmetric under every mode)
+        Lt = (k - 1).bit_length()
+        hi_t = reduce_tree(m, vr, lambda a, b: Mux(b > a, b, a), "vm_hi")
+        lo_t = reduce_tree(m, vr, lambda a, b: Mux(b < a, b, a), "vm_lo")
+        mx_chain = [vr_v]
+        for i in range(Lt):
+            mx_chain.append(delay(mx_chain[-1], 1, 1, f"vm_v{i + 1}"))
+        mx_v, mx_first = mx_chain[-1], delay(vr_a == 0, 1, Lt, "vm_first")
+        vhi, vlo = Signal(signed(Wv)), Signal(signed(Wv))
         with m.If(mx_v):
-            m.d.sync += vmax.eq(Mux(mx_first | (mags[0] > vmax), mags[0], vmax))
+            m.d.sync += [vhi.eq(Mux(mx_first | (hi_t > vhi), hi_t, vhi)),
+                         vlo.eq(Mux(mx_first | (lo_t < vlo), lo_t, vlo))]
+        vmax = Signal(unsigned(Wv + 1))
+        m.d.sync += vmax.eq(Mux(vhi > -vlo, vhi, -vlo))
+        mx_busy = mx_chain[1:] + [delay(mx_v, 1, 1, "vm_v_max")]
 
         def start_vp():
             m.d.sync += [v_on.eq(1), va.eq(0)]
@@ -840,45 +870,78 @@ class VLACore(wiring.Component):
             with m.If(oa == dk - 1):
                 m.d.sync += o_busy.eq(0)
 
-        # element-wise operations at stage X (one per pass)
-        za_x, aa_x, sq_x, al_x = rd(za_mem, vx_a), rd(aa_mem, vx_a), rd(sq_mem, vx_a), rd(al_mem, vx_a)
-        kh_x = rd(kh_mem, saddr(cslot, vx_a))
+        # element-wise operations at stage X (VP1 zsm, VP2 w, VP6 num)
+        za_x, sq_x = rd(za_mem, vx_a), rd(sq_mem, vx_a)
         op_zsm = [round_shift_var(m, za_x[l], sh_z, rnd, max_left=Wb - 2, name=f"vp1_{l}") for l in range(k)]
         op_w = [round_shift_var(m, s2_pw[l], sh_w, rnd, max_left=Wb - 2, name=f"vp2_{l}") for l in range(k)]
-        op_al = []
-        for l in range(k):
-            t3 = round_shift_var(m, s2_pw[l], s3, rnd, max_left=self.ml3, name=f"vp3_{l}")
-            te = round_shift(m, kh_x[l] * self.eta_raw, self.c_eta, rnd, name=f"vp3e_{l}")
-            op_al.append(materialise(m, aa_x[l] - t3 + Mux(refresh, te, 0), f"vp3o_{l}"))
-        op_an = [round_shift_var(m, al_x[l], sh_al, rnd, max_left=Wb - 2, name=f"vp4_{l}") for l in range(k)]
-        op_ah = [saturate(m, round_shift_var(m, s2_pw[l], s5, rnd, max_left=self.ml5, name=f"vp5_{l}"),
-                          F["ah"], name=f"vp5s_{l}") for l in range(k)]
         op_num = [materialise(m, sq_x[l] + round_shift_var(m, out_p[l], s6, rnd, max_left=self.ml6,
                                                            name=f"vp6_{l}"), f"vp6o_{l}") for l in range(k)]
         # reduction operands at the register stage
         un_r = rd(un_mem, saddr(cslot, vr_a))
         kh_r = rd(kh_mem, saddr(cslot, vr_a))
-        qf_r = rd(qf_mem, saddr(cslot, vr_a))
 
-        def vp_state(ops, bank_w, aux=None):
+        # VP2 after the register stage (w): w cw on the S write's multipliers (stage 3); alpha =
+        # A kh - round(w cw) [+ round(eta kh)] registered (4); alpha_n = its block by the bound
+        # registered (5), into the bank and the two reductions
+        for l in range(k):
+            m.d.comb += [pe_a[l].eq(Mux(vp2_on, vr[l][:Wb].as_signed(), s1_er)),
+                         pe_b[l].eq(Mux(vp2_on, cw_m, an_lane[l]))]
+        v3, a3 = delay(vr_v, 1, 1, "vp2_v3"), delay(vr_a, range(DK2), 1, "vp2_a3")
+        v4, a4 = delay(v3, 1, 1, "vp2_v4"), delay(a3, range(DK2), 1, "vp2_a4")
+        v5, a5 = delay(v4, 1, 1, "vp2_v5"), delay(a4, range(DK2), 1, "vp2_a5")
+        aa_3, kh_3 = rd(aa_mem, a3), rd(kh_mem, saddr(cslot, a3))
+        al_r = [Signal(signed(Wal), name=f"vp2_al{l}") for l in range(k)]
+        an_r = [Signal(signed(Wb), name=f"vp2_an{l}") for l in range(k)]
+        for l in range(k):
+            t3 = round_shift_var(m, s2_pe[l], s3, rnd, max_left=self.ml3, name=f"vp2a_{l}")
+            te = round_shift(m, kh_3[l] * self.eta_raw, self.c_eta, rnd, name=f"vp2e_{l}")
+            m.d.sync += al_r[l].eq(aa_3[l] - t3 + Mux(refresh, te, 0))
+            m.d.sync += an_r[l].eq(round_shift_var(m, al_r[l], sh_al, rnd, max_left=Wb - 2, name=f"vp2n_{l}"))
+        qf_5 = rd(qf_mem, saddr(cslot, a5))
+
+        # max |kh| (VP1, for alpha's bound on refresh tokens): magnitudes registered, a max tree
+        vp1_on = Signal()   # driven by the sequencer's VP1
+        km = [abs_value(m, kh_r[l], name=f"kh_abs{l}") for l in range(k)]
+        km = [delay(x, x.shape(), 1, f"kh_abs_r{l}") for l, x in enumerate(km)]
+        km_t = reduce_tree(m, km, lambda a, b: Mux(b > a, b, a), "kh_mx")
+        km_v = delay(vr_v & vp1_on, 1, 1 + Lt, "kh_mx_v")
+        km_first = delay(vr_a == 0, 1, 1 + Lt, "kh_mx_first")
+        khmax = Signal(unsigned(M))
+        with m.If(km_v):
+            m.d.sync += khmax.eq(Mux(km_first | (km_t > khmax), km_t, khmax))
+
+        def vp_state(ops, bank_w, aux=None, aux2=None):
             m.d.comb += [alu[l].eq(ops[l]) for l in range(k)]
             m.d.comb += [bank_w.addr.eq(vr_a), bank_w.en.eq(vr_v)]
             m.d.comb += [bank_w.data[l].eq(vr[l]) for l in range(k)]
-            if aux is not None:
-                m.d.comb += [ev.i.valid.eq(vr_v), ev.i.payload.first.eq(vr_a == 0), ev.i.payload.last.eq(vr_a == dk - 1)]
-                m.d.comb += [ev.i.payload.a[l].eq(vr[l]) for l in range(k)]
-                m.d.comb += [ev.i.payload.b[l].eq(aux[l]) for l in range(k)]
+            for eng, b in ((ev, aux), (ev2, aux2)):
+                if b is not None:
+                    m.d.comb += [eng.i.valid.eq(vr_v), eng.i.payload.first.eq(vr_a == 0),
+                                 eng.i.payload.last.eq(vr_a == dk - 1)]
+                    m.d.comb += [eng.i.payload.a[l].eq(vr[l]) for l in range(k)]
+                    m.d.comb += [eng.i.payload.b[l].eq(b[l]) for l in range(k)]
 
         vp_max_done = ~v_on & ~vx_v & ~vr_v & ~Cat(*mx_busy).any()
 
         # ======================================================================== scalar work
+        # one step per state; products that feed a shift or a normalisation are registered first
         blk_z = block_shift_hw(m, za_max, Wb, rnd, EW, "blk_z")
         dl = round_shift_var(m, dacc, fz + (fun - fd), rnd, max_left=self.ml_delta, name="delta_r")
         delta_c, delta_ovf = saturate(m, dl + (1 << fd), F["delta"], name="delta_sat")
         blk_w = block_shift_hw(m, materialise(m, vmax[:Wb] * rd_m.as_unsigned(), "mx_w"), Wb, rnd, EW, "blk_w")
-        cw_nm, cw_nf = normalize_hw(m, vsum, fw + fh, P, EW, "cw")
-        blk_al = block_shift_hw(m, vmax[:Wal], Wb, rnd, EW, "blk_al")
-        c2_nm, c2_nf = normalize_hw(m, vsum, fh + ff, P, EW, "c2")
+        Wp = self.ev2.acc_width + P
+        p_hi, p_lo = Signal(signed(Wb + P + 1), name="p_hi"), Signal(signed(Wb + P + 1), name="p_lo")
+        p_cw, p_c2 = Signal(signed(Wp), name="p_cw"), Signal(signed(Wp), name="p_c2")
+        w_hi = round_shift_var(m, p_hi, sh_w, rnd, max_left=Wb - 2, name="w_hi")
+        w_lo = round_shift_var(m, p_lo, sh_w, rnd, max_left=Wb - 2, name="w_lo")
+        wmax = Signal(unsigned(Wb + 1))   # max |w|, exact: from the rounded extremes of zsm rd
+        cw_nm, cw_nf = normalize_hw(m, p_cw, fz + rd_f + fh, P, EW, "cw")
+        p_wc = Signal(unsigned(Wb + P), name="p_wc")
+        bound = Signal(unsigned(Wal), name="al_bound")
+        eta_b = round_shift(m, khmax * self.eta_raw, self.c_eta, rnd, name="eta_b")
+        t_wc = round_shift_var(m, p_wc, s3, rnd, max_left=self.ml3, name="t_wc")
+        blk_al = block_shift_hw(m, bound, Wb, rnd, EW, "blk_al")
+        c2_nm, c2_nf = normalize_hw(m, p_c2, fan + ra_f + ff, P, EW, "c2")
         rden_mc = Signal(signed(P))
         rden_fc = Signal(signed(EW))
         m.d.comb += [rden_mc.eq(Array(rden_m)[cslot]), rden_fc.eq(Array(rden_f)[cslot])]
@@ -917,10 +980,11 @@ class VLACore(wiring.Component):
                         m.next = "VP1"
                     with m.Else():
                         m.next = "IDLE"
-            with m.State("VP1"):  # zsm = block(A un); unᵀzsm
-                vp_state(op_zsm, zsm_w, un_r)
+            with m.State("VP1"):  # zsm = block(A un); unᵀzsm, zsmᵀkh; max, min zsm; max |kh|
+                m.d.comb += vp1_on.eq(1)
+                vp_state(op_zsm, zsm_w, un_r, kh_r)
                 with m.If(ev.o.valid):
-                    m.d.sync += dacc.eq(ev.o.payload.sum)
+                    m.d.sync += [dacc.eq(ev.o.payload.sum), zkh.eq(ev2.o.payload.sum)]
                     m.next = "DELTA"
             with m.State("DELTA"):  # delta = max(clip(round(unᵀzsm) + 1), eps)
                 m.d.sync += delta.eq(Mux(delta_c < self.eps_d, self.eps_d, delta_c))
@@ -934,50 +998,51 @@ class VLACore(wiring.Component):
                     m.d.sync += [rd_m.eq(su.o.payload.m), rd_f.eq(su.o.payload.f)]
                     m.next = "BLK_W"
             with m.State("BLK_W"):  # w = block(zsm rsqrt(delta)): the shift from max|zsm| * m
-                m.d.sync += [sh_w.eq(blk_w), fw.eq(fz + rd_f - blk_w)]
+                m.d.sync += [sh_w.eq(blk_w), fw.eq(fz + rd_f - blk_w), p_hi.eq(vhi[:Wb].as_signed() * rd_m),
+                             p_lo.eq(vlo[:Wb].as_signed() * rd_m), p_cw.eq(zkh * rd_m)]
+                m.next = "CW"
+            with m.State("CW"):  # wᵀkh = rd (zsmᵀkh) as a floating scalar; max |w|
+                m.d.sync += [cw_m.eq(cw_nm), cw_f.eq(cw_nf), wmax.eq(Mux(w_hi > -w_lo, w_hi, -w_lo))]
+                m.next = "S3"
+            with m.State("S3"):
+                m.d.sync += [s3.eq(fw + cw_f - Fa), s_wa.eq(2 * fw - fa),
+                             p_wc.eq(wmax * Mux(cw_m < 0, -cw_m, cw_m).as_unsigned())]
+                m.next = "BOUND"
+            with m.State("BOUND"):  # |alpha| <= max|A kh| + round(max|w| |wᵀkh|) [+ round(max|kh| eta)]
+                m.d.sync += bound.eq(aa_max + t_wc + Mux(refresh, eta_b, 0))
+                m.next = "SH_AL"
+            with m.State("SH_AL"):  # alpha_n's block shift from the bound: known before its pass
+                m.d.sync += sh_al.eq(blk_al)
                 start_vp()
                 m.next = "VP2"
-            with m.State("VP2"):  # w; wᵀkh
-                m.d.comb += vmul.eq(1)
-                vp_state(op_w, w_w, kh_r)
+            with m.State("VP2"):  # w; alpha; alpha_n; ||alpha_n||², alpha_nᵀqf
+                m.d.comb += vp2_on.eq(1)
+                vp_state(op_w, w_w)
+                m.d.comb += [an_w.addr.eq(a5), an_w.en.eq(v5)]
+                m.d.comb += [an_w.data[l].eq(an_r[l]) for l in range(k)]
+                for eng, b in ((ev, an_r), (ev2, qf_5)):
+                    m.d.comb += [eng.i.valid.eq(v5), eng.i.payload.first.eq(a5 == 0),
+                                 eng.i.payload.last.eq(a5 == dk - 1)]
+                    m.d.comb += [eng.i.payload.a[l].eq(an_r[l]) for l in range(k)]
+                    m.d.comb += [eng.i.payload.b[l].eq(b[l]) for l in range(k)]
                 with m.If(ev.o.valid):
-                    m.d.sync += vsum.eq(ev.o.payload.sum)
-                    m.next = "CW"
-            with m.State("CW"):
-                m.d.sync += [cw_m.eq(cw_nm), s3.eq(fw + cw_nf - Fa), s_wa.eq(2 * fw - fa)]
-                start_vp()
-                m.next = "VP3"
-            with m.State("VP3"):  # alpha = A kh - round(w (wᵀkh)) [+ round(eta kh)]; max |alpha|
-                m.d.comb += vmul.eq(2)
-                vp_state(op_al, al_w)
-                with m.If(vp_max_done):  # block(alpha)'s shift from the final max
-                    m.d.sync += sh_al.eq(blk_al)
-                    start_vp()
-                    m.next = "VP4"
-            with m.State("VP4"):  # alpha_n = block(alpha) (exponent dropped); ||alpha_n||²
-                vp_state(op_an, an_w, vr)
-                with m.If(ev.o.valid):
-                    m.d.sync += vsum.eq(ev.o.payload.sum)
+                    m.d.sync += [vsum.eq(ev.o.payload.sum), anq.eq(ev2.o.payload.sum)]
                     m.next = "RA_REQ"
             with m.State("RA_REQ"):
                 su_req(vsum.as_unsigned(), 2 * fan, "RA_WAIT")
             with m.State("RA_WAIT"):
                 m.d.comb += su.o.ready.eq(1)
                 with m.If(su.o.valid):
-                    m.d.sync += [ra_m.eq(su.o.payload.m), s5.eq(su.o.payload.f + (fan - fh))]
-                    start_vp()
-                    m.next = "VP5"
-            with m.State("VP5"):  # ah = alpha_n rsqrt(||alpha_n||²); ahᵀqf
-                m.d.comb += vmul.eq(3)
-                vp_state([op_ah[l][0] for l in range(k)], ah_w, qf_r)
-                sat_flags.extend(fsm.ongoing("VP5") & vx_v & op_ah[l][1] for l in range(k))
-                with m.If(ev.o.valid):
-                    m.d.sync += vsum.eq(ev.o.payload.sum)
-                    m.next = "C2"
+                    m.d.sync += [ra_m.eq(su.o.payload.m), ra_f.eq(su.o.payload.f),
+                                 s_ws.eq(su.o.payload.f + (fe + fan - fs))]
+                    m.next = "C2P"
+            with m.State("C2P"):
+                m.d.sync += p_c2.eq(anq * ra_m)
+                m.next = "C2"
             with m.State("C2"):
-                # c2 = ahᵀqf as a floating scalar; w, e, ah are final: the write pass (fused with the
-                # next token's read) starts, and the output tail (VP6, BLK_O) runs beside it once the
-                # previous token's o has left (num is rewritten)
+                # c2 = ahᵀqf = ra (alpha_nᵀqf) as a floating scalar; w, e, alpha_n, ra are final:
+                # the write pass (fused with the next token's read) starts, and the output tail
+                # (VP6, BLK_O) runs beside it once the previous token's o has left (num is rewritten)
                 m.d.sync += [c2_m.eq(c2_nm), s6.eq(c2_nf + (fe - Fs))]
                 with m.If(tail_idle & ~o_busy):
                     m.d.comb += launch.eq(1)

@@ -1,5 +1,6 @@
-"""VLA's per-token chain, five vector passes (the RTL's ``vla_fixed``) against two
-(``chain="two-pass"``): accuracy first, as the co-design rule asks, before any RTL follows.
+"""VLA's per-token chain, five vector passes (``chain="five-pass"``, the RTL's order before it
+moved to two) against two (``chain="two-pass"``, the default and the RTL's now): the accuracy
+measured first, as the co-design rule asks, before the RTL followed.
 
 Two measurements per preset, each over ``seeds`` seeds (mean, standard deviation, worst):
 
@@ -82,14 +83,14 @@ def report(res: dict) -> str:
          "`chain=\"two-pass\"` is described in `golden/fixed/vla.py`. Mean ± standard deviation over "
          "the seeds, worst in brackets.", "",
          f"Output error against float64 (median over {res['T']} tokens of `||o - o_ref|| / ||o_ref||`):", "",
-         "| preset | five-pass (the RTL) | two-pass |", "|---|---|---|"]
+         "| preset | five-pass (the earlier RTL) | two-pass (the RTL) |", "|---|---|---|"]
     presets = sorted({p for p, _ in res["error"]}, key=PRESETS.index)
     for p in presets:
         cells = [f"{s['mean']:.4f} ± {s['std']:.4f} ({s['worst']:.4f})" for s in
                  (res["error"][(p, ch)] for ch in CHAINS)]
         L.append(f"| {p} | " + " | ".join(cells) + " |")
     L += ["", "Training-free recall (exact-match rate; V = 128 codebook):", "",
-          "| preset | rule | pairs n | five-pass (the RTL) | two-pass | float64 (reference) |",
+          "| preset | rule | pairs n | five-pass (the earlier RTL) | two-pass (the RTL) | float64 (reference) |",
           "|---|---|---|---|---|---|"]
     fmt = lambda s: f"{s['mean']:.3f} ± {s['std']:.3f} ({s['best']:.3f})"  # noqa: E731
     for p in presets:

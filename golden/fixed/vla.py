@@ -27,9 +27,10 @@ Then per token, the spec's single read pass over the *old* ``A`` and ``S`` (hard
 ``eta`` is stored in ``A``'s format; when it is below half an LSB the refresh is lost
 (reported in ``eta_raw``).
 
-``chain="two-pass"`` (a design study for a shorter per-token chain; the RTL implements the
-default ``"five-pass"``): the same update with the per-token vector work reordered so that two
-vector passes between read passes suffice. ``wᵀkh`` becomes ``rd (zsmᵀkh)`` (``zsmᵀkh`` exact,
+``chain="two-pass"`` (the default, and what the RTL implements): the same update with the
+per-token vector work reordered so that two vector passes between read passes suffice
+(``chain="five-pass"`` is the order above, the RTL's before; ``docs/accuracy/vla_chain.md``
+compares the two). ``wᵀkh`` becomes ``rd (zsmᵀkh)`` (``zsmᵀkh`` exact,
 beside ``unᵀzsm``); ``alpha``'s block exponent comes from a bound known before its pass,
 ``max|A kh| + round(max|w| |wᵀkh|) [+ round(max|kh| eta)]``, so ``||alpha_n||²`` accumulates in
 the same pass; ``ah = alpha_n rsqrt(||alpha_n||²)`` is never rounded on its own: the ``S`` write
@@ -63,6 +64,16 @@ def _block_by(raw, bound, width, rounding):
     return out.astype(np.int64) if out.dtype == object else out
 
 
+def _mul(a, b):
+    """Exact product of integer arrays: ``int64`` when it fits, Python integers otherwise (the
+    two-pass chain multiplies exact sums by scalar mantissas: past 62 bits at legacy-wide)."""
+    a, b = np.asarray(a), np.asarray(b)
+    bits = sum(int(np.max(np.abs(x))).bit_length() if x.size else 0 for x in (a, b))
+    if bits <= 62:
+        return a.astype(np.int64) * b.astype(np.int64)
+    return a.astype(object) * b.astype(object)
+
+
 def _align(raw, from_frac, to_frac):
     """Exact move to more fraction bits (a left shift)."""
     assert to_frac >= from_frac
@@ -71,7 +82,7 @@ def _align(raw, from_frac, to_frac):
 
 def vla_fixed(k, v, q, u, preset="int8", lambda0=0.1, eps=1e-4, refresh_period=20, eta=1e-3, u_scale=None, *,
               in_range=None, trace: bool = True, snapshot_every: int = 0, monitor=None,
-              chain: str = "five-pass") -> dict:
+              chain: str = "two-pass") -> dict:
     """VLA in fixed point. Inputs ``[..., T, d]`` floats; parameters as :func:`specmem.golden.vla.vla`.
 
     Returns ``o`` (dequantised), ``o_raw`` ``[..., T, d]`` and ``o_frac`` ``[..., T]``
@@ -144,7 +155,7 @@ def vla_fixed(k, v, q, u, preset="int8", lambda0=0.1, eps=1e-4, refresh_period=2
         refresh = bool(refresh_period) and (t + 1) % refresh_period == 0
         # alpha = A_new kh
         if short:  # wᵀkh as rd (zsmᵀkh): known before w's pass
-            cw = su.normalize(np.einsum("bi,bi->b", zsm, kh) * rd.m, fz + rd.f + fh)
+            cw = su.normalize(_mul(np.einsum("bi,bi->b", zsm, kh), rd.m), fz + rd.f + fh)
         else:
             cw = su.normalize(np.einsum("bi,bi->b", w, kh), fw + fh)
         s3 = fw + cw.f - Fa
@@ -164,7 +175,7 @@ def vla_fixed(k, v, q, u, preset="int8", lambda0=0.1, eps=1e-4, refresh_period=2
         e = dp.narrow("e", _align(V[:, t], fin, fsm + fh) - sk, fsm + fh)
         if short:  # ah is never rounded on its own
             fah = fan + ra.f                                   # ah = alpha_n ra.m 2^-fah, per token
-            c2 = su.normalize(np.einsum("bi,bi->b", alpha_n, qf) * ra.m, fah + ff)
+            c2 = su.normalize(_mul(np.einsum("bi,bi->b", alpha_n, qf), ra.m), fah + ff)
         else:
             ah = dp.scale("ah", alpha_n, fan, ra)
             c2 = su.normalize(np.einsum("bi,bi->b", ah, qf), fh + ff)
@@ -174,7 +185,7 @@ def vla_fixed(k, v, q, u, preset="int8", lambda0=0.1, eps=1e-4, refresh_period=2
         A = dp.write("a", A, (-(w[:, :, None] * w[:, None, :]), 2 * fw[:, None, None]),
                      add=eta_raw * eye if refresh else None)
         if short:
-            S = dp.write("s", S, (e[:, :, None] * (alpha_n * ra.m[:, None])[:, None, :], fe + fah))
+            S = dp.write("s", S, (_mul(e[:, :, None], (alpha_n * ra.m[:, None])[:, None, :]), fe + fah))
         else:
             S = dp.write("s", S, (e[:, :, None] * ah[:, None, :], fe + fh))
         s_norm[:, t] = np.sqrt(np.einsum("bij,bij->b", *(2 * (fmt["s"].to_float(S),))))
