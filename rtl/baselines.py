@@ -44,6 +44,9 @@ dot engine as the beats arrive, each rsqrt on its own pipelined scalar unit as s
 in) and the scaler (``kn``, ``qn`` through pipelined multipliers and shifts, ``knᵀqn`` on a dot
 engine, ``c`` on the serial block normaliser); the receiver hands a token over and takes the
 next while the scaler works, so the front end keeps up with the pass at d = 16, k = 4.
+Linear attention's front end is split the same way (four slots): the receiver (ELU+1, ``z``,
+``zᵀqf`` and ``kfᵀqf`` on pipelined multipliers) hands the token to the scalar work (``1/den``
+on the pipelined scalar unit, ``kq`` on the block normaliser) and takes the next.
 """
 
 from __future__ import annotations
@@ -99,7 +102,7 @@ class BaselineCore(wiring.Component):
         self.algo, self.d, self.k, self.dk, self.preset = algo, d, k, d // k, preset
         #: token slots: the token being written, the one being read, the one the front end fills
         #: (DeltaNet: two, one receiving and waiting for its norms, one being scaled)
-        self.slots = 3 if algo == "linear" else 4
+        self.slots = 4
         self.params = {"eps": eps, "in_range": in_range}
         self.gated = gated = algo == "gated-deltanet"
         if gated:
@@ -183,7 +186,8 @@ class BaselineCore(wiring.Component):
         self.bram = bram
         self.smem = StateMemory(max(d * dk, 2), k, F["s"].width, out_reg=True, style=bram)
         if lin:
-            self.su_fe = ScalarUnit(cfg, self.su_in, frac_width=self.su_frac_w)
+            self.su_fe = ScalarUnit(cfg, self.su_in, frac_width=self.su_frac_w, pipelined=True, dsp=self.dsp,
+                                    seed_register=True)
             self.scalar_units = (self.su_fe,)
         else:  # rsqrt ||k||² and rsqrt ||q||² side by side
             self.su_k, self.su_q = (ScalarUnit(cfg, self.su_in, frac_width=self.su_frac_w, pipelined=True,
@@ -448,37 +452,42 @@ class BaselineCore(wiring.Component):
                 den_x, den_fr = den_c, Const(2 * ff, signed(self.su_frac_w))
             den_xr = Signal(den_x.shape(), name="den_xr")
             den_frr = Signal(signed(self.su_frac_w), name="den_frr")
+            # the scalar work (1/den on the pipelined scalar unit, kq on its normaliser) of one
+            # token while the receiver takes the next into its own slot
+            fslot = Signal(range(S))
+            fe_pidle = Signal()
             with m.FSM(init="FE_CLEAR", name="fe"):
                 with m.State("FE_CLEAR"):  # z = 0 after reset
                     m.d.comb += [z_w.addr.eq(fe_clr), z_w.en.eq(1)] + [z_w.data[l].eq(0) for l in range(k)]
                     m.d.sync += fe_clr.eq(incr(fe_clr, dk - 1))
                     with m.If(fe_clr == dk - 1):
-                        m.next = "FE_RECV"
-                with m.State("FE_RECV"):
-                    m.d.comb += fe_recv.eq(1)
-                    with m.If(sums_in):
-                        m.d.sync += [sums_in.eq(0), kq_go.eq(1)]
-                        m.next = "FE_DEN_PREP"
-                with m.State("FE_DEN_PREP"):  # eps clamp (and pre-truncation) into a register
-                    m.d.sync += [den_xr.eq(den_x), den_frr.eq(den_fr)]
-                    m.next = "FE_DEN_REQ"
+                        m.next = "FE_IDLE"
+                with m.State("FE_IDLE"):
+                    m.d.comb += [fe_recv.eq(1), fe_pidle.eq(1)]
+                    with m.If(sums_in):  # take the token over (eps clamp and pre-truncation registered)
+                        m.d.sync += [sums_in.eq(0), kq_go.eq(1), den_xr.eq(den_x), den_frr.eq(den_fr),
+                                     fslot.eq(wslot), wslot.eq(incr(wslot, S - 1)), recv_done.eq(0)]
+                        m.next = "FE_DEN_REQ"
                 with m.State("FE_DEN_REQ"):
+                    m.d.comb += fe_recv.eq(1)
                     fe_req(den_xr, den_frr, ScalarOp.RECIP, "FE_DEN_WAIT")
                 with m.State("FE_DEN_WAIT"):
-                    m.d.comb += sfe.o.ready.eq(1)
+                    m.d.comb += [fe_recv.eq(1), sfe.o.ready.eq(1)]
                     with m.If(sfe.o.valid):
-                        set_slot(sc2_m, sfe.o.payload.m)
-                        set_slot(sc2_f, sfe.o.payload.f)
+                        set_slot(sc2_m, sfe.o.payload.m, fslot)
+                        set_slot(sc2_f, sfe.o.payload.f, fslot)
                         m.next = "FE_KQ_WAIT"
                 with m.State("FE_KQ_WAIT"):
+                    m.d.comb += fe_recv.eq(1)
                     with m.If(kq_ok):
-                        set_slot(sc1_m, kq_m)
-                        set_slot(sc1_f, kq_f)
+                        set_slot(sc1_m, kq_m, fslot)
+                        set_slot(sc1_f, kq_f, fslot)
                         m.d.sync += kq_ok.eq(0)
                         m.next = "FE_DONE"
                 with m.State("FE_DONE"):
-                    m.d.sync += [slot_full.bit_select(wslot, 1).eq(1), wslot.eq(incr(wslot, S - 1)), recv_done.eq(0)]
-                    m.next = "FE_RECV"
+                    m.d.comb += fe_recv.eq(1)
+                    m.d.sync += slot_full.bit_select(fslot, 1).eq(1)
+                    m.next = "FE_IDLE"
         else:
             fu = F["kn"].frac
             # k and q as they arrive; kn and qn go to slot_key / slot_qry when scaled
@@ -586,7 +595,7 @@ class BaselineCore(wiring.Component):
                 m.d.sync += [slot_full.bit_select(bslot, 1).eq(1), b_busy.eq(0)]
             m.d.comb += fe_recv.eq(1)
         fe_idle = materialise(m, fe_recv & (phase == 0) & (beat == 0) & ~r_v & ~recv_done & ~b_busy & ~n_sel
-                              if not lin else fe_recv & (phase == 0) & (beat == 0) & ~r_v & ~recv_done, "fe_idle")
+                              if not lin else fe_pidle & (phase == 0) & (beat == 0) & ~r_v & ~recv_done, "fe_idle")
 
         # ======================================================================== core
         pslot = Signal(range(S))   # the token being written (its key, and v for linear attention)
