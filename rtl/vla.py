@@ -35,9 +35,9 @@ Structure (one token; the names are the FSM states of :class:`VLACore`):
   on its own) and the next fused pass starts at once, while a second small FSM (``VP6`` num =
   S qf + round(e (ahᵀqf)), ``BLK_O`` the output block exponent) finishes the token beside it,
   and the output stage streams ``o = block(num / zkᵀqf)`` (``d/k`` beats) in the background.
-  The chain has no multipliers of its own: VP2 forms ``zsm rd`` on the A write's multipliers and
-  ``w (wᵀkh)`` on the S write's (idle between passes), VP6 uses the output stage's (idle until
-  ``BLK_O``).
+  The chain's element-wise products have no lane multipliers of their own: VP2 forms ``zsm rd``
+  on the A write's multipliers and ``w (wᵀkh)`` on the S write's (idle between passes), VP6 uses
+  the output stage's (idle until ``BLK_O``).
 
 If the next token is not complete when a fused pass starts, the pass only writes; that token
 then runs a read-only pass of its own. After reset the core writes ``A = I/lambda0``, ``S = 0``
