@@ -1485,6 +1485,10 @@ def _vla_block(results) -> list[str]:
                   "not routed in the cap" if "did not finish" in err else "place and route failed")
             notes.append(f"- {r['preset']} k={r['k']} d={r['d']}: nextpnr: `{err.strip()[-260:]}` "
                          f"(resources: {r.get('resource_source', 'Yosys cell counts')})")
+        elif r.get("fmax_mhz") is None and not (r.get("paths") or {}).get("nextpnr_report"):
+            fm = "Yosys only (no P&R run)"  # `specmem synth --no-pnr`: resources, no placement
+            notes.append(f"- {r['preset']} k={r['k']} d={r['d']}: Yosys only (`--no-pnr`), no placement tried "
+                         f"(resources: {r.get('resource_source', 'Yosys cell counts')})")
         L.append(f"| {r['preset']} | {r['k']} | {r['d']} | {fm} | {_num(r['luts'])} | {_num(r['ffs'])} | {r['dsp']} | "
                  f"{r['ebr']} | {r.get('lutram', 0)} | {_num(x.get('luts'))} | {_num(x.get('dsp48e1'))} | "
                  f"{r['cycles_per_token']} | {r.get('floor_cycles', '—')} | {r['cycles_over_floor']:.2f} | "

@@ -202,6 +202,13 @@ def test_engine_table_in_the_report(tmp_path):
     assert "168 MULT18X18D, 156 on the device" in text
     row = next(ln for ln in text.splitlines() if ln.startswith("| legacy-int8 | 4 | 32 | not routed in the cap |"))
     assert "| 68 |" in row and "30,556 of 112,387 arcs still unrouted" in text
+    # a Yosys-only result (`--no-pnr`: no nextpnr report, no error) says so instead of a bare dash
+    (vla / "v.json").write_text(json.dumps(rec("vla_d32_k8_legacy-int8", algo="vla", fmax_mhz=None, dsp=136, luts=49445,
+                                               cycles_per_token=186, floor_cycles=128, cycles_over_floor=1.4531,
+                                               tokens_per_s=None, paths={"nextpnr_report": None})))
+    text = write_report([rec("annihilation_d32_k8_legacy-int8")], tmp_path).read_text()
+    row = next(ln for ln in text.splitlines() if ln.startswith("| legacy-int8 | 8 | 32 | Yosys only (no P&R run) |"))
+    assert "| 136 |" in row and "Yosys only (`--no-pnr`), no placement tried" in text
 
 
 def test_area_breakdown_per_module(tmp_path):
