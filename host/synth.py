@@ -181,7 +181,7 @@ def pnr_progress(log_path) -> dict:
     if util:
         out["utilisation"] = {k: v for k, v in util.items() if v["used"]}
     for key, pat in (("heap_s", r"HeAP Placer Time: ([\d.]+)s"), ("sa_placement_s", r"SA placement time ([\d.]+)s"),
-                     ("router_s", r"Router1 time ([\d.]+)s")):
+                     ("router_s", r"Router[12] time ([\d.]+)s")):
         m = re.search(pat, text)
         if m:
             out[key] = float(m.group(1))
@@ -191,7 +191,11 @@ def pnr_progress(log_path) -> dict:
         rows = re.findall(r"Info:\s+(\d+) \|\s+\d+\s+\d+ \|\s+\d+\s+\d+ \|\s+(\d+)\|", text)
         if rows:
             out["router_iterations"], out["arcs_unrouted"] = int(rows[-1][0]), int(rows[-1][1])
-    out["stage"] = ("routed" if "Routing complete" in text else "routing" if "arcs" in out
+    it2 = re.findall(r"iter=(\d+)\s+wires=(\d+)\s+overused=(\d+)", text)  # router2's negotiation rounds
+    if it2:
+        out["router"] = "router2"
+        out["router_iterations"], out["wires_overused"] = int(it2[-1][0]), int(it2[-1][2])
+    out["stage"] = ("routed" if "Routing complete" in text else "routing" if "arcs" in out or "router" in out
                     else "placing" if "HeAP" in text or "analytic placement" in text else "packing")
     return out
 
@@ -203,6 +207,8 @@ def _pnr_summary(prog: dict) -> str:
     where = prog.get("stage", "?")
     if where == "routing" and "arcs_unrouted" in prog:
         where += f", {prog['arcs_unrouted']:,} of {prog['arcs']:,} arcs still unrouted"
+    elif where == "routing" and "wires_overused" in prog:
+        where += f", {prog['wires_overused']:,} wires still overused after {prog['router_iterations']} router2 iterations"
     return f"stopped while {where}; after packing: " + ", ".join(parts) if parts else f"stopped while {where}"
 
 
@@ -767,13 +773,16 @@ def _pnr_status(log_path) -> str:
         return ""
     if where == "routing" and "arcs_unrouted" in prog:
         where += f", {prog['arcs_unrouted']:,} of {prog['arcs']:,} arcs unrouted"
+    elif where == "routing" and "wires_overused" in prog:
+        where += f", router2 iteration {prog['router_iterations']}: {prog['wires_overused']:,} wires overused"
     return f"nextpnr {where}"
 
 
 def synth(algo: str, d: int, k: int, preset: str = "legacy-int8", out_dir="build/synth", *,
           target_mhz: float = TARGET_MHZ, seed: int = SEED, pnr: bool = True, xilinx: bool = True,
           cycles: str = "auto", cpu: bool = False, ltp: bool = True, progress=None,
-          params: dict | None = None, pnr_timeout_s: float | None = PNR_TIMEOUT_S) -> dict:
+          params: dict | None = None, pnr_timeout_s: float | None = PNR_TIMEOUT_S,
+          router: str = "router1") -> dict:
     """Synthesise, place and route one configuration; write ``<out_dir>/result.json`` and return it.
 
     ``pnr=False`` stops after Yosys (no fmax); ``xilinx=False`` skips the 7-series estimate;
@@ -782,13 +791,16 @@ def synth(algo: str, d: int, k: int, preset: str = "legacy-int8", out_dir="build
     ``cpu=True`` adds the golden models' tokens/s on this CPU; ``ltp`` adds Yosys's longest
     word-level path (:func:`longest_logic_path`); ``params``: generator parameters
     (the engine's ``dsp``, ``rtl/dsp.py``); ``pnr_timeout_s``: CPU-time cap on nextpnr (``None``:
-    none), past which the record keeps Yosys's counts and :func:`pnr_progress`. Bad parameters raise
+    none), past which the record keeps Yosys's counts and :func:`pnr_progress`; ``router``: nextpnr's
+    router (:func:`nextpnr_ecp5_args`), recorded in the result. Bad parameters raise
     ``ValueError`` naming the argument (the checks of ``rtl/generate.py``).
     """
     if cycles not in ("auto", "measure", "manifest"):
         raise ValueError(f"cycles: must be 'auto', 'measure' or 'manifest', got {cycles!r}")
     params = dict(params or {})
     built = _validate(algo, d, k, preset, target_mhz, seed, params)
+    if router not in NEXTPNR_ROUTERS:
+        raise ValueError(f"router: must be one of {', '.join(NEXTPNR_ROUTERS)}, got {router!r}")
     say = progress or (lambda msg: None)
     name = config_name(algo, d, k, preset, params)
     work = Path(out_dir)
@@ -835,8 +847,9 @@ def synth(algo: str, d: int, k: int, preset: str = "legacy-int8", out_dir="build
     report = None
     if pnr:
         t0 = time.perf_counter()
-        args = nextpnr_ecp5_args(target_mhz, seed)
+        args = nextpnr_ecp5_args(target_mhz, seed, router)
         res["pnr_timeout_s"] = pnr_timeout_s
+        res["router"] = router
         try:
             with stage(f"{name}: nextpnr-ecp5 ({DEVICE['part']}, {DEVICE['package']}, speed {DEVICE['speed']}, "
                        f"target {target_mhz:g} MHz)", say, status=lambda: _pnr_status(work / "nextpnr.log"),
@@ -951,14 +964,15 @@ def synth(algo: str, d: int, k: int, preset: str = "legacy-int8", out_dir="build
 # the sweep
 
 def _cache_ok(path: Path, vsha: str, target_mhz: float, seed: int, cpu: bool = True,
-              pnr_timeout_s: float | None = PNR_TIMEOUT_S) -> dict | None:
+              pnr_timeout_s: float | None = PNR_TIMEOUT_S, router: str = "router1") -> dict | None:
     try:
         r = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
     same = (r.get("flow_version") == FLOW_VERSION and r.get("verilog_sha256") == vsha
             and r.get("target_mhz") == float(target_mhz) and r.get("seed") == seed
-            and r.get("tool_versions") == tool_versions() and ("cpu" in r or not cpu))
+            and r.get("tool_versions") == tool_versions() and ("cpu" in r or not cpu)
+            and r.get("router", "router1") == router)
     if same and r.get("pnr_timed_out"):  # a longer cap (or none) gets another try
         old = r.get("pnr_timeout_s")
         same = pnr_timeout_s is not None and old is not None and pnr_timeout_s <= old
@@ -1042,13 +1056,14 @@ def engine_sweep(out_dir="build/synth", docs_dir="docs", *, ks=None, presets=Non
 
 def vla_sweep(out_dir="build/synth", docs_dir="docs", *, configs=None, target_mhz: float = TARGET_MHZ,
               seed: int = SEED, resume: bool = True, pnr_timeout_s: float | None = PNR_TIMEOUT_S,
-              progress=print) -> list[dict]:
+              router: str = "router1", progress=print) -> list[dict]:
     """The VLA core at ``VLA_SWEEP``'s configurations, cached as ``<docs_dir>/hardware/vla/``.
     A configuration that does not fit the device keeps its Yosys counts and nextpnr's error;
-    ``pnr_timeout_s`` caps nextpnr's CPU time per configuration (``None``: no cap)."""
+    ``pnr_timeout_s`` caps nextpnr's CPU time per configuration (``None``: no cap); ``router``:
+    nextpnr's router (a cached result counts only for the same router)."""
     grid = [("vla", d, k, p, {}) for d, k, p in (configs or VLA_SWEEP["configs"])]
     return _run_grid("vla", grid, out_dir, docs_dir, target_mhz=target_mhz, seed=seed, resume=resume,
-                     pnr_timeout_s=pnr_timeout_s, progress=progress)
+                     pnr_timeout_s=pnr_timeout_s, router=router, progress=progress)
 
 
 def rule_sweep(out_dir="build/synth", docs_dir="docs", *, algos=None, ds=None, ks=None,
@@ -1062,7 +1077,7 @@ def rule_sweep(out_dir="build/synth", docs_dir="docs", *, algos=None, ds=None, k
 
 
 def _run_grid(sub: str, grid, out_dir, docs_dir, *, target_mhz, seed, resume, progress,
-              pnr_timeout_s: float | None = PNR_TIMEOUT_S) -> list[dict]:
+              pnr_timeout_s: float | None = PNR_TIMEOUT_S, router: str = "router1") -> list[dict]:
     """Synthesise ``grid`` (``(algo, d, k, preset, params)``), caching each result as
     ``<docs_dir>/hardware/<sub>/<name>.json`` (reused while Verilog, tools, target and seed match)."""
     cache = Path(docs_dir) / "hardware" / sub
@@ -1074,7 +1089,7 @@ def _run_grid(sub: str, grid, out_dir, docs_dir, *, target_mhz, seed, resume, pr
         cpath = cache / f"{name}.json"
         if resume and cpath.exists():
             hit = _cache_ok(cpath, _verilog_sha(algo, d, k, preset, params), target_mhz, seed, cpu=algo == "vla",
-                            pnr_timeout_s=pnr_timeout_s)
+                            pnr_timeout_s=pnr_timeout_s, router=router)
             if hit is not None:
                 progress(f"{tag}: cached ({_fmt_mhz(hit.get('fmax_mhz'))})")
                 results.append(hit)
@@ -1084,7 +1099,7 @@ def _run_grid(sub: str, grid, out_dir, docs_dir, *, target_mhz, seed, resume, pr
         try:
             r = synth(algo, d, k, preset, Path(out_dir) / name, target_mhz=target_mhz, seed=seed,
                       xilinx=not ecp5, ltp=algo != "engine" and not ecp5, params=params, cpu=algo == "vla",
-                      pnr_timeout_s=pnr_timeout_s,
+                      pnr_timeout_s=pnr_timeout_s, router=router,
                       progress=lambda msg, tag=tag: progress(f"{tag}: {msg.split(': ', 1)[-1]}"))
         except SynthError as exc:  # a tool that fails on one configuration does not stop the grid
             r = _failed_result(algo, d, k, preset, params, target_mhz, seed, str(exc))
@@ -1726,6 +1741,8 @@ def add_synth_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--no-pnr", action="store_true", help="Yosys only: resources, no fmax")
     p.add_argument("--pnr-timeout", type=float, default=PNR_TIMEOUT_S / 60,
                    help=f"CPU minutes nextpnr may use per configuration (default {PNR_TIMEOUT_S / 60:g}; 0: no cap)")
+    p.add_argument("--router", choices=NEXTPNR_ROUTERS, default="router1",
+                   help="nextpnr router for one configuration (default router1; router2 converges on larger cores)")
     p.add_argument("--no-xilinx", action="store_true", help="skip the 7-series estimate")
     p.add_argument("--cpu", action="store_true", help="also time the golden models on this CPU")
     p.add_argument("--sweep", action="store_true",
@@ -1789,7 +1806,7 @@ def cmd_synth(args) -> int:
         ecp5 = "ecp5" in (params.get("dsp"), params.get("bram"))  # Yosys's 7-series flow and ltp cannot read the ECP5 primitive
         r = synth(args.algo, args.d, args.k, args.format, out, target_mhz=args.freq, seed=args.seed,
                   pnr=not args.no_pnr, xilinx=not args.no_xilinx and not ecp5, cpu=args.cpu, ltp=not ecp5,
-                  progress=_progress, params=params, pnr_timeout_s=cap)
+                  progress=_progress, params=params, pnr_timeout_s=cap, router=args.router)
     except ValueError as exc:
         print(f"specmem: error: {exc}", file=sys.stderr)
         return 2

@@ -259,6 +259,30 @@ def test_pnr_progress_reads_an_unfinished_log(tmp_path):
     assert pnr_progress(tmp_path / "missing.log") == {}
 
 
+_ROUTER2_LOG = """\
+Info: 	          MULT18X18D:      80/    156    51%
+Info: 	        TRELLIS_COMB:   32115/  83640    38%
+Info: HeAP Placer Time: 310.20s
+Info: Running router2...
+Info: Setting up routing resources...
+Info: Running main router loop...
+Info:     iter=1 wires=460186 overused=33902 overuse=40385 archfail=NA
+Info:     iter=2 wires=455011 overused=21007 overuse=23811 archfail=NA
+"""
+
+
+def test_pnr_progress_reads_a_router2_log(tmp_path):
+    """router2 reports negotiation rounds (overused wires), not unrouted arcs."""
+    from specmem.synth import _pnr_summary, pnr_progress
+
+    (tmp_path / "nextpnr.log").write_text(_ROUTER2_LOG)
+    p = pnr_progress(tmp_path / "nextpnr.log")
+    assert (p["router"], p["router_iterations"], p["wires_overused"]) == ("router2", 2, 21007)
+    assert p["stage"] == "routing" and p["heap_s"] == 310.2 and "arcs_unrouted" not in p  # no "Routing N arcs"
+    assert _pnr_summary(p) == ("stopped while routing, 21,007 wires still overused after 2 router2 iterations; "
+                               "after packing: MULT18X18D 80/156 (51 %), TRELLIS_COMB 32,115/83,640 (38 %)")
+
+
 def test_timed_out_results_are_retried_only_with_a_longer_cap(tmp_path, monkeypatch):
     import specmem.synth as S
 
@@ -272,6 +296,19 @@ def test_timed_out_results_are_retried_only_with_a_longer_cap(tmp_path, monkeypa
     assert S._cache_ok(path, "abc", 200.0, 1, pnr_timeout_s=3600.0) is None
     assert S._cache_ok(path, "abc", 200.0, 1, pnr_timeout_s=None) is None
     assert S._cache_ok(path, "abd", 200.0, 1, pnr_timeout_s=2400.0) is None  # the Verilog changed
+    # a result counts only for the router that made it (records before the option read as router1)
+    assert S._cache_ok(path, "abc", 200.0, 1, pnr_timeout_s=2400.0, router="router2") is None
+    path.write_text(json.dumps({**rec, "router": "router2"}))
+    assert S._cache_ok(path, "abc", 200.0, 1, pnr_timeout_s=2400.0, router="router2") is not None
+    assert S._cache_ok(path, "abc", 200.0, 1, pnr_timeout_s=2400.0) is None
+
+
+def test_synth_rejects_an_unknown_router(tmp_path):
+    import specmem.synth as S
+
+    with pytest.raises(ValueError, match="^router: must be one of router1, router2"):
+        S.synth("engine", 8, 2, out_dir=tmp_path, router="router3")
+    assert not any(tmp_path.iterdir())  # rejected before any work
 
 
 def test_nextpnr_cap_records_how_far_it_got(tmp_path):
