@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Mux, Shape, Signal, Value, signed, unsigned
 
-__all__ = ["shape_of", "materialise", "round_shift", "round_shift_var", "saturate", "requantize",
-           "requantize_var", "msb_index", "abs_value"]
+__all__ = ["shape_of", "materialise", "round_shift", "round_shift_var", "round_shift_right_parts",
+           "saturate", "requantize", "requantize_var", "msb_index", "abs_value"]
 
 _ROUNDING = ("rne", "floor", "half_up")
 
@@ -70,6 +70,29 @@ def round_shift_var(m, value, shift, rounding: str, *, max_left: int, name: str 
     beyond the saturation threshold (callers pass ``max_left`` with that margin), so the clamp
     never changes a result.
     """
+    value, shift, neg, q, inc = round_shift_right_parts(m, value, shift, rounding, name)
+    n = len(value)
+    sv = value.shape().signed
+    # a right shift leaves at most n bits plus a rounding carry; a left shift at most n + max_left
+    out_w = n + max(max_left, 1) + 1
+    out_shape = signed(out_w) if sv else unsigned(out_w)
+    right = q if inc is None else q + inc
+    if shift.shape().signed:
+        ls_w = max(1, max_left.bit_length())
+        ls = Signal(unsigned(ls_w), name=f"{name}_l")
+        nsh = -shift
+        m.d.comb += ls.eq(Mux(nsh > max_left, max_left, nsh[:ls_w + 1]))
+        out = Mux(neg, value << ls, right)
+    else:
+        out = right
+    return materialise(m, out, name, out_shape)
+
+
+def round_shift_right_parts(m, value, shift, rounding: str, name: str = "rsv"):
+    """The right-shift half of :func:`round_shift_var`, before its rounding add: ``(value, shift,
+    neg, q, inc)`` with ``q = floor(value * 2**-shift)`` and ``inc`` the rounding increment (a
+    one-bit expression; ``None`` for ``floor``), so a pipelined caller can register ``q`` and
+    ``inc`` and add them a stage later. ``neg``: the shift is negative (``q`` is then ``value``)."""
     _check_rounding(rounding)
     value = materialise(m, value, f"{name}_in")
     shift = materialise(m, shift, f"{name}_sh")
@@ -83,36 +106,39 @@ def round_shift_var(m, value, shift, rounding: str, *, max_left: int, name: str 
     rs = Signal(unsigned(rs_w), name=f"{name}_r")
     m.d.comb += rs.eq(Mux(neg, 0, Mux(shift > smax, smax, shift[:rs_w + 1])))
     q = materialise(m, ext >> rs, f"{name}_q")
-    # a right shift leaves at most n bits plus a rounding carry; a left shift at most n + max_left
-    out_w = n + max(max_left, 1) + 1
-    out_shape = signed(out_w) if sv else unsigned(out_w)
     if rounding == "floor":
-        right = q
-    else:
-        rnd = materialise(m, Mux(rs == 0, 0, ext.as_unsigned().bit_select((rs - 1).as_unsigned()[:rs_w], 1)), f"{name}_rb")
-        if rounding == "half_up":
-            right = q + rnd
-        else:
-            mask = materialise(m, ((Const(1, smax + 2) << rs) - 1)[:smax + 1], f"{name}_mask")
-            sticky = (ext.as_unsigned()[:smax + 1] & (mask >> 1)) != 0
-            right = q + (rnd & (sticky | q[0]))
-    if shift.shape().signed:
-        ls_w = max(1, max_left.bit_length())
-        ls = Signal(unsigned(ls_w), name=f"{name}_l")
-        nsh = -shift
-        m.d.comb += ls.eq(Mux(nsh > max_left, max_left, nsh[:ls_w + 1]))
-        out = Mux(neg, value << ls, right)
-    else:
-        out = right
-    return materialise(m, out, name, out_shape)
+        return value, shift, neg, q, None
+    rnd = materialise(m, Mux(rs == 0, 0, ext.as_unsigned().bit_select((rs - 1).as_unsigned()[:rs_w], 1)), f"{name}_rb")
+    if rounding == "half_up":
+        return value, shift, neg, q, rnd
+    mask = materialise(m, ((Const(1, smax + 2) << rs) - 1)[:smax + 1], f"{name}_mask")
+    sticky = (ext.as_unsigned()[:smax + 1] & (mask >> 1)) != 0
+    return value, shift, neg, q, rnd & (sticky | q[0])
 
 
-def msb_index(m, value, name: str = "msb"):
+def msb_index(m, value, name: str = "msb", *, tree: bool = False):
     """Index of the most significant set bit of an unsigned ``value`` (0 for 0: callers test
-    for zero separately): a priority encoder."""
+    for zero separately). ``tree=False``: a priority encoder (a chain of ``len(value)`` muxes
+    after Yosys); ``tree=True``: a leading-one detector of ``ceil(log2 n)`` mux levels, the same
+    function (the chain stays the default so the cores whose synthesis is recorded with it
+    generate the same Verilog)."""
     value = materialise(m, value, f"{name}_in")
     n = len(value)
     out = Signal(range(max(n, 2)), name=name)
+    if tree:
+        levels = max(1, (n - 1).bit_length())
+        bits = Cat(value, Const(0, (1 << levels) - n))
+        nodes = [(bits[i], None) for i in range(1 << levels)]  # (any bit set, index within the node)
+        for lv in range(levels):
+            nxt = []
+            for j in range(len(nodes) // 2):
+                (a_lo, i_lo), (a_hi, i_hi) = nodes[2 * j], nodes[2 * j + 1]
+                a_hi = materialise(m, a_hi, f"{name}_a{lv}_{j}")
+                low = Mux(a_hi, i_hi, i_lo) if i_hi is not None else Const(0, 0)
+                nxt.append((a_hi | a_lo, Cat(low, a_hi)))
+            nodes = nxt
+        m.d.comb += out.eq(nodes[0][1])
+        return out
     for i in range(n):
         with m.If(value[i]):
             m.d.comb += out.eq(i)

@@ -46,7 +46,7 @@ then runs a read-only pass of its own. After reset the core writes ``A = I/lambd
 Cycles per token in steady state: ``d²/k`` for the pass plus its pipeline tail plus the chain,
 ``d²/k + 2 d/k + L + 2 Lv + 2 Ls + 21`` (:meth:`VLACore.cycle_budget`, ``docs/rtl.md``). Latency
 of an isolated token, last input beat to first output beat: that plus the front end and the
-output tail, ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 60``
+output tail, ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 61``
 (:meth:`VLACore.latency`).
 
 Every narrowing is the model's (same formats from ``golden/fixed/formats.py``, same rounding
@@ -310,7 +310,7 @@ class VLACore(wiring.Component):
         ``parts`` (they sum to ``full``):
 
         * ``fe_norms`` ``Le + Lm + Lt + 2``: the registered last beat through the ELU+1 pipeline
-          (``Le`` = 8; the ``u`` beats ride beside it), the shared multipliers (``Lm``), the adder
+          (``Le`` = 9; the ``u`` beats ride beside it), the shared multipliers (``Lm``), the adder
           tree (``Lt = ceil(log2 k)``) and the accumulator (``||u||²``); ``FE_IDLE`` sees it.
         * ``fe_rsqrt_kf``, ``fe_rsqrt_u`` (``1 + Ls``), ``fe_recip_den`` (``1 + Lr``): each a
           request cycle (``FE_*_REQ``), then the front-end scalar unit's latency (``FE_*_WAIT``).
@@ -331,8 +331,8 @@ class VLACore(wiring.Component):
 
         In closed form (``L``, ``Lv`` the pass and vector engines' latencies, ``Ls``/``Lr`` the
         scalar units' rsqrt/recip latencies, the front end's and the core's being equal):
-        ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 60``, i.e. ``cycle_budget()['total'] +
-        3 d/k + 2 Ls + Lr + 2 Lm + 2 Lt + 39``.
+        ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 61``, i.e. ``cycle_budget()['total'] +
+        3 d/k + 2 Ls + Lr + 2 Lm + 2 Lt + 40``.
         """
         dk, fl = self.dk, self.fe_lat
         Ls, Lr = self.su_fe.latency[ScalarOp.RSQRT], self.su_fe.latency[ScalarOp.RECIP]
@@ -591,7 +591,7 @@ class VLACore(wiring.Component):
         den_c = materialise(m, Mux(pden < self.eps_den, self.eps_den, pden), "den_c")
         if self.den_pre:  # as the golden unit: keep work_bits significant bits, the shift in frac
             W = cfg.work_bits
-            top = msb_index(m, den_c, name="den_msb")
+            top = msb_index(m, den_c, name="den_msb", tree=True)
             dsh = materialise(m, Mux(top > W - 1, top - (W - 1), 0), "den_sh", unsigned(bit_len(self.den_bits)))
             den_x, den_fr = materialise(m, den_c >> dsh, "den_x"), materialise(m, 2 * ff - dsh, "den_fr")
         else:
