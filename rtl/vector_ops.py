@@ -27,7 +27,7 @@ __all__ = ["normalize_hw", "block_shift_hw", "iv", "iv_neg", "iv_scale", "iv_uni
 def block_shift_hw(m, mx, width: int, rounding: str, ew: int, name: str):
     """Shift of ``Datapath.block`` for a vector whose largest magnitude is ``mx`` (unsigned):
     the top bit of ``mx`` lands just below the sign bit, one more if rounding carries into it."""
-    top = msb_index(m, mx, name=f"{name}_msb")
+    top = msb_index(m, mx, name=f"{name}_msb", tree=True)
     sh0 = materialise(m, Mux(mx == 0, 0, top - (width - 2)), f"{name}_sh0", signed(ew))
     rounded = round_shift_var(m, mx, sh0, rounding, max_left=width, name=f"{name}_mxr")
     return materialise(m, sh0 + (rounded >= (1 << (width - 1))), f"{name}_sh", signed(ew))
@@ -39,7 +39,7 @@ def normalize_hw(m, x, frac, p_bits: int, ew: int, name: str):
     Shared because every rule turns an exact dot product (``kfᵀqf``, ``knᵀqn``, ``wᵀkh``) into a
     scalar multiplier this way."""
     mag = abs_value(m, x, name=f"{name}_abs")
-    top = msb_index(m, mag, name=f"{name}_msb")
+    top = msb_index(m, mag, name=f"{name}_msb", tree=True)
     zero = materialise(m, mag == 0, f"{name}_zero")
     sh = materialise(m, Mux(zero, 0, top - (p_bits - 2)), f"{name}_sh", signed(ew))
     r = round_shift_var(m, mag, sh, "rne", max_left=p_bits - 2, name=f"{name}_r")

@@ -119,3 +119,48 @@ def test_msb_index():
 
     run_simulation(m, tb, deadline_cycles=10, clock=False)
     np.testing.assert_array_equal(got, fxtype.msb(np.array(vals)))
+
+
+@pytest.mark.parametrize("width", [1, 2, 3, 5, 8, 11])
+def test_msb_index_tree_equals_chain_exhaustively(width):
+    """The leading-one tree against the priority chain and ``fxtype.msb`` over every input."""
+    from specmem.rtl.fixed import msb_index
+    m = Module()
+    x = Signal(width)
+    yc, yt = Signal(range(max(width, 2))), Signal(range(max(width, 2)))
+    m.d.comb += [yc.eq(msb_index(m, x, "c")), yt.eq(msb_index(m, x, "t", tree=True))]
+    vals = list(range(1 << width))
+    got = []
+
+    async def tb(ctx):
+        for v in vals:
+            ctx.set(x, v)
+            got.append((ctx.get(yc), ctx.get(yt)))
+
+    run_simulation(m, tb, deadline_cycles=10, clock=False)
+    got = np.array(got)
+    np.testing.assert_array_equal(got[:, 1], got[:, 0])
+    np.testing.assert_array_equal(got[1:, 1], fxtype.msb(np.array(vals[1:])))
+    assert got[0, 1] == 0  # zero: index 0, as the chain
+
+
+def test_msb_index_tree_wide():
+    """61 bits (VLA's alpha bound): every single bit, every bit under a higher one, random words."""
+    from specmem.rtl.fixed import msb_index
+    m = Module()
+    x = Signal(61)
+    y = Signal(6)
+    m.d.comb += y.eq(msb_index(m, x, tree=True))
+    rng = np.random.default_rng(61)
+    vals = [1 << i for i in range(61)] + [(1 << i) | ((1 << i) - 1) for i in range(61)]
+    vals += [int(rng.integers(1, 1 << 61)) >> int(rng.integers(0, 61)) for _ in range(300)]
+    vals = [v for v in vals if v]
+    got = []
+
+    async def tb(ctx):
+        for v in vals:
+            ctx.set(x, v)
+            got.append(ctx.get(y))
+
+    run_simulation(m, tb, deadline_cycles=10, clock=False)
+    assert got == [v.bit_length() - 1 for v in vals]
