@@ -376,8 +376,12 @@ class BaselineCore(wiring.Component):
             z_pre, kf_pre = rd(z_mem, b_pre), rd(key_mem, saddr(wslot, b_pre))
             z_rd = [reg(z_pre[l], unsigned(Wz), f"z_r{l}") for l in range(k)]
             kf_r = [reg(kf_pre[l], kf_pre[l].shape(), f"kf_r{l}") for l in range(k)]
+            # z + kf > zmax as kf > zmax - z, the headroom formed a cycle earlier: the compare runs
+            # beside the add instead of after it (z holds at most zmax + 1: headroom >= -1)
+            z_hr = [reg(zmax - z_pre[l], signed(Wz + 1), f"z_hr{l}") for l in range(k)]
+            z_over = [materialise(m, feat[l].as_unsigned() > z_hr[l], f"z_over{l}") for l in range(k)]
             z_sum = [materialise(m, z_rd[l] + feat[l].as_unsigned(), f"z_sum{l}") for l in range(k)]
-            z_new = [materialise(m, Mux(z_sum[l] > zmax, zmax + 1, z_sum[l]), f"z_new{l}", unsigned(Wz))
+            z_new = [materialise(m, Mux(z_over[l], zmax + 1, z_sum[l]), f"z_new{l}", unsigned(Wz))
                      for l in range(k)]
             z_val = [materialise(m, Mux(z_rd[l] > zmax, zmax, z_rd[l]), f"z_val{l}", unsigned(Wz))
                      for l in range(k)]
@@ -395,7 +399,7 @@ class BaselineCore(wiring.Component):
                         m.d.comb += [qry_w.data[l].eq(feat[l]) for l in range(k)]
             for l in range(k):
                 sat_flags.append(f_v & ((f_phase == 0) | (f_phase == 2)) & elu.o_ovf[l])
-                sat_flags.append(f_v & (f_phase == 0) & (z_sum[l] > zmax))
+                sat_flags.append(f_v & (f_phase == 0) & z_over[l])
             # zᵀqf and kfᵀqf of the q beats: operands registered, pipelined multipliers, a
             # registered adder tree each, one accumulator each
             q_v = reg(f_v & (f_phase == 2), 1, "q_v")
