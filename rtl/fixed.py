@@ -60,7 +60,7 @@ def round_shift(m, value, shift: int, rounding: str, name: str = "rs"):
     return materialise(m, q + ((rem > half) | ((rem == half) & q[0])), name)
 
 
-def round_shift_var(m, value, shift, rounding: str, *, max_left: int, name: str = "rsv"):
+def round_shift_var(m, value, shift, rounding: str, *, max_left: int, name: str = "rsv", reg=None):
     """``value * 2**-shift`` rounded, for a run-time signed ``shift`` (right when positive, an
     exact left shift when negative), exactly as ``fxtype.round_shift`` with an array shift.
 
@@ -69,6 +69,9 @@ def round_shift_var(m, value, shift, rounding: str, *, max_left: int, name: str 
     the caller saturates next, and a nonzero value shifted left by ``max_left`` already lies
     beyond the saturation threshold (callers pass ``max_left`` with that margin), so the clamp
     never changes a result.
+
+    ``reg`` (``reg(value, shape, name)``, e.g. a free-running register): one register stage
+    between the shifters and the rounding add, so the result follows its operands by a cycle.
     """
     value, shift, neg, q, inc = round_shift_right_parts(m, value, shift, rounding, name)
     n = len(value)
@@ -76,16 +79,20 @@ def round_shift_var(m, value, shift, rounding: str, *, max_left: int, name: str 
     # a right shift leaves at most n bits plus a rounding carry; a left shift at most n + max_left
     out_w = n + max(max_left, 1) + 1
     out_shape = signed(out_w) if sv else unsigned(out_w)
-    right = q if inc is None else q + inc
+    left = None
     if shift.shape().signed:
         ls_w = max(1, max_left.bit_length())
         ls = Signal(unsigned(ls_w), name=f"{name}_l")
         nsh = -shift
         m.d.comb += ls.eq(Mux(nsh > max_left, max_left, nsh[:ls_w + 1]))
-        out = Mux(neg, value << ls, right)
-    else:
-        out = right
-    return materialise(m, out, name, out_shape)
+        left = value << ls
+    if reg is not None:
+        q = reg(q, q.shape(), f"{name}_qr")
+        inc = None if inc is None else reg(inc, 1, f"{name}_incr")
+        if left is not None:
+            left, neg = reg(left, left.shape(), f"{name}_lr"), reg(neg, 1, f"{name}_negr")
+    right = q if inc is None else q + inc
+    return materialise(m, right if left is None else Mux(neg, left, right), name, out_shape)
 
 
 def round_shift_right_parts(m, value, shift, rounding: str, name: str = "rsv"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Signal
 
-__all__ = ["stage_register", "register_chain", "reduce_tree", "tree4_levels"]
+__all__ = ["stage_register", "free_register", "register_chain", "reduce_tree", "tree4_levels"]
 
 
 def stage_register(m, en):
@@ -15,6 +15,16 @@ def stage_register(m, en):
         r = Signal(shape, name=name)
         with m.If(en):
             m.d.sync += r.eq(value)
+        return r
+    return reg
+
+
+def free_register(m):
+    """``reg(value, shape, name)``: a free-running ``sync`` register (a stage inside a multi-cycle
+    step whose operands are held for the step's whole length)."""
+    def reg(value, shape, name):
+        r = Signal(shape, name=name)
+        m.d.sync += r.eq(value)
         return r
     return reg
 

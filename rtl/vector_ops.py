@@ -16,7 +16,7 @@ from amaranth.hdl import Mux, signed, unsigned
 
 from .fixed import abs_value, materialise, msb_index, round_shift, round_shift_var
 
-__all__ = ["normalize_hw", "block_shift_hw", "iv", "iv_neg", "iv_scale", "iv_union", "su_f_range",
+__all__ = ["normalize_hw", "block_shift_hw", "BLOCK_SHIFT_STAGES", "NORMALIZE_STAGES", "iv", "iv_neg", "iv_scale", "iv_union", "su_f_range",
            "bit_len"]
 
 
@@ -24,25 +24,49 @@ __all__ = ["normalize_hw", "block_shift_hw", "iv", "iv_neg", "iv_scale", "iv_uni
 # datapath primitives (each is the golden primitive of the same name, in hardware)
 
 
-def block_shift_hw(m, mx, width: int, rounding: str, ew: int, name: str):
+def block_shift_hw(m, mx, width: int, rounding: str, ew: int, name: str, reg=None):
     """Shift of ``Datapath.block`` for a vector whose largest magnitude is ``mx`` (unsigned):
-    the top bit of ``mx`` lands just below the sign bit, one more if rounding carries into it."""
+    the top bit of ``mx`` lands just below the sign bit, one more if rounding carries into it.
+    ``reg``: a register maker (``pipeline.free_register``) for :data:`BLOCK_SHIFT_STAGES`
+    stages (leading one; its offset; the shifters; the rounding add), the operand held."""
     top = msb_index(m, mx, name=f"{name}_msb", tree=True)
+    if reg is not None:
+        top, mx = reg(top, top.shape(), f"{name}_msb_r"), reg(mx, mx.shape(), f"{name}_mx1")
     sh0 = materialise(m, Mux(mx == 0, 0, top - (width - 2)), f"{name}_sh0", signed(ew))
-    rounded = round_shift_var(m, mx, sh0, rounding, max_left=width, name=f"{name}_mxr")
+    if reg is not None:
+        sh0, mx = reg(sh0, sh0.shape(), f"{name}_sh0_r"), reg(mx, mx.shape(), f"{name}_mx2")
+    rounded = round_shift_var(m, mx, sh0, rounding, max_left=width, name=f"{name}_mxr", reg=reg)
+    if reg is not None:
+        rounded, sh0 = reg(rounded, rounded.shape(), f"{name}_mxr_r"), reg(sh0, sh0.shape(), f"{name}_sh0_r2")
     return materialise(m, sh0 + (rounded >= (1 << (width - 1))), f"{name}_sh", signed(ew))
 
 
-def normalize_hw(m, x, frac, p_bits: int, ew: int, name: str):
+#: register stages of :func:`block_shift_hw` and :func:`normalize_hw` with ``reg``
+BLOCK_SHIFT_STAGES = 4
+NORMALIZE_STAGES = 5
+
+
+def normalize_hw(m, x, frac, p_bits: int, ew: int, name: str, reg=None):
     """``ScalarUnit.normalize``: a signed integer as a floating scalar ``(m, f)``, the magnitude
     rounded (rne) to a ``P``-bit mantissa in ``[2^(P-2), 2^(P-1))``; zero gives ``(0, 0)``.
     Shared because every rule turns an exact dot product (``kfᵀqf``, ``knᵀqn``, ``wᵀkh``) into a
-    scalar multiplier this way."""
+    scalar multiplier this way. ``reg``: :data:`NORMALIZE_STAGES` register stages (magnitude;
+    leading one; shift; shifters; rounding add), ``x`` and ``frac`` held."""
+    if reg is not None:
+        x = materialise(m, x, f"{name}_x")
     mag = abs_value(m, x, name=f"{name}_abs")
+    if reg is not None:
+        mag = reg(mag, mag.shape(), f"{name}_abs_r")
     top = msb_index(m, mag, name=f"{name}_msb", tree=True)
     zero = materialise(m, mag == 0, f"{name}_zero")
+    if reg is not None:
+        top, zero = reg(top, top.shape(), f"{name}_msb_r"), reg(zero, 1, f"{name}_zero_r")
     sh = materialise(m, Mux(zero, 0, top - (p_bits - 2)), f"{name}_sh", signed(ew))
-    r = round_shift_var(m, mag, sh, "rne", max_left=p_bits - 2, name=f"{name}_r")
+    if reg is not None:
+        sh = reg(sh, sh.shape(), f"{name}_sh_r")
+    r = round_shift_var(m, mag, sh, "rne", max_left=p_bits - 2, name=f"{name}_r", reg=reg)
+    if reg is not None:
+        r = reg(r, r.shape(), f"{name}_r_r")
     over = materialise(m, r >= (1 << (p_bits - 1)), f"{name}_over")
     mm = materialise(m, Mux(over, r >> 1, r), f"{name}_mm", unsigned(p_bits))
     mant = materialise(m, Mux(x < 0, -mm, mm), f"{name}_m", signed(p_bits))

@@ -44,9 +44,9 @@ then runs a read-only pass of its own. After reset the core writes ``A = I/lambd
 (``CLEAR``, ``d²/k`` cycles) and the front end zeroes ``zk``.
 
 Cycles per token in steady state: ``d²/k`` for the pass plus its pipeline tail plus the chain,
-``d²/k + 2 d/k + L + 2 Lv + 2 Ls + 21`` (:meth:`VLACore.cycle_budget`, ``docs/rtl.md``). Latency
+``d²/k + 2 d/k + L + 2 Lv + 2 Ls + 57`` (:meth:`VLACore.cycle_budget`, ``docs/rtl.md``). Latency
 of an isolated token, last input beat to first output beat: that plus the front end and the
-output tail, ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 61``
+output tail, ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 102``
 (:meth:`VLACore.latency`).
 
 Every narrowing is the model's (same formats from ``golden/fixed/formats.py``, same rounding
@@ -71,11 +71,11 @@ from .engine import DotEngine, min_signed_width
 from .lanes import lane_helpers
 from .fixed import abs_value, materialise, msb_index, requantize, round_shift, round_shift_var, saturate
 from .memory import StateMemory
-from .pipeline import reduce_tree, register_chain
+from .pipeline import free_register, reduce_tree, register_chain
 from .presets import check_rtl_preset
 from .scalar_unit import ScalarOp, ScalarUnit
 from .shift import RoundShiftVar
-from .vector_ops import (bit_len, block_shift_hw, iv, iv_neg, iv_scale, iv_union, normalize_hw,
+from .vector_ops import (BLOCK_SHIFT_STAGES, NORMALIZE_STAGES, bit_len, block_shift_hw, iv, iv_neg, iv_scale, iv_union, normalize_hw,
                          su_f_range)
 
 __all__ = ["VLACore"]
@@ -94,6 +94,12 @@ class VLACore(wiring.Component):
     """
 
     SLOTS = 3
+    #: register stages from the S2 registers (A, S read; the write products) to S3 (write back)
+    WRITE_STAGES = 5
+    #: free-running register stages of each scalar step of the chain (its state lasts one more
+    #: cycle, which captures the result): at most one carry chain between registers
+    STEP_STAGES = {"SH_Z": BLOCK_SHIFT_STAGES, "DELTA": 3, "BLK_W": 1 + BLOCK_SHIFT_STAGES, "CW": NORMALIZE_STAGES, "S3": 1, "BOUND": 3,
+                   "SH_AL": BLOCK_SHIFT_STAGES, "C2P": 1, "C2": NORMALIZE_STAGES, "BLK_O": 1 + BLOCK_SHIFT_STAGES}
 
     def __init__(self, d: int, k: int, preset: str = "legacy-int8", *, lambda0: float = 0.1, eps: float = 1e-4,
                  refresh_period: int = 20, eta: float = 1e-3, u_scale: float | None = None,
@@ -139,11 +145,12 @@ class VLACore(wiring.Component):
         dk = self.dk
         Wam, Wsm = F["a_mul"].width, F["s_mul"].width
         Wun, Wkh, Wqf = F["un"].width, F["kh"].width, F["qf"].width
-        # the read pass: A un, A kh, S kh, S qf (one row per d/k beats)
-        self.e_au = DotEngine(k, dk, a_width=Wam, b_width=Wun)
-        self.e_ak = DotEngine(k, dk, a_width=Wam, b_width=Wkh)
-        self.e_sk = DotEngine(k, dk, a_width=Wsm, b_width=Wkh)
-        self.e_sq = DotEngine(k, dk, a_width=Wsm, b_width=Wqf)
+        # the read pass: A un, A kh, S kh, S qf (one row per d/k beats); the multipliers' operands
+        # (narrowed from the written-back rows) registered first (``dsp="registered"``)
+        self.e_au = DotEngine(k, dk, a_width=Wam, b_width=Wun, dsp="registered")
+        self.e_ak = DotEngine(k, dk, a_width=Wam, b_width=Wkh, dsp="registered")
+        self.e_sk = DotEngine(k, dk, a_width=Wsm, b_width=Wkh, dsp="registered")
+        self.e_sq = DotEngine(k, dk, a_width=Wsm, b_width=Wqf, dsp="registered")
         # the vector chain's reductions: unᵀzsm (VP1) and ||alpha_n||² (VP2); zsmᵀkh (VP1) and
         # alpha_nᵀqf (VP2)
         self.ev = DotEngine(k, dk, a_width=Wb, b_width=max(Wun, Wb))
@@ -281,19 +288,24 @@ class VLACore(wiring.Component):
         dk, N = self.dk, self.d * self.dk
         L, Lv = self.e_au.latency, self.ev.latency
         Ls = self.su.latency[ScalarOp.RSQRT]
+        st = self.STEP_STAGES
         budget = {
-            # issue N addresses; S1, S2, S3 (write back, narrow, engine input); engine latency;
-            # the cycle that sees the last row captured (and computes block(A un)'s shift)
-            "pass": N + 3 + L + 1,
+            # issue N addresses; S1, S2, the write stages to S3 (write back, narrow, engine input);
+            # engine latency;
+            # the cycle that sees the last row captured; block(A un)'s shift (SH_Z)
+            "pass": N + 2 + self.WRITE_STAGES + L + 1 + 1 + st["SH_Z"],
             # issue d/k; the last element's X and register cycles; the engines' latency
             "vp1_zsm": dk + 2 + Lv,
-            "delta_rsqrt": 1 + 1 + Ls,          # DELTA, RD_REQ, then RD_WAIT for the unit's latency
-            "alpha_bound": 5,                   # BLK_W, CW, S3, BOUND, SH_AL (one scalar step each)
+            # DELTA (its stages, then the capture), RD_REQ, then RD_WAIT for the unit's latency
+            "delta_rsqrt": 1 + st["DELTA"] + 1 + Ls,
+            # BLK_W, CW, S3, BOUND, SH_AL: each its stages, then the capture
+            "alpha_bound": sum(1 + st[n] for n in ("BLK_W", "CW", "S3", "BOUND", "SH_AL")),
             # issue d/k; then w (X, register), w cw on the S-write multipliers, alpha (register),
             # alpha_n (register) into the engines; their latency
             "vp2_alpha": dk + 5 + Lv,
             "rsqrt_alpha": 1 + Ls,              # RA_REQ, then RA_WAIT for the unit's latency
-            "c2_launch": 2,                     # C2P, C2; then the next pass, VP6 + BLK_O beside it
+            # C2P, C2 (stages and capture each); then the next pass, VP6 + BLK_O beside it
+            "c2_launch": 2 + st["C2P"] + st["C2"],
         }
         budget["total"] = sum(budget.values())
         budget["floor"] = N
@@ -326,13 +338,14 @@ class VLACore(wiring.Component):
           :meth:`cycle_budget`'s ``total`` (the read-only pass has the fused pass's timing).
         * ``vp6_num`` ``d/k + 4 + Lt``: the output tail's vector pass (with a max: ``Lt`` =
           ``ceil(log2 k)`` levels of its registered tree) beside the write pass.
-        * ``blk_o`` 1: the output block exponent; ``o_out.valid`` rises in the next cycle.
+        * ``blk_o`` ``1 + STEP_STAGES['BLK_O']`` (6): the output block exponent's stages and its
+          capture; ``o_out.valid`` rises in the next cycle.
         * ``first_beat`` 1: that cycle, ended by the edge transferring the beat.
 
         In closed form (``L``, ``Lv`` the pass and vector engines' latencies, ``Ls``/``Lr`` the
         scalar units' rsqrt/recip latencies, the front end's and the core's being equal):
-        ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 61``, i.e. ``cycle_budget()['total'] +
-        3 d/k + 2 Ls + Lr + 2 Lm + 2 Lt + 40``.
+        ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 102``, i.e. ``cycle_budget()['total'] +
+        3 d/k + 2 Ls + Lr + 2 Lm + 2 Lt + 45``.
         """
         dk, fl = self.dk, self.fe_lat
         Ls, Lr = self.su_fe.latency[ScalarOp.RSQRT], self.su_fe.latency[ScalarOp.RECIP]
@@ -346,7 +359,7 @@ class VLACore(wiring.Component):
             "fe_done_idle": 2,
             "pass_and_chain": self.cycle_budget()["total"],
             "vp6_num": dk + 4 + fl["tree"],
-            "blk_o": 1,
+            "blk_o": 1 + self.STEP_STAGES["BLK_O"],
             "first_beat": 1,
         }
         return {"full": sum(parts.values()), "parts": parts}
@@ -751,19 +764,37 @@ class VLACore(wiring.Component):
                          s2_pw[l].eq(pw_a[l] * pw_b[l]), s2_pe[l].eq(pe_a[l] * pe_b[l]),
                          s2_diag[l].eq((s1_ia == s1_c) & (s1_il == l))]
 
-        # S2: A - round(w_i w_j) [+ eta], S + round(e_i ra alpha_n_j); one saturation each
+        # S2 -> S3, WRITE_STAGES register stages, at most one carry chain each:
+        # A - round(w_i w_j) [+ eta] (the negation; the shifters; the rounding add; the sum; the
+        # saturation) and S + round(e_i ra alpha_n_j) (the shifters; the rounding add; the sum; the
+        # saturation), the values read riding beside
+        preg = free_register(m)
+        WS = self.WRITE_STAGES
+        wv = [s2_v]
+        for i in range(1, WS):
+            wv.append(delay(wv[-1], 1, 1, f"sw{i}_v"))
         s3_v, s3_n, s3_c = Signal(name="s3_v"), Signal(range(N2), name="s3_n"), Signal(range(DK2), name="s3_c")
+        m.d.sync += s3_v.eq(wv[-1])
+        m.d.comb += [s3_n.eq(delay(s2_n, range(N2), WS, "sw_n")), s3_c.eq(delay(s2_c, range(DK2), WS, "sw_c"))]
         s3_A = [Signal(signed(F["a"].width), name=f"s3_A{l}") for l in range(k)]
         s3_S = [Signal(signed(F["s"].width), name=f"s3_S{l}") for l in range(k)]
-        m.d.sync += [s3_v.eq(s2_v), s3_n.eq(s2_n), s3_c.eq(s2_c)]
         for l in range(k):
-            ta = round_shift_var(m, -s2_pw[l], s_wa, rnd, max_left=self.ml_wa, name=f"wa{l}")
-            eta = Mux(refresh & s2_diag[l], self.eta_raw, 0)
-            na_, oa_ = saturate(m, s2_A[l] + ta + eta, F["a"], name=f"wa_sat{l}")
-            ts = round_shift_var(m, s2_pe[l], s_ws, rnd, max_left=self.ml_ws, name=f"ws{l}")
-            ns_, os_ = saturate(m, s2_S[l] + ts, F["s"], name=f"ws_sat{l}")
-            m.d.sync += [s3_A[l].eq(Mux(wr, na_, s2_A[l])), s3_S[l].eq(Mux(wr, ns_, s2_S[l]))]
-            sat_flags += [s2_v & wr & oa_, s2_v & wr & os_]
+            npw = preg(-s2_pw[l], signed(len(s2_pw[l]) + 1), f"sw1_npw{l}")                        # 1
+            ae = preg(s2_A[l] + Mux(refresh & s2_diag[l], self.eta_raw, 0), signed(F["a"].width + 1), f"sw1_ae{l}")
+            ta = round_shift_var(m, npw, s_wa, rnd, max_left=self.ml_wa, name=f"wa{l}", reg=preg)  # 2
+            ta = preg(ta, ta.shape(), f"sw3_ta{l}")                                                # 3
+            sum_a = preg(delay(ae, ae.shape(), 2, f"sw_ae{l}") + ta, signed(max(len(ae), len(ta)) + 1),
+                         f"sw4_sa{l}")                                                             # 4
+            na_, oa_ = saturate(m, sum_a, F["a"], name=f"wa_sat{l}")
+            ts = round_shift_var(m, s2_pe[l], s_ws, rnd, max_left=self.ml_ws, name=f"ws{l}", reg=preg)  # 1
+            ts = preg(ts, ts.shape(), f"sw2_ts{l}")                                                # 2
+            s_2 = delay(s2_S[l], s2_S[l].shape(), 2, f"sw_s{l}")
+            sum_s = preg(s_2 + ts, signed(max(len(s_2), len(ts)) + 1), f"sw3_ss{l}")              # 3
+            ns_, os_ = saturate(m, sum_s, F["s"], name=f"ws_sat{l}")
+            ns_4 = preg(ns_, ns_.shape(), f"sw4_ns{l}")                                            # 4
+            a_4, s_4 = delay(s2_A[l], s2_A[l].shape(), 4, f"sw_a{l}"), delay(s_2, s_2.shape(), 2, f"sw_s4_{l}")
+            m.d.sync += [s3_A[l].eq(Mux(wr, na_, a_4)), s3_S[l].eq(Mux(wr, ns_4, s_4))]           # 5
+            sat_flags += [wv[4] & wr & oa_, wv[3] & wr & os_]
 
         # S3: write back; narrow into the multipliers; the four engines (next token's vectors)
         with m.If(clear):
@@ -812,7 +843,7 @@ class VLACore(wiring.Component):
                 m.d.sync += oia.eq(incr(oia, dk - 1))
             with m.If(orow == d - 1):
                 m.d.sync += rows_done.eq(1)
-        pass_done = materialise(m, ~p_on & ~s1_v & ~s2_v & ~s3_v & (~rdp | rows_done), "pass_done")
+        pass_done = materialise(m, ~p_on & ~s1_v & ~Cat(*wv).any() & ~s3_v & (~rdp | rows_done), "pass_done")
 
         def start_pass(write, read):
             m.d.sync += [wr.eq(write), rdp.eq(read), p_on.eq(1), pn.eq(0), pi.eq(0), pia.eq(0), pil.eq(0),
@@ -924,29 +955,63 @@ class VLACore(wiring.Component):
         vp_max_done = ~v_on & ~vx_v & ~vr_v & ~Cat(*mx_busy).any()
 
         # ======================================================================== scalar work
-        # one step per state; products that feed a shift or a normalisation are registered first
-        blk_z = block_shift_hw(m, za_max, Wb, rnd, EW, "blk_z")
-        dl = round_shift_var(m, dacc, fz + (fun - fd), rnd, max_left=self.ml_delta, name="delta_r")
+        # each step is a few free-running register stages on operands the sequencer holds (at
+        # most one carry chain between registers); its state captures the result once they have
+        # passed (STEP_STAGES, :meth:`cycle_budget`)
+        ff_ = free_register(m)
+        def ffx(value, name):  # a free-running register of the expression's own shape
+            return ff_(value, value.shape(), name)
+
+        blk_z = block_shift_hw(m, za_max, Wb, rnd, EW, "blk_z", reg=ff_)
+
+        dsh = ffx(fz + (fun - fd), "delta_sh")
+        dl = ffx(round_shift_var(m, dacc, dsh, rnd, max_left=self.ml_delta, name="delta_r", reg=ff_), "delta_rr")
         delta_c, delta_ovf = saturate(m, dl + (1 << fd), F["delta"], name="delta_sat")
-        blk_w = block_shift_hw(m, materialise(m, vmax[:Wb] * rd_m.as_unsigned(), "mx_w"), Wb, rnd, EW, "blk_w")
+        delta_c, delta_ovf = ff_(delta_c, delta_c.shape(), "delta_cr"), ff_(delta_ovf, 1, "delta_ovfr")
+        blk_w = block_shift_hw(m, ff_(vmax[:Wb] * rd_m.as_unsigned(), unsigned(Wb + P), "mx_w"), Wb, rnd, EW, "blk_w",
+                               reg=ff_)
+        fzr = ffx(fz + rd_f, "fz_rd")
         Wp = self.ev2.acc_width + P
         p_hi, p_lo = Signal(signed(Wb + P + 1), name="p_hi"), Signal(signed(Wb + P + 1), name="p_lo")
         p_cw, p_c2 = Signal(signed(Wp), name="p_cw"), Signal(signed(Wp), name="p_c2")
-        w_hi = round_shift_var(m, p_hi, sh_w, rnd, max_left=Wb - 2, name="w_hi")
-        w_lo = round_shift_var(m, p_lo, sh_w, rnd, max_left=Wb - 2, name="w_lo")
+        ph_r = ff_(vhi[:Wb].as_signed() * rd_m, p_hi.shape(), "p_hi_r")
+        pl_r = ff_(vlo[:Wb].as_signed() * rd_m, p_lo.shape(), "p_lo_r")
+        pcw_r = ff_(zkh * rd_m, p_cw.shape(), "p_cw_r")
+        w_hi = ffx(round_shift_var(m, p_hi, sh_w, rnd, max_left=Wb - 2, name="w_hi", reg=ff_), "w_hi_r")
+        w_lo = ffx(round_shift_var(m, p_lo, sh_w, rnd, max_left=Wb - 2, name="w_lo", reg=ff_), "w_lo_r")
+        w_pos = ff_(w_hi + w_lo > 0, 1, "w_pos")   # w_hi > -w_lo
+        w_nlo = ffx(-w_lo, "w_nlo")
+        w_hi2 = ffx(w_hi, "w_hi_r2")
         wmax = Signal(unsigned(Wb + 1))   # max |w|, exact: from the rounded extremes of zsm rd
-        cw_nm, cw_nf = normalize_hw(m, p_cw, fz + rd_f + fh, P, EW, "cw")
+        cw_nm, cw_nf = normalize_hw(m, p_cw, fz + rd_f + fh, P, EW, "cw", reg=ff_)
         p_wc = Signal(unsigned(Wb + P), name="p_wc")
+        cw_abs = ff_(Mux(cw_m < 0, -cw_m, cw_m), unsigned(P), "cw_abs")
         bound = Signal(unsigned(Wal), name="al_bound")
-        eta_b = round_shift(m, khmax * self.eta_raw, self.c_eta, rnd, name="eta_b")
-        t_wc = round_shift_var(m, p_wc, s3, rnd, max_left=self.ml3, name="t_wc")
-        blk_al = block_shift_hw(m, bound, Wb, rnd, EW, "blk_al")
-        c2_nm, c2_nf = normalize_hw(m, p_c2, fan + ra_f + ff, P, EW, "c2")
+        eta_b = ffx(round_shift(m, ffx(khmax * self.eta_raw, "eta_p"), self.c_eta, rnd, name="eta_b"), "eta_br")
+        t_wc = ffx(round_shift_var(m, p_wc, s3, rnd, max_left=self.ml3, name="t_wc", reg=ff_), "t_wc_r")
+        b_sum = ff_(aa_max + t_wc, unsigned(Wal), "b_sum")
+        blk_al = block_shift_hw(m, bound, Wb, rnd, EW, "blk_al", reg=ff_)
+        pc2_r = ff_(anq * ra_m, p_c2.shape(), "p_c2_r")
+        c2_nm, c2_nf = normalize_hw(m, p_c2, fan + ra_f + ff, P, EW, "c2", reg=ff_)
         rden_mc = Signal(signed(P))
         rden_fc = Signal(signed(EW))
         m.d.comb += [rden_mc.eq(Array(rden_m)[cslot]), rden_fc.eq(Array(rden_f)[cslot])]
         t_rden_m, t_rden_f = Signal(signed(P)), Signal(signed(EW))  # the tail's token's 1/zkᵀqf
-        blk_o = block_shift_hw(m, materialise(m, vmax[:Wnum] * t_rden_m.as_unsigned(), "mx_o"), Wo, rnd, EW, "blk_o")
+        blk_o = block_shift_hw(m, ff_(vmax[:Wnum] * t_rden_m.as_unsigned(), unsigned(Wnum + P), "mx_o"), Wo, rnd, EW,
+                               "blk_o", reg=ff_)
+        st = self.STEP_STAGES
+        scnt, tcnt = Signal(range(max(st.values()) + 1)), Signal(range(max(st.values()) + 1))
+
+        def step_done(step, cnt=scnt):
+            """The step's last cycle (its stages passed); counts up to it."""
+            done = materialise(m, cnt == st[step], f"{step.lower()}_done")
+            with m.If(~done):
+                m.d.sync += cnt.eq(cnt + 1)
+            return done
+
+        def step_next(nxt, cnt=scnt):
+            m.d.sync += cnt.eq(0)
+            m.next = nxt
         launch, tail_idle = Signal(), Signal()
         nslot = materialise(m, incr(cslot, S - 1), "nslot", range(S))
 
@@ -969,17 +1034,20 @@ class VLACore(wiring.Component):
                     m.next = "PASS"
             with m.State("PASS"):
                 with m.If(pass_done):
-                    with m.If(rdp):  # the chain of the token just read; block(A un)'s shift now
-                        m.d.sync += [sh_z.eq(blk_z), fz.eq(fam + fun - blk_z)]
+                    with m.If(rdp):  # the chain of the token just read
                         if RP:
                             last_in_period = tcount == RP - 1
                             m.d.sync += [tcount.eq(incr(tcount, RP - 1)), refresh.eq(last_in_period)]
                             with m.If(last_in_period):
                                 m.d.sync += refreshes.eq(refreshes + 1)
-                        start_vp()
-                        m.next = "VP1"
+                        m.next = "SH_Z"
                     with m.Else():
                         m.next = "IDLE"
+            with m.State("SH_Z"):  # block(A un)'s shift from max |A un|
+                with m.If(step_done("SH_Z")):
+                    m.d.sync += [sh_z.eq(blk_z), fz.eq(fam + fun - blk_z)]
+                    start_vp()
+                    step_next("VP1")
             with m.State("VP1"):  # zsm = block(A un); unᵀzsm, zsmᵀkh; max, min zsm; max |kh|
                 m.d.comb += vp1_on.eq(1)
                 vp_state(op_zsm, zsm_w, un_r, kh_r)
@@ -987,9 +1055,10 @@ class VLACore(wiring.Component):
                     m.d.sync += [dacc.eq(ev.o.payload.sum), zkh.eq(ev2.o.payload.sum)]
                     m.next = "DELTA"
             with m.State("DELTA"):  # delta = max(clip(round(unᵀzsm) + 1), eps)
-                m.d.sync += delta.eq(Mux(delta_c < self.eps_d, self.eps_d, delta_c))
-                sat_flags.append(fsm.ongoing("DELTA") & delta_ovf)
-                m.next = "RD_REQ"
+                with m.If(step_done("DELTA")):
+                    m.d.sync += delta.eq(Mux(delta_c < self.eps_d, self.eps_d, delta_c))
+                    step_next("RD_REQ")
+                sat_flags.append(fsm.ongoing("DELTA") & (scnt == st["DELTA"]) & delta_ovf)
             with m.State("RD_REQ"):
                 su_req(delta, fd, "RD_WAIT")
             with m.State("RD_WAIT"):
@@ -998,23 +1067,26 @@ class VLACore(wiring.Component):
                     m.d.sync += [rd_m.eq(su.o.payload.m), rd_f.eq(su.o.payload.f)]
                     m.next = "BLK_W"
             with m.State("BLK_W"):  # w = block(zsm rsqrt(delta)): the shift from max|zsm| * m
-                m.d.sync += [sh_w.eq(blk_w), fw.eq(fz + rd_f - blk_w), p_hi.eq(vhi[:Wb].as_signed() * rd_m),
-                             p_lo.eq(vlo[:Wb].as_signed() * rd_m), p_cw.eq(zkh * rd_m)]
-                m.next = "CW"
+                with m.If(step_done("BLK_W")):
+                    m.d.sync += [sh_w.eq(blk_w), fw.eq(fzr - blk_w), p_hi.eq(ph_r), p_lo.eq(pl_r), p_cw.eq(pcw_r)]
+                    step_next("CW")
             with m.State("CW"):  # wᵀkh = rd (zsmᵀkh) as a floating scalar; max |w|
-                m.d.sync += [cw_m.eq(cw_nm), cw_f.eq(cw_nf), wmax.eq(Mux(w_hi > -w_lo, w_hi, -w_lo))]
-                m.next = "S3"
+                with m.If(step_done("CW")):
+                    m.d.sync += [cw_m.eq(cw_nm), cw_f.eq(cw_nf), wmax.eq(Mux(w_pos, w_hi2, w_nlo))]
+                    step_next("S3")
             with m.State("S3"):
-                m.d.sync += [s3.eq(fw + cw_f - Fa), s_wa.eq(2 * fw - fa),
-                             p_wc.eq(wmax * Mux(cw_m < 0, -cw_m, cw_m).as_unsigned())]
-                m.next = "BOUND"
+                with m.If(step_done("S3")):
+                    m.d.sync += [s3.eq(fw + cw_f - Fa), s_wa.eq(2 * fw - fa), p_wc.eq(wmax * cw_abs)]
+                    step_next("BOUND")
             with m.State("BOUND"):  # |alpha| <= max|A kh| + round(max|w| |wᵀkh|) [+ round(max|kh| eta)]
-                m.d.sync += bound.eq(aa_max + t_wc + Mux(refresh, eta_b, 0))
-                m.next = "SH_AL"
+                with m.If(step_done("BOUND")):
+                    m.d.sync += bound.eq(b_sum + Mux(refresh, eta_b, 0))
+                    step_next("SH_AL")
             with m.State("SH_AL"):  # alpha_n's block shift from the bound: known before its pass
-                m.d.sync += sh_al.eq(blk_al)
-                start_vp()
-                m.next = "VP2"
+                with m.If(step_done("SH_AL")):
+                    m.d.sync += sh_al.eq(blk_al)
+                    start_vp()
+                    step_next("VP2")
             with m.State("VP2"):  # w; alpha; alpha_n; ||alpha_n||², alpha_nᵀqf
                 m.d.comb += vp2_on.eq(1)
                 vp_state(op_w, w_w)
@@ -1037,14 +1109,18 @@ class VLACore(wiring.Component):
                                  s_ws.eq(su.o.payload.f + (fe + fan - fs))]
                     m.next = "C2P"
             with m.State("C2P"):
-                m.d.sync += p_c2.eq(anq * ra_m)
-                m.next = "C2"
+                with m.If(step_done("C2P")):
+                    m.d.sync += p_c2.eq(pc2_r)
+                    step_next("C2")
             with m.State("C2"):
                 # c2 = ahᵀqf = ra (alpha_nᵀqf) as a floating scalar; w, e, alpha_n, ra are final:
                 # the write pass (fused with the next token's read) starts, and the output tail
                 # (VP6, BLK_O) runs beside it once the previous token's o has left (num is rewritten)
-                m.d.sync += [c2_m.eq(c2_nm), s6.eq(c2_nf + (fe - Fs))]
-                with m.If(tail_idle & ~o_busy):
+                c2_done = step_done("C2")
+                with m.If(c2_done):
+                    m.d.sync += [c2_m.eq(c2_nm), s6.eq(c2_nf + (fe - Fs))]
+                with m.If(c2_done & tail_idle & ~o_busy):
+                    m.d.sync += scnt.eq(0)
                     m.d.comb += launch.eq(1)
                     m.d.sync += [t_rden_m.eq(rden_mc), t_rden_f.eq(rden_fc),
                                  slot_full.bit_select(cslot, 1).eq(0), cslot.eq(nslot)]
@@ -1064,9 +1140,10 @@ class VLACore(wiring.Component):
                 with m.If(vp_max_done):
                     m.next = "BLK_O"
             with m.State("BLK_O"):  # o = block(num / zkᵀqf): the shift from max|num| * m
-                m.d.sync += [o_busy.eq(1), oa.eq(0), o_m.eq(t_rden_m), o_sh.eq(blk_o),
-                             o_fr.eq(Fs + t_rden_f - blk_o), tokens.eq(tokens + 1)]
-                m.next = "TAIL_IDLE"
+                with m.If(step_done("BLK_O", tcnt)):
+                    m.d.sync += [o_busy.eq(1), oa.eq(0), o_m.eq(t_rden_m), o_sh.eq(blk_o),
+                                 o_fr.eq(Fs + t_rden_f - blk_o), tokens.eq(tokens + 1)]
+                    step_next("TAIL_IDLE", tcnt)
 
         m.d.comb += self.busy.eq(~core_idle | ~tail_idle | ~fe_idle | o_busy | (slot_full != 0))
         m.d.sync += sats.eq(sats + sum(sat_flags))
