@@ -32,12 +32,12 @@ __all__ = ["SaturatingNarrow", "count_tree", "fits_signed"]
 COUNT_WIDTH = 32
 
 
-def count_tree(m, flags, en=1, *, name: str = "c", width: int = COUNT_WIDTH):
+def count_tree(m, flags, en=1, *, name: str = "c", width: int = COUNT_WIDTH, init: int = 0):
     """A running count of 1-bit ``flags``: each registered, then summed four per registered level,
     the root added to a ``width``-bit counter (one carry chain per cycle, never a k-wide sum).
     Every register advances while ``en`` is high.
 
-    Returns ``(count, pending)``: the counter, and a signal that is high while a flag is still
+    ``init``: the counter's reset value. Returns ``(count, pending)``: the counter, and a signal that is high while a flag is still
     inside the tree (``count`` includes a flag ``2 + tree4_levels(len(flags))`` cycles after it).
     """
     reg = stage_register(m, en)
@@ -53,7 +53,7 @@ def count_tree(m, flags, en=1, *, name: str = "c", width: int = COUNT_WIDTH):
             nxt.append(reg(sum(group), unsigned(w), f"{name}{level}_{j // 4}"))
         terms = nxt
         inside += nxt
-    cnt = Signal(width, name=f"{name}_count")
+    cnt = Signal(width, name=f"{name}_count", init=init)
     if terms:
         with m.If(en):
             m.d.sync += cnt.eq(cnt + terms[0])

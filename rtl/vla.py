@@ -44,9 +44,9 @@ then runs a read-only pass of its own. After reset the core writes ``A = I/lambd
 (``CLEAR``, ``d²/k`` cycles) and the front end zeroes ``zk``.
 
 Cycles per token in steady state: ``d²/k`` for the pass plus its pipeline tail plus the chain,
-``d²/k + 2 d/k + L + 2 Lv + 2 Ls + 57`` (:meth:`VLACore.cycle_budget`, ``docs/rtl.md``). Latency
+``d²/k + 2 d/k + L + 2 Lv + 2 Ls + 63`` (:meth:`VLACore.cycle_budget`, ``docs/rtl.md``). Latency
 of an isolated token, last input beat to first output beat: that plus the front end and the
-output tail, ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 102``
+output tail, ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 113``
 (:meth:`VLACore.latency`).
 
 Every narrowing is the model's (same formats from ``golden/fixed/formats.py``, same rounding
@@ -56,8 +56,9 @@ points and order); run-time shifts have their ranges derived from the formats at
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Shape, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from specmem.golden.fixed.datapath import Datapath
@@ -72,6 +73,7 @@ from .lanes import lane_helpers
 from .fixed import abs_value, materialise, msb_index, requantize, round_shift, round_shift_var, saturate
 from .memory import StateMemory
 from .pipeline import free_register, reduce_tree, register_chain
+from .saturate import count_tree
 from .presets import check_rtl_preset
 from .scalar_unit import ScalarOp, ScalarUnit
 from .shift import RoundShiftVar
@@ -94,6 +96,8 @@ class VLACore(wiring.Component):
     """
 
     SLOTS = 3
+    #: the output FIFO after the output stage's three stages (room for all in flight: full rate)
+    OUT_FIFO_DEPTH = 8
     #: register stages from the S2 registers (A, S read; the write products) to S3 (write back)
     WRITE_STAGES = 5
     #: free-running register stages of each scalar step of the chain (its state lasts one more
@@ -294,15 +298,15 @@ class VLACore(wiring.Component):
             # engine latency;
             # the cycle that sees the last row captured; block(A un)'s shift (SH_Z)
             "pass": N + 2 + self.WRITE_STAGES + L + 1 + 1 + st["SH_Z"],
-            # issue d/k; the last element's X and register cycles; the engines' latency
-            "vp1_zsm": dk + 2 + Lv,
+            # issue d/k; the last element's X, X2 and register cycles; the engines' latency
+            "vp1_zsm": dk + 3 + Lv,
             # DELTA (its stages, then the capture), RD_REQ, then RD_WAIT for the unit's latency
             "delta_rsqrt": 1 + st["DELTA"] + 1 + Ls,
             # BLK_W, CW, S3, BOUND, SH_AL: each its stages, then the capture
             "alpha_bound": sum(1 + st[n] for n in ("BLK_W", "CW", "S3", "BOUND", "SH_AL")),
-            # issue d/k; then w (X, register), w cw on the S-write multipliers, alpha (register),
-            # alpha_n (register) into the engines; their latency
-            "vp2_alpha": dk + 5 + Lv,
+            # issue d/k; then w (X, X2, register), w cw on the S-write multipliers, alpha (four
+            # stages), alpha_n (two) into the engines; their latency
+            "vp2_alpha": dk + 10 + Lv,
             "rsqrt_alpha": 1 + Ls,              # RA_REQ, then RA_WAIT for the unit's latency
             # C2P, C2 (stages and capture each); then the next pass, VP6 + BLK_O beside it
             "c2_launch": 2 + st["C2P"] + st["C2"],
@@ -336,16 +340,19 @@ class VLACore(wiring.Component):
           read-only pass.
         * ``pass_and_chain``: from the pass's first cycle to ``C2``, exactly
           :meth:`cycle_budget`'s ``total`` (the read-only pass has the fused pass's timing).
-        * ``vp6_num`` ``d/k + 4 + Lt``: the output tail's vector pass (with a max: ``Lt`` =
+        * ``vp6_num`` ``d/k + 5 + Lt``: the output tail's vector pass (with a max: ``Lt`` =
           ``ceil(log2 k)`` levels of its registered tree) beside the write pass.
         * ``blk_o`` ``1 + STEP_STAGES['BLK_O']`` (6): the output block exponent's stages and its
-          capture; ``o_out.valid`` rises in the next cycle.
+          capture.
+        * ``out_stages`` 4: the first element issues (``num`` read, the product), its product
+          and then its rounded shift are registered, the FIFO's output register takes it;
+          ``o_out.valid`` rises.
         * ``first_beat`` 1: that cycle, ended by the edge transferring the beat.
 
         In closed form (``L``, ``Lv`` the pass and vector engines' latencies, ``Ls``/``Lr`` the
         scalar units' rsqrt/recip latencies, the front end's and the core's being equal):
-        ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 102``, i.e. ``cycle_budget()['total'] +
-        3 d/k + 2 Ls + Lr + 2 Lm + 2 Lt + 45``.
+        ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 113``, i.e. ``cycle_budget()['total'] +
+        3 d/k + 2 Ls + Lr + 2 Lm + 2 Lt + 50``.
         """
         dk, fl = self.dk, self.fe_lat
         Ls, Lr = self.su_fe.latency[ScalarOp.RSQRT], self.su_fe.latency[ScalarOp.RECIP]
@@ -358,8 +365,9 @@ class VLACore(wiring.Component):
             "fe_scale": 1 + 2 * dk + fl["mul"] + fl["shift"] + 1,
             "fe_done_idle": 2,
             "pass_and_chain": self.cycle_budget()["total"],
-            "vp6_num": dk + 4 + fl["tree"],
+            "vp6_num": dk + 5 + fl["tree"],
             "blk_o": 1 + self.STEP_STAGES["BLK_O"],
+            "out_stages": 4,
             "first_beat": 1,
         }
         return {"full": sum(parts.values()), "parts": parts}
@@ -405,7 +413,7 @@ class VLACore(wiring.Component):
 
         # status
         tokens = Signal(32)
-        sats = Signal(32, init=self.sat_init)  # the model also counts saturations of its constants
+        sats = Signal(32)  # the model also counts saturations of its constants (the counter's init)
         refreshes = Signal(32)
         m.d.comb += [self.tokens.eq(tokens), self.saturations.eq(sats), self.refreshes.eq(refreshes)]
         sat_flags = []  # one-bit saturation events of this cycle, each already gated
@@ -851,9 +859,12 @@ class VLACore(wiring.Component):
 
         # ======================================================================== vector unit
         # issue (v_on, va: the products on the write multipliers) -> X (vx: the element-wise
-        # operation) -> register (vr: bank write, extremes, reductions); VP2 goes on from vr
+        # operation's shifters) -> X2 (its rounding add) -> register (vr: bank write, extremes,
+        # reductions); VP2 goes on from vr
         vx_v, vx_a = Signal(), Signal(range(DK2))
+        vx2_v, vx2_a = Signal(), Signal(range(DK2))
         vr_v, vr_a = Signal(), Signal(range(DK2))
+        vreg = free_register(m)
         Wv = max(Wnum, Wb) + 1
         alu = [Signal(signed(Wv), name=f"alu{l}") for l in range(k)]
         vr = [Signal(signed(Wv), name=f"vr{l}") for l in range(k)]
@@ -861,7 +872,7 @@ class VLACore(wiring.Component):
             m.d.sync += [va.eq(incr(va, dk - 1))]
             with m.If(va == dk - 1):
                 m.d.sync += v_on.eq(0)
-        m.d.sync += [vx_v.eq(v_on), vx_a.eq(va), vr_v.eq(vx_v), vr_a.eq(vx_a)]
+        m.d.sync += [vx_v.eq(v_on), vx_a.eq(va), vx2_v.eq(vx_v), vx2_a.eq(vx_a), vr_v.eq(vx2_v), vr_a.eq(vx2_a)]
         m.d.sync += [vr[l].eq(alu[l]) for l in range(k)]
         # the largest and smallest element: registered trees over the lanes, then running extremes
         # over the pass; max |x| from the two a cycle later (max |w| needs the signed extremes
@@ -891,43 +902,65 @@ class VLACore(wiring.Component):
         e_x = rd(e_mem, vx_a)
         out_p = [materialise(m, Mux(o_busy, num_o[l], e_x[l]) * Mux(o_busy, o_m, c2_m), f"out_p{l}")
                  for l in range(k)]
-        for l in range(k):
-            ov = round_shift_var(m, out_p[l], o_sh, rnd, max_left=Wo - 2, name=f"o{l}")
-            m.d.comb += self.o_out.payload.o[l].eq(ov)
-        m.d.comb += [self.o_out.valid.eq(o_busy), self.o_out.payload.o_frac.eq(o_fr),
-                     self.o_out.payload.last.eq(oa == dk - 1)]
-        with m.If(self.o_out.valid & self.o_out.ready):
+        # issue (num read, the product) -> 1 (product registered; the shifters) -> 2 (the rounding
+        # add) -> a FIFO whose registered output is o_out; an element issues only while the FIFO
+        # has room for everything in flight (ocnt counts issued, not yet transferred)
+        OD = self.OUT_FIFO_DEPTH
+        m.submodules.o_fifo = o_fifo = SyncFIFOBuffered(width=Shape.cast(self.o_layout).width, depth=OD)
+        ocnt = Signal(range(OD + 1))
+        o_issue = materialise(m, o_busy & (ocnt < OD), "o_issue")
+        o_xfer = materialise(m, o_fifo.r_rdy & self.o_out.ready, "o_xfer")
+        m.d.sync += ocnt.eq(ocnt + o_issue - o_xfer)
+        with m.If(o_issue):
             m.d.sync += oa.eq(incr(oa, dk - 1))
             with m.If(oa == dk - 1):
                 m.d.sync += o_busy.eq(0)
+        op1 = [vreg(out_p[l], out_p[l].shape(), f"o1_p{l}") for l in range(k)]
+        sh1, fr1 = delay(o_sh, o_sh.shape(), 1, "o1_sh"), delay(o_fr, o_fr.shape(), 1, "o1_fr")
+        ov2, last2 = delay(o_issue, 1, 2, "o_v"), delay(oa == dk - 1, 1, 2, "o_last")
+        o_word = Signal(self.o_layout)
+        for l in range(k):
+            m.d.comb += o_word.o[l].eq(round_shift_var(m, op1[l], sh1, rnd, max_left=Wo - 2, name=f"o{l}", reg=vreg))
+        m.d.comb += [o_word.o_frac.eq(delay(fr1, fr1.shape(), 1, "o2_fr")), o_word.last.eq(last2),
+                     o_fifo.w_data.eq(o_word.as_value()), o_fifo.w_en.eq(ov2),
+                     self.o_out.valid.eq(o_fifo.r_rdy), self.o_out.payload.as_value().eq(o_fifo.r_data),
+                     o_fifo.r_en.eq(self.o_out.ready)]
 
-        # element-wise operations at stage X (VP1 zsm, VP2 w, VP6 num)
+        # element-wise operations at stages X, X2 (VP1 zsm, VP2 w, VP6 num)
         za_x, sq_x = rd(za_mem, vx_a), rd(sq_mem, vx_a)
-        op_zsm = [round_shift_var(m, za_x[l], sh_z, rnd, max_left=Wb - 2, name=f"vp1_{l}") for l in range(k)]
-        op_w = [round_shift_var(m, s2_pw[l], sh_w, rnd, max_left=Wb - 2, name=f"vp2_{l}") for l in range(k)]
-        op_num = [materialise(m, sq_x[l] + round_shift_var(m, out_p[l], s6, rnd, max_left=self.ml6,
-                                                           name=f"vp6_{l}"), f"vp6o_{l}") for l in range(k)]
+        op_zsm = [round_shift_var(m, za_x[l], sh_z, rnd, max_left=Wb - 2, name=f"vp1_{l}", reg=vreg)
+                  for l in range(k)]
+        op_w = [round_shift_var(m, s2_pw[l], sh_w, rnd, max_left=Wb - 2, name=f"vp2_{l}", reg=vreg) for l in range(k)]
+        op_num = [materialise(m, vreg(sq_x[l], sq_x[l].shape(), f"vp6_sq{l}")
+                              + round_shift_var(m, out_p[l], s6, rnd, max_left=self.ml6, name=f"vp6_{l}", reg=vreg),
+                              f"vp6o_{l}") for l in range(k)]
         # reduction operands at the register stage
         un_r = rd(un_mem, saddr(cslot, vr_a))
         kh_r = rd(kh_mem, saddr(cslot, vr_a))
 
         # VP2 after the register stage (w): w cw on the S write's multipliers (stage 3); alpha =
-        # A kh - round(w cw) [+ round(eta kh)] registered (4); alpha_n = its block by the bound
-        # registered (5), into the bank and the two reductions
+        # A kh - round(w cw) [+ round(eta kh)] (4: the shifters, eta kh; 5: the rounding adds;
+        # 6: A kh - round(w cw); 7: alpha); alpha_n = its block by the bound (8: the shifters;
+        # 9: the rounding add, registered), into the bank and the two reductions
         for l in range(k):
             m.d.comb += [pe_a[l].eq(Mux(vp2_on, vr[l][:Wb].as_signed(), s1_er)),
                          pe_b[l].eq(Mux(vp2_on, cw_m, an_lane[l]))]
         v3, a3 = delay(vr_v, 1, 1, "vp2_v3"), delay(vr_a, range(DK2), 1, "vp2_a3")
         v4, a4 = delay(v3, 1, 1, "vp2_v4"), delay(a3, range(DK2), 1, "vp2_a4")
-        v5, a5 = delay(v4, 1, 1, "vp2_v5"), delay(a4, range(DK2), 1, "vp2_a5")
+        v5, a5 = delay(v4, 1, 5, "vp2_v9"), delay(a4, range(DK2), 5, "vp2_a9")   # stage 9
         aa_3, kh_3 = rd(aa_mem, a3), rd(kh_mem, saddr(cslot, a3))
-        al_r = [Signal(signed(Wal), name=f"vp2_al{l}") for l in range(k)]
         an_r = [Signal(signed(Wb), name=f"vp2_an{l}") for l in range(k)]
         for l in range(k):
-            t3 = round_shift_var(m, s2_pe[l], s3, rnd, max_left=self.ml3, name=f"vp2a_{l}")
-            te = round_shift(m, kh_3[l] * self.eta_raw, self.c_eta, rnd, name=f"vp2e_{l}")
-            m.d.sync += al_r[l].eq(aa_3[l] - t3 + Mux(refresh, te, 0))
-            m.d.sync += an_r[l].eq(round_shift_var(m, al_r[l], sh_al, rnd, max_left=Wb - 2, name=f"vp2n_{l}"))
+            t3 = vreg(round_shift_var(m, s2_pe[l], s3, rnd, max_left=self.ml3, name=f"vp2a_{l}", reg=vreg),
+                      signed(Wal + 1), f"vp2_t5_{l}")
+            tep = vreg(kh_3[l] * self.eta_raw, signed(len(kh_3[l]) + bit_len(abs(self.eta_raw)) + 1), f"vp2_ep{l}")
+            te = vreg(round_shift(m, tep, self.c_eta, rnd, name=f"vp2e_{l}"), signed(Wal + 1), f"vp2_te5_{l}")
+            aa5 = delay(aa_3[l], aa_3[l].shape(), 2, f"vp2_aa{l}")
+            dlt = vreg(aa5 - t3, signed(Wal + 2), f"vp2_d6_{l}")
+            te6 = vreg(Mux(refresh, te, 0), signed(Wal + 1), f"vp2_te6_{l}")
+            al_r = vreg(dlt + te6, signed(Wal), f"vp2_al{l}")
+            an = round_shift_var(m, al_r, sh_al, rnd, max_left=Wb - 2, name=f"vp2n_{l}", reg=vreg)
+            m.d.sync += an_r[l].eq(an)
         qf_5 = rd(qf_mem, saddr(cslot, a5))
 
         # max |kh| (VP1, for alpha's bound on refresh tokens): magnitudes registered, a max tree
@@ -952,7 +985,7 @@ class VLACore(wiring.Component):
                     m.d.comb += [eng.i.payload.a[l].eq(vr[l]) for l in range(k)]
                     m.d.comb += [eng.i.payload.b[l].eq(b[l]) for l in range(k)]
 
-        vp_max_done = ~v_on & ~vx_v & ~vr_v & ~Cat(*mx_busy).any()
+        vp_max_done = ~v_on & ~vx_v & ~vx2_v & ~vr_v & ~Cat(*mx_busy).any()
 
         # ======================================================================== scalar work
         # each step is a few free-running register stages on operands the sequencer holds (at
@@ -1145,6 +1178,9 @@ class VLACore(wiring.Component):
                                  o_fr.eq(Fs + t_rden_f - blk_o), tokens.eq(tokens + 1)]
                     step_next("TAIL_IDLE", tcnt)
 
-        m.d.comb += self.busy.eq(~core_idle | ~tail_idle | ~fe_idle | o_busy | (slot_full != 0))
-        m.d.sync += sats.eq(sats + sum(sat_flags))
+        # every flag registered, then a registered tree of sums (never a sum of all flags in a cycle)
+        sat_count, sat_pending = count_tree(m, sat_flags, name="sat", init=self.sat_init)
+        m.d.comb += sats.eq(sat_count)
+        m.d.comb += self.busy.eq(~core_idle | ~tail_idle | ~fe_idle | o_busy | (ocnt != 0) | (slot_full != 0)
+                                 | sat_pending)
         return m
