@@ -48,7 +48,7 @@ class ScalarUnit(wiring.Component):
     """
 
     def __init__(self, config: GoldenScalarUnit, in_width: int, frac_width: int = 8, *, pipelined: bool = False,
-                 dsp: str = "registered", seed_register: bool = False):
+                 dsp: str = "registered", seed_register: bool = False, lod_tree: bool = False):
         if not isinstance(config, GoldenScalarUnit):
             raise ValueError(f"config: expected a golden ScalarUnit, got {config!r}")
         for name, v, lo in (("in_width", in_width, 1), ("frac_width", frac_width, 2)):
@@ -57,6 +57,9 @@ class ScalarUnit(wiring.Component):
         if in_width > 62:
             raise ValueError(f"in_width: the golden scalar unit takes int64 raw values (<= 62 bits), got {in_width}")
         self.config = config
+        #: the compact arrangement's leading one as a tree (``fixed.msb_index(tree=True)``; the
+        #: chain stays the default so the cores synthesised with it generate the same Verilog)
+        self.lod_tree = bool(lod_tree)
         self.in_width, self.frac_width = in_width, frac_width
         self.pipelined, self.dsp = bool(pipelined), dsp
         if seed_register and not self.pipelined:
@@ -121,7 +124,7 @@ class ScalarUnit(wiring.Component):
         # normalisation datapath (used in NORMALISE): leading one of x to bit W-1
         x1 = Signal(unsigned(self.in_width))
         m.d.comb += x1.eq(Mux(x == 0, 1, x))
-        msb = msb_index(m, x1)
+        msb = msb_index(m, x1, tree=self.lod_tree)
 
         with m.FSM(init="IDLE"):
             with m.State("IDLE"):

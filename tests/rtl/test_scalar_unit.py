@@ -20,7 +20,7 @@ def _inputs(rng, in_width, n):
     return np.concatenate([edges, x, small, pow2])
 
 
-ARRANGEMENTS = {"compact": {}, "pipelined": {"pipelined": True},
+ARRANGEMENTS = {"compact": {}, "compact-lod-tree": {"lod_tree": True}, "pipelined": {"pipelined": True},
                 "pipelined-seed-register": {"pipelined": True, "seed_register": True}}
 
 
