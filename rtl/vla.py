@@ -44,9 +44,9 @@ then runs a read-only pass of its own. After reset the core writes ``A = I/lambd
 (``CLEAR``, ``d²/k`` cycles) and the front end zeroes ``zk``.
 
 Cycles per token in steady state: ``d²/k`` for the pass plus its pipeline tail plus the chain,
-``d²/k + 2 d/k + L + 2 Lv + 2 Ls + 63`` (:meth:`VLACore.cycle_budget`, ``docs/rtl.md``). Latency
+``d²/k + 2 d/k + L + 2 Lv + 2 Ls + 56`` (:meth:`VLACore.cycle_budget`, ``docs/rtl.md``). Latency
 of an isolated token, last input beat to first output beat: that plus the front end and the
-output tail, ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 113``
+output tail, ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 114``
 (:meth:`VLACore.latency`).
 
 Every narrowing is the model's (same formats from ``golden/fixed/formats.py``, same rounding
@@ -308,8 +308,8 @@ class VLACore(wiring.Component):
             # stages), alpha_n (two) into the engines; their latency
             "vp2_alpha": dk + 10 + Lv,
             "rsqrt_alpha": 1 + Ls,              # RA_REQ, then RA_WAIT for the unit's latency
-            # C2P, C2 (stages and capture each); then the next pass, VP6 + BLK_O beside it
-            "c2_launch": 2 + st["C2P"] + st["C2"],
+            # GO; then the next pass, the output tail (c2, VP6, BLK_O) beside it
+            "launch": 1,
         }
         budget["total"] = sum(budget.values())
         budget["floor"] = N
@@ -338,8 +338,10 @@ class VLACore(wiring.Component):
           register into the slot (``FE_SCALE_WAIT``).
         * ``fe_done_idle`` 2: ``FE_DONE`` marks the slot full; the sequencer's ``IDLE`` starts a
           read-only pass.
-        * ``pass_and_chain``: from the pass's first cycle to ``C2``, exactly
+        * ``pass_and_chain``: from the pass's first cycle to ``GO``, exactly
           :meth:`cycle_budget`'s ``total`` (the read-only pass has the fused pass's timing).
+        * ``c2`` 8: the output tail's ``C2P`` and ``C2`` (``c2 = ra (alpha_nᵀqf)``'s product and
+          normalisation, their stages and captures).
         * ``vp6_num`` ``d/k + 5 + Lt``: the output tail's vector pass (with a max: ``Lt`` =
           ``ceil(log2 k)`` levels of its registered tree) beside the write pass.
         * ``blk_o`` ``1 + STEP_STAGES['BLK_O']`` (6): the output block exponent's stages and its
@@ -351,8 +353,8 @@ class VLACore(wiring.Component):
 
         In closed form (``L``, ``Lv`` the pass and vector engines' latencies, ``Ls``/``Lr`` the
         scalar units' rsqrt/recip latencies, the front end's and the core's being equal):
-        ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 113``, i.e. ``cycle_budget()['total'] +
-        3 d/k + 2 Ls + Lr + 2 Lm + 2 Lt + 50``.
+        ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 114``, i.e. ``cycle_budget()['total'] +
+        3 d/k + 2 Ls + Lr + 2 Lm + 2 Lt + 58``.
         """
         dk, fl = self.dk, self.fe_lat
         Ls, Lr = self.su_fe.latency[ScalarOp.RSQRT], self.su_fe.latency[ScalarOp.RECIP]
@@ -365,6 +367,7 @@ class VLACore(wiring.Component):
             "fe_scale": 1 + 2 * dk + fl["mul"] + fl["shift"] + 1,
             "fe_done_idle": 2,
             "pass_and_chain": self.cycle_budget()["total"],
+            "c2": 2 + self.STEP_STAGES["C2P"] + self.STEP_STAGES["C2"],
             "vp6_num": dk + 5 + fl["tree"],
             "blk_o": 1 + self.STEP_STAGES["BLK_O"],
             "out_stages": 4,
@@ -1140,20 +1143,12 @@ class VLACore(wiring.Component):
                 with m.If(su.o.valid):
                     m.d.sync += [ra_m.eq(su.o.payload.m), ra_f.eq(su.o.payload.f),
                                  s_ws.eq(su.o.payload.f + (fe + fan - fs))]
-                    m.next = "C2P"
-            with m.State("C2P"):
-                with m.If(step_done("C2P")):
-                    m.d.sync += p_c2.eq(pc2_r)
-                    step_next("C2")
-            with m.State("C2"):
-                # c2 = ahᵀqf = ra (alpha_nᵀqf) as a floating scalar; w, e, alpha_n, ra are final:
-                # the write pass (fused with the next token's read) starts, and the output tail
-                # (VP6, BLK_O) runs beside it once the previous token's o has left (num is rewritten)
-                c2_done = step_done("C2")
-                with m.If(c2_done):
-                    m.d.sync += [c2_m.eq(c2_nm), s6.eq(c2_nf + (fe - Fs))]
-                with m.If(c2_done & tail_idle & ~o_busy):
-                    m.d.sync += scnt.eq(0)
+                    m.next = "GO"
+            with m.State("GO"):
+                # w, e, alpha_n, ra are final: the write pass (fused with the next token's read)
+                # starts, and the output tail (c2, VP6, BLK_O) runs beside it once the previous
+                # token's o has left (num is rewritten)
+                with m.If(tail_idle & ~o_busy):
                     m.d.comb += launch.eq(1)
                     m.d.sync += [t_rden_m.eq(rden_mc), t_rden_f.eq(rden_fc),
                                  slot_full.bit_select(cslot, 1).eq(0), cslot.eq(nslot)]
@@ -1161,13 +1156,21 @@ class VLACore(wiring.Component):
                     m.next = "PASS"
 
         # output tail of the token just chained, beside the next pass (which rewrites sq and e only
-        # after its first row, d/k + 3 + L cycles in, when VP6 has read them all)
+        # after its first row, d/k + 9 + L cycles in, when VP6 has read them all)
         with m.FSM(init="TAIL_IDLE", name="tail"):
             with m.State("TAIL_IDLE"):
                 m.d.comb += tail_idle.eq(1)
                 with m.If(launch):
+                    m.next = "C2P"
+            with m.State("C2P"):
+                with m.If(step_done("C2P", tcnt)):
+                    m.d.sync += p_c2.eq(pc2_r)
+                    step_next("C2", tcnt)
+            with m.State("C2"):  # c2 = ahᵀqf = ra (alpha_nᵀqf) as a floating scalar
+                with m.If(step_done("C2", tcnt)):
+                    m.d.sync += [c2_m.eq(c2_nm), s6.eq(c2_nf + (fe - Fs))]
                     start_vp()
-                    m.next = "VP6"
+                    step_next("VP6", tcnt)
             with m.State("VP6"):  # num = S qf + round(e (ahᵀqf)); max |num|
                 vp_state(op_num, num_w)
                 with m.If(vp_max_done):
