@@ -1504,6 +1504,14 @@ def _vla_block(results) -> list[str]:
             fm = "Yosys only (no P&R run)"  # `specmem synth --no-pnr`: resources, no placement
             notes.append(f"- {r['preset']} k={r['k']} d={r['d']}: Yosys only (`--no-pnr`), no placement tried "
                          f"(resources: {r.get('resource_source', 'Yosys cell counts')})")
+        cp = r.get("critical_path") or {}
+        if r.get("fmax_mhz") is not None and cp:
+            sig = cp.get("signals") or []
+            src = ", ".join(dict.fromkeys(cp.get("rtl_sources") or []))
+            notes.append(f"- {r['preset']} k={r['k']} d={r['d']}: routed (nextpnr {r.get('router', 'router1')}, seed "
+                         f"{r['seed']}); critical path {cp.get('total_ns', 0):.1f} ns ({cp.get('lut_levels', '?')} LUT "
+                         f"levels, {cp.get('routing_ns', 0):.1f} ns of it routing)"
+                         + (f": `{sig[0]} -> {sig[-1]}`" if sig else "") + (f" ({src})" if src else ""))
         L.append(f"| {r['preset']} | {r['k']} | {r['d']} | {fm} | {_num(r['luts'])} | {_num(r['ffs'])} | {r['dsp']} | "
                  f"{r['ebr']} | {r.get('lutram', 0)} | {_num(x.get('luts'))} | {_num(x.get('dsp48e1'))} | "
                  f"{r['cycles_per_token']} | {r.get('floor_cycles', '—')} | {r['cycles_over_floor']:.2f} | "

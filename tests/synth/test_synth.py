@@ -349,3 +349,23 @@ def test_a_tool_failure_is_recorded_and_the_grid_goes_on(tmp_path, monkeypatch):
     assert "| deltanet | legacy-int8 | 8 | 16 | tool failure |" in text
     assert "the flow stopped in a tool: `ERROR: Assert `GetSize(a) == GetSize(b)' failed`" in text
     assert "| deltanet | legacy-int8 | 8 | 4 | 150.0 |" in text
+
+
+def test_vla_block_states_fmax_router_and_critical_path():
+    """A routed VLA result's row carries its fmax; the notes name the router, the seed and the
+    critical path; a timed-out one says so instead of an fmax."""
+    import specmem.synth as S
+
+    base = {"preset": "legacy-int8", "k": 4, "d": 32, "luts": 31912, "ffs": 8347, "dsp": 80, "ebr": 8,
+            "cycles_per_token": 319, "floor_cycles": 256, "cycles_over_floor": 319 / 256, "seed": 1}
+    routed = {**base, "fmax_mhz": 27.04, "router": "router2", "tokens_per_s": 84765.0,
+              "critical_path": {"total_ns": 37.0, "lut_levels": 20, "routing_ns": 24.4,
+                                "signals": ["core.delta", "status_saturations"],
+                                "rtl_sources": ["rtl/vla.py:929", "rtl/fixed.py:84", "rtl/vla.py:929"]}}
+    text = "\n".join(S._vla_block([routed]))
+    assert "| legacy-int8 | 4 | 32 | 27.0 | 31,912 |" in text
+    assert ("- legacy-int8 k=4 d=32: routed (nextpnr router2, seed 1); critical path 37.0 ns (20 LUT levels, "
+            "24.4 ns of it routing): `core.delta -> status_saturations` (rtl/vla.py:929, rtl/fixed.py:84)") in text
+    capped = {**base, "fmax_mhz": None, "pnr_error": "nextpnr did not finish within 60 CPU minutes: stopped while routing"}
+    text = "\n".join(S._vla_block([capped]))
+    assert "| not routed in the cap |" in text and "critical path" not in text
