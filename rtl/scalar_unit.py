@@ -48,7 +48,8 @@ class ScalarUnit(wiring.Component):
     """
 
     def __init__(self, config: GoldenScalarUnit, in_width: int, frac_width: int = 8, *, pipelined: bool = False,
-                 dsp: str = "registered", seed_register: bool = False, lod_tree: bool = False):
+                 dsp: str = "registered", seed_register: bool = False, lod_tree: bool = False,
+                 split_mul: bool = False):
         if not isinstance(config, GoldenScalarUnit):
             raise ValueError(f"config: expected a golden ScalarUnit, got {config!r}")
         for name, v, lo in (("in_width", in_width, 1), ("frac_width", frac_width, 2)):
@@ -60,6 +61,11 @@ class ScalarUnit(wiring.Component):
         #: the compact arrangement's leading one as a tree (``fixed.msb_index(tree=True)``; the
         #: chain stays the default so the cores synthesised with it generate the same Verilog)
         self.lod_tree = bool(lod_tree)
+        #: the compact arrangement's Newton multiplies in three cycles each (operands registered,
+        #: the product registered, then used) instead of one: two cycles more per multiply
+        self.split_mul = bool(split_mul)
+        if self.split_mul and pipelined:
+            raise ValueError("split_mul: only the compact arrangement has it (the pipelined one is registered)")
         self.in_width, self.frac_width = in_width, frac_width
         self.pipelined, self.dsp = bool(pipelined), dsp
         if seed_register and not self.pipelined:
@@ -73,7 +79,9 @@ class ScalarUnit(wiring.Component):
         self.exp_width = min_signed_width(e_lo - 1, e_hi)
         self.f_width = min_signed_width(min(e_lo - 1, (e_lo - 1) // 2) + P - 2, e_hi + P - 1)
         # cycles from the cycle a request is accepted to the cycle o.valid is first high
-        self.latency = {ScalarOp.RECIP: 4 + 2 * config.newton_steps, ScalarOp.RSQRT: 4 + 3 * config.newton_steps}
+        mc = 3 if self.split_mul else 1  # cycles per Newton multiply
+        self.latency = {ScalarOp.RECIP: 4 + 2 * mc * config.newton_steps,
+                        ScalarOp.RSQRT: 4 + 3 * mc * config.newton_steps}
         if self.pipelined:
             N = config.work_bits
             # operands as wide as the golden model's bound on every Newton operand (33 bits at
@@ -144,35 +152,63 @@ class ScalarUnit(wiring.Component):
             with m.State("SEED"):
                 self._seed(m, op, e, xm, y, step, recip_rom, rsqrt_rom, "FINISH")
 
-            # reciprocal: t = (mu y) >> (W-1); y = (y (2^(N+1) - t)) >> N
-            with m.State("RECIP_T"):
-                m.d.comb += [mul_a.eq(xm), mul_b.eq(y)]
-                m.d.sync += t.eq(prod >> (W - 1))
-                m.next = "RECIP_Y"
-            with m.State("RECIP_Y"):
-                m.d.comb += [mul_a.eq(y), mul_b.eq((2 << N) - t)]
-                m.d.sync += [y.eq(prod >> N), step.eq(step + 1)]
+            split = self.split_mul
+            mul_ar, mul_br = Signal.like(mul_a, name="mul_ar"), Signal.like(mul_b, name="mul_br")
+            prod_r = Signal.like(prod, name="prod_r")
+            if split:
+                m.d.sync += prod_r.eq(mul_ar * mul_br)
+
+            def mul_state(name, a, b, use):
+                """One Newton multiply: ``use(product)`` in the state's cycle, or (``split_mul``)
+                operands registered in ``name``, the product in ``name_P``, used in ``name_U``."""
+                if not split:
+                    with m.State(name):
+                        m.d.comb += [mul_a.eq(a), mul_b.eq(b)]
+                        use(prod)
+                    return
+                with m.State(name):
+                    m.d.sync += [mul_ar.eq(a), mul_br.eq(b)]
+                    m.next = f"{name}_P"
+                with m.State(f"{name}_P"):
+                    m.next = f"{name}_U"
+                with m.State(f"{name}_U"):
+                    use(prod_r)
+
+            def last_step(again):
+                m.d.sync += step.eq(step + 1)
                 with m.If(step == cfg.newton_steps - 1):
                     m.next = "FINISH"
                 with m.Else():
-                    m.next = "RECIP_T"
+                    m.next = again
+
+            # reciprocal: t = (mu y) >> (W-1); y = (y (2^(N+1) - t)) >> N
+            def recip_t(p):
+                m.d.sync += t.eq(p >> (W - 1))
+                m.next = "RECIP_Y"
+
+            def recip_y(p):
+                m.d.sync += y.eq(p >> N)
+                last_step("RECIP_T")
+
+            mul_state("RECIP_T", xm, y, recip_t)
+            mul_state("RECIP_Y", y, (2 << N) - t, recip_y)
 
             # rsqrt: y2 = (y y) >> N; t = (mu' y2) >> (W-1); y = (y (3 2^N - t)) >> (N+1)
-            with m.State("RSQRT_Y2"):
-                m.d.comb += [mul_a.eq(y), mul_b.eq(y)]
-                m.d.sync += y2.eq(prod >> N)
+            def rsqrt_y2(p):
+                m.d.sync += y2.eq(p >> N)
                 m.next = "RSQRT_T"
-            with m.State("RSQRT_T"):
-                m.d.comb += [mul_a.eq(xm), mul_b.eq(y2)]
-                m.d.sync += t.eq(prod >> (W - 1))
+
+            def rsqrt_t(p):
+                m.d.sync += t.eq(p >> (W - 1))
                 m.next = "RSQRT_Y"
-            with m.State("RSQRT_Y"):
-                m.d.comb += [mul_a.eq(y), mul_b.eq((3 << N) - t)]
-                m.d.sync += [y.eq(prod >> (N + 1)), step.eq(step + 1)]
-                with m.If(step == cfg.newton_steps - 1):
-                    m.next = "FINISH"
-                with m.Else():
-                    m.next = "RSQRT_Y2"
+
+            def rsqrt_y(p):
+                m.d.sync += y.eq(p >> (N + 1))
+                last_step("RSQRT_Y2")
+
+            mul_state("RSQRT_Y2", y, y, rsqrt_y2)
+            mul_state("RSQRT_T", xm, y2, rsqrt_t)
+            mul_state("RSQRT_Y", y, (3 << N) - t, rsqrt_y)
 
             # mantissa to P bits (round half to even), exponent
             with m.State("FINISH"):

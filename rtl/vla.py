@@ -168,8 +168,10 @@ class VLACore(wiring.Component):
         self.smem = StateMemory(max(d * dk, 2), k, F["s"].width)
         self._ranges()
 
-        self.su = ScalarUnit(cfg, self.su_in, frac_width=self.su_frac_w, lod_tree=True)
-        self.su_fe = ScalarUnit(cfg, self.su_fe_in, frac_width=self.su_fe_frac_w, lod_tree=True)
+        # compact units (a few cycles per rsqrt: two are on the chain) with a leading-one tree and
+        # registered Newton multiplies
+        self.su = ScalarUnit(cfg, self.su_in, frac_width=self.su_frac_w, lod_tree=True, split_mul=True)
+        self.su_fe = ScalarUnit(cfg, self.su_fe_in, frac_width=self.su_fe_frac_w, lod_tree=True, split_mul=True)
         # the front end's pipelines (ELU+1, the shared multipliers, the norms' adder tree, the scale
         # shifter, u's product normaliser): their latencies, for latency()
         kfw = F["kf"].width

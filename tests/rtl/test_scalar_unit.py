@@ -20,7 +20,8 @@ def _inputs(rng, in_width, n):
     return np.concatenate([edges, x, small, pow2])
 
 
-ARRANGEMENTS = {"compact": {}, "compact-lod-tree": {"lod_tree": True}, "pipelined": {"pipelined": True},
+ARRANGEMENTS = {"compact": {}, "compact-lod-tree": {"lod_tree": True},
+                "compact-split-mul": {"lod_tree": True, "split_mul": True}, "pipelined": {"pipelined": True},
                 "pipelined-seed-register": {"pipelined": True, "seed_register": True}}
 
 
@@ -75,8 +76,8 @@ def test_pipelined_unit_at_the_widest_newton_operands():
         assert got == (int(w.m[0]), int(w.f[0])), r
 
 
-@pytest.mark.parametrize("arrangement,steps", [("compact", 1), ("pipelined", 1), ("pipelined", 2),
-                                               ("pipelined-seed-register", 1)])
+@pytest.mark.parametrize("arrangement,steps", [("compact", 1), ("compact-split-mul", 1), ("compact-split-mul", 2),
+                                               ("pipelined", 1), ("pipelined", 2), ("pipelined-seed-register", 1)])
 def test_scalar_unit_latency(arrangement, steps):
     cfg = Golden(out_bits=8, newton_steps=steps)
     dut = ScalarUnit(cfg, 16, **ARRANGEMENTS[arrangement])
@@ -106,6 +107,7 @@ def test_scalar_unit_latency(arrangement, steps):
     ({"config": Golden(), "in_width": 0}, "in_width: must be"),
     ({"config": Golden(), "in_width": 63}, "in_width: the golden scalar unit"),
     ({"config": Golden(), "in_width": 16, "seed_register": True}, "seed_register: only the pipelined"),
+    ({"config": Golden(), "in_width": 16, "pipelined": True, "split_mul": True}, "split_mul: only the compact"),
 ])
 def test_scalar_unit_rejects_bad_generics(kwargs, match):
     with pytest.raises(ValueError, match=match):
