@@ -44,9 +44,9 @@ then runs a read-only pass of its own. After reset the core writes ``A = I/lambd
 (``CLEAR``, ``d²/k`` cycles) and the front end zeroes ``zk``.
 
 Cycles per token in steady state: ``d²/k`` for the pass plus its pipeline tail plus the chain,
-``d²/k + 2 d/k + L + 2 Lv + 2 Ls + 56`` (:meth:`VLACore.cycle_budget`, ``docs/rtl.md``). Latency
+``d²/k + 2 d/k + L + 2 Lv + 2 Ls + 54`` (:meth:`VLACore.cycle_budget`, ``docs/rtl.md``). Latency
 of an isolated token, last input beat to first output beat: that plus the front end and the
-output tail, ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 114``
+output tail, ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 112``
 (:meth:`VLACore.latency`).
 
 Every narrowing is the model's (same formats from ``golden/fixed/formats.py``, same rounding
@@ -302,14 +302,14 @@ class VLACore(wiring.Component):
             "pass": N + 2 + self.WRITE_STAGES + L + 1 + 1 + st["SH_Z"],
             # issue d/k; the last element's X, X2 and register cycles; the engines' latency
             "vp1_zsm": dk + 3 + Lv,
-            # DELTA (its stages, then the capture), RD_REQ, then RD_WAIT for the unit's latency
-            "delta_rsqrt": 1 + st["DELTA"] + 1 + Ls,
+            # DELTA (its stages, then the capture and the request), then RD_WAIT for the unit's latency
+            "delta_rsqrt": 1 + st["DELTA"] + Ls,
             # BLK_W, CW, S3, BOUND, SH_AL: each its stages, then the capture
             "alpha_bound": sum(1 + st[n] for n in ("BLK_W", "CW", "S3", "BOUND", "SH_AL")),
             # issue d/k; then w (X, X2, register), w cw on the S-write multipliers, alpha (four
             # stages), alpha_n (two) into the engines; their latency
             "vp2_alpha": dk + 10 + Lv,
-            "rsqrt_alpha": 1 + Ls,              # RA_REQ, then RA_WAIT for the unit's latency
+            "rsqrt_alpha": Ls,                  # RA_WAIT for the unit's latency (VP2's last cycle requests)
             # GO; then the next pass, the output tail (c2, VP6, BLK_O) beside it
             "launch": 1,
         }
@@ -355,7 +355,7 @@ class VLACore(wiring.Component):
 
         In closed form (``L``, ``Lv`` the pass and vector engines' latencies, ``Ls``/``Lr`` the
         scalar units' rsqrt/recip latencies, the front end's and the core's being equal):
-        ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 114``, i.e. ``cycle_budget()['total'] +
+        ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 112``, i.e. ``cycle_budget()['total'] +
         3 d/k + 2 Ls + Lr + 2 Lm + 2 Lt + 58``.
         """
         dk, fl = self.dk, self.fe_lat
@@ -1006,6 +1006,7 @@ class VLACore(wiring.Component):
         dl = ffx(round_shift_var(m, dacc, dsh, rnd, max_left=self.ml_delta, name="delta_r", reg=ff_), "delta_rr")
         delta_c, delta_ovf = saturate(m, dl + (1 << fd), F["delta"], name="delta_sat")
         delta_c, delta_ovf = ff_(delta_c, delta_c.shape(), "delta_cr"), ff_(delta_ovf, 1, "delta_ovfr")
+        delta_v = materialise(m, Mux(delta_c < self.eps_d, self.eps_d, delta_c), "delta_v", delta.shape())
         blk_w = block_shift_hw(m, ff_(vmax[:Wb] * rd_m.as_unsigned(), unsigned(Wb + P), "mx_w"), Wb, rnd, EW, "blk_w",
                                reg=ff_)
         fzr = ffx(fz + rd_f, "fz_rd")
@@ -1093,10 +1094,12 @@ class VLACore(wiring.Component):
                     m.d.sync += [dacc.eq(ev.o.payload.sum), zkh.eq(ev2.o.payload.sum)]
                     m.next = "DELTA"
             with m.State("DELTA"):  # delta = max(clip(round(unᵀzsm) + 1), eps)
-                with m.If(step_done("DELTA")):
-                    m.d.sync += delta.eq(Mux(delta_c < self.eps_d, self.eps_d, delta_c))
-                    step_next("RD_REQ")
-                sat_flags.append(fsm.ongoing("DELTA") & (scnt == st["DELTA"]) & delta_ovf)
+                with m.If(step_done("DELTA")):  # captured, and requested from the (idle) unit at once
+                    m.d.sync += delta.eq(delta_v)
+                    su_req(delta_v, fd, "RD_WAIT")
+                    with m.If(su.i.ready):
+                        m.d.sync += scnt.eq(0)
+                sat_flags.append(fsm.ongoing("DELTA") & (scnt == st["DELTA"]) & su.i.ready & delta_ovf)
             with m.State("RD_REQ"):
                 su_req(delta, fd, "RD_WAIT")
             with m.State("RD_WAIT"):
@@ -1135,9 +1138,10 @@ class VLACore(wiring.Component):
                                  eng.i.payload.last.eq(a5 == dk - 1)]
                     m.d.comb += [eng.i.payload.a[l].eq(an_r[l]) for l in range(k)]
                     m.d.comb += [eng.i.payload.b[l].eq(b[l]) for l in range(k)]
-                with m.If(ev.o.valid):
+                with m.If(ev.o.valid):  # ||alpha_n||² requested from the (idle) unit at once
                     m.d.sync += [vsum.eq(ev.o.payload.sum), anq.eq(ev2.o.payload.sum)]
                     m.next = "RA_REQ"
+                    su_req(ev.o.payload.sum.as_unsigned(), 2 * fan, "RA_WAIT")
             with m.State("RA_REQ"):
                 su_req(vsum.as_unsigned(), 2 * fan, "RA_WAIT")
             with m.State("RA_WAIT"):
