@@ -44,9 +44,9 @@ then runs a read-only pass of its own. After reset the core writes ``A = I/lambd
 (``CLEAR``, ``d²/k`` cycles) and the front end zeroes ``zk``.
 
 Cycles per token in steady state: ``d²/k`` for the pass plus its pipeline tail plus the chain,
-``d²/k + 2 d/k + L + 2 Lv + 2 Ls + 54`` (:meth:`VLACore.cycle_budget`, ``docs/rtl.md``). Latency
+``d²/k + 2 d/k + L + 2 Lv + 2 Ls + 56`` (:meth:`VLACore.cycle_budget`, ``docs/rtl.md``). Latency
 of an isolated token, last input beat to first output beat: that plus the front end and the
-output tail, ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 112``
+output tail, ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 114``
 (:meth:`VLACore.latency`).
 
 Every narrowing is the model's (same formats from ``golden/fixed/formats.py``, same rounding
@@ -297,9 +297,9 @@ class VLACore(wiring.Component):
         st = self.STEP_STAGES
         budget = {
             # issue N addresses; S1, S2, the write stages to S3 (write back, narrow, engine input);
-            # engine latency;
+            # engine latency; the rows' two register stages (R1, R2);
             # the cycle that sees the last row captured; block(A un)'s shift (SH_Z)
-            "pass": N + 2 + self.WRITE_STAGES + L + 1 + 1 + st["SH_Z"],
+            "pass": N + 2 + self.WRITE_STAGES + L + 2 + 1 + 1 + st["SH_Z"],
             # issue d/k; the last element's X, X2 and register cycles; the engines' latency
             "vp1_zsm": dk + 3 + Lv,
             # DELTA (its stages, then the capture and the request), then RD_WAIT for the unit's latency
@@ -355,7 +355,7 @@ class VLACore(wiring.Component):
 
         In closed form (``L``, ``Lv`` the pass and vector engines' latencies, ``Ls``/``Lr`` the
         scalar units' rsqrt/recip latencies, the front end's and the core's being equal):
-        ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 112``, i.e. ``cycle_budget()['total'] +
+        ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 114``, i.e. ``cycle_budget()['total'] +
         3 d/k + 2 Ls + Lr + 2 Lm + 2 Lt + 58``.
         """
         dk, fl = self.dk, self.fe_lat
@@ -835,26 +835,36 @@ class VLACore(wiring.Component):
                          e_sk.i.payload.a[l].eq(sm), e_sk.i.payload.b[l].eq(kh_p[l]),
                          e_sq.i.payload.a[l].eq(sm), e_sq.i.payload.b[l].eq(qf_p[l])]
 
-        # rows out of the engines: A un, A kh, S qf stored; e = narrow(v - S kh); max |A un|
+        # rows out of the engines (R0), through two register stages (R1: the sums and v_i; R2:
+        # v_i - S kh, |A un|, |A kh|), then stored: A un, A kh, S qf; e = narrow(v - S kh);
+        # max |A un|, max |A kh|
         orow, oia, oil = Signal(range(max(d, 2))), Signal(range(DK2)), Signal(range(max(k, 2)))
         rows_done = Signal()
-        v_row = sel(rd(v_mem, saddr(cslot, oia)), oil, signed(M), "v_row")
-        e_new, e_ovf = requantize(m, (v_row << (fsm + fh - fin)) - e_sk.o.payload.sum, fsm + fh, F["e"], name="e_new")
-        za_abs = abs_value(m, e_au.o.payload.sum, name="za_abs")
-        aa_abs = abs_value(m, e_ak.o.payload.sum, name="aa_abs")
         row_v = e_au.o.valid
-        sat_flags.append(row_v & e_ovf)
-        for mem_w, val in ((za_w, e_au.o.payload.sum), (aa_w, e_ak.o.payload.sum), (sq_w, e_sq.o.payload.sum),
-                           (e_w, e_new)):
-            m.d.comb += [mem_w.addr.eq(oia), mem_w.en.eq(Mux(row_v, 1 << oil, 0))]
-            m.d.comb += [mem_w.data[l].eq(val) for l in range(k)]
         with m.If(row_v):
-            m.d.sync += [orow.eq(incr(orow, d - 1)), oil.eq(incr(oil, k - 1)),
-                         za_max.eq(Mux((orow == 0) | (za_abs > za_max), za_abs, za_max)),
-                         aa_max.eq(Mux((orow == 0) | (aa_abs > aa_max), aa_abs, aa_max))]
+            m.d.sync += [orow.eq(incr(orow, d - 1)), oil.eq(incr(oil, k - 1))]
             with m.If(oil == k - 1):
                 m.d.sync += oia.eq(incr(oia, dk - 1))
-            with m.If(orow == d - 1):
+        ro = free_register(m)
+        v_row = ro(sel(rd(v_mem, saddr(cslot, oia)), oil, signed(M), "v_row"), signed(M), "ro1_vrow")
+        sums = {n: ro(e.o.payload.sum, e.o.payload.sum.shape(), f"ro1_{n}")
+                for n, e in (("au", e_au), ("ak", e_ak), ("sq", e_sq), ("sk", e_sk))}
+        dif = (v_row << (fsm + fh - fin)) - sums["sk"]
+        dif = ro(dif, dif.shape(), "ro2_dif")
+        za_abs = ro(abs_value(m, sums["au"], name="za_abs"), unsigned(len(sums["au"]) + 1), "ro2_za_abs")
+        aa_abs = ro(abs_value(m, sums["ak"], name="aa_abs"), unsigned(len(sums["ak"]) + 1), "ro2_aa_abs")
+        s2v = {n: ro(sums[n], sums[n].shape(), f"ro2_{n}") for n in ("au", "ak", "sq")}
+        r2_v, oia2 = delay(row_v, 1, 2, "ro_v"), delay(oia, range(DK2), 2, "ro_ia")
+        oil2, orow2 = delay(oil, range(max(k, 2)), 2, "ro_il"), delay(orow, range(max(d, 2)), 2, "ro_row")
+        e_new, e_ovf = requantize(m, dif, fsm + fh, F["e"], name="e_new")
+        sat_flags.append(r2_v & e_ovf)
+        for mem_w, val in ((za_w, s2v["au"]), (aa_w, s2v["ak"]), (sq_w, s2v["sq"]), (e_w, e_new)):
+            m.d.comb += [mem_w.addr.eq(oia2), mem_w.en.eq(Mux(r2_v, 1 << oil2, 0))]
+            m.d.comb += [mem_w.data[l].eq(val) for l in range(k)]
+        with m.If(r2_v):
+            m.d.sync += [za_max.eq(Mux((orow2 == 0) | (za_abs > za_max), za_abs, za_max)),
+                         aa_max.eq(Mux((orow2 == 0) | (aa_abs > aa_max), aa_abs, aa_max))]
+            with m.If(orow2 == d - 1):
                 m.d.sync += rows_done.eq(1)
         pass_done = materialise(m, ~p_on & ~s1_v & ~Cat(*wv).any() & ~s3_v & (~rdp | rows_done), "pass_done")
 
