@@ -914,7 +914,7 @@ class VLACore(wiring.Component):
         o_busy, oa = Signal(), Signal(range(DK2))
         o_m, o_sh, o_fr = Signal(signed(P)), Signal(signed(EW)), Signal(signed(self.o_frac_width))
         num_o = rd(num_mem, oa)
-        e_x = rd(e_mem, vx_a)
+        e_x = rd(e_mem, va)  # VP6: e read at issue, its product registered by stage X (op1)
         out_p = [materialise(m, Mux(o_busy, num_o[l], e_x[l]) * Mux(o_busy, o_m, c2_m), f"out_p{l}")
                  for l in range(k)]
         # issue (num read, the product) -> 1 (product registered; the shifters) -> 2 (the rounding
@@ -947,7 +947,7 @@ class VLACore(wiring.Component):
                   for l in range(k)]
         op_w = [round_shift_var(m, s2_pw[l], sh_w, rnd, max_left=Wb - 2, name=f"vp2_{l}", reg=vreg) for l in range(k)]
         op_num = [materialise(m, vreg(sq_x[l], sq_x[l].shape(), f"vp6_sq{l}")
-                              + round_shift_var(m, out_p[l], s6, rnd, max_left=self.ml6, name=f"vp6_{l}", reg=vreg),
+                              + round_shift_var(m, op1[l], s6, rnd, max_left=self.ml6, name=f"vp6_{l}", reg=vreg),
                               f"vp6o_{l}") for l in range(k)]
         # reduction operands at the register stage
         un_r = rd(un_mem, saddr(cslot, vr_a))
