@@ -103,6 +103,19 @@ def test_requantize_var_matches_golden(rounding, in_width, in_signed):
     np.testing.assert_array_equal(np.array([g[1] for g in got]).astype(bool), (exact < fx.min_raw) | (exact > fx.max_raw))
 
 
+def _comb_values(m, x, outs, vals):
+    """``outs`` read for each value set on ``x`` (a combinational module, no clock): one row per value."""
+    got = []
+
+    async def tb(ctx):
+        for v in vals:
+            ctx.set(x, v)
+            got.append([ctx.get(o) for o in outs])
+
+    run_simulation(m, tb, deadline_cycles=10, clock=False)
+    return np.array(got, dtype=object)
+
+
 def test_msb_index():
     from specmem.rtl.fixed import msb_index
     m = Module()
@@ -110,15 +123,8 @@ def test_msb_index():
     y = Signal(5)
     m.d.comb += y.eq(msb_index(m, x))
     vals = [1, 2, 3, 255, 256, (1 << 20) - 1, 1 << 19, 12345]
-    got = []
-
-    async def tb(ctx):
-        for v in vals:
-            ctx.set(x, v)
-            got.append(ctx.get(y))
-
-    run_simulation(m, tb, deadline_cycles=10, clock=False)
-    np.testing.assert_array_equal(got, fxtype.msb(np.array(vals)))
+    got = _comb_values(m, x, [y], vals)
+    np.testing.assert_array_equal(got[:, 0].astype(np.int64), fxtype.msb(np.array(vals)))
 
 
 @pytest.mark.parametrize("width", [1, 2, 3, 5, 8, 11])
@@ -130,15 +136,7 @@ def test_msb_index_tree_equals_chain_exhaustively(width):
     yc, yt = Signal(range(max(width, 2))), Signal(range(max(width, 2)))
     m.d.comb += [yc.eq(msb_index(m, x, "c")), yt.eq(msb_index(m, x, "t", tree=True))]
     vals = list(range(1 << width))
-    got = []
-
-    async def tb(ctx):
-        for v in vals:
-            ctx.set(x, v)
-            got.append((ctx.get(yc), ctx.get(yt)))
-
-    run_simulation(m, tb, deadline_cycles=10, clock=False)
-    got = np.array(got)
+    got = _comb_values(m, x, [yc, yt], vals).astype(np.int64)
     np.testing.assert_array_equal(got[:, 1], got[:, 0])
     np.testing.assert_array_equal(got[1:, 1], fxtype.msb(np.array(vals[1:])))
     assert got[0, 1] == 0  # zero: index 0, as the chain
@@ -155,12 +153,4 @@ def test_msb_index_tree_wide():
     vals = [1 << i for i in range(61)] + [(1 << i) | ((1 << i) - 1) for i in range(61)]
     vals += [int(rng.integers(1, 1 << 61)) >> int(rng.integers(0, 61)) for _ in range(300)]
     vals = [v for v in vals if v]
-    got = []
-
-    async def tb(ctx):
-        for v in vals:
-            ctx.set(x, v)
-            got.append(ctx.get(y))
-
-    run_simulation(m, tb, deadline_cycles=10, clock=False)
-    assert got == [v.bit_length() - 1 for v in vals]
+    assert _comb_values(m, x, [y], vals)[:, 0].tolist() == [v.bit_length() - 1 for v in vals]
