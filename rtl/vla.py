@@ -77,8 +77,8 @@ from .saturate import count_tree
 from .presets import check_rtl_preset
 from .scalar_unit import ScalarOp, ScalarUnit
 from .shift import RoundShiftVar
-from .vector_ops import (BLOCK_SHIFT_STAGES, NORMALIZE_STAGES, bit_len, block_shift_hw, iv, iv_neg, iv_scale, iv_union, normalize_hw,
-                         su_f_range)
+from .vector_ops import (BLOCK_SHIFT_STAGES, NORMALIZE_STAGES, bit_len, block_shift_hw, iv, iv_neg, iv_scale,
+                         iv_union, normalize_hw, su_f_range)
 
 __all__ = ["VLACore"]
 
@@ -102,8 +102,9 @@ class VLACore(wiring.Component):
     WRITE_STAGES = 5
     #: free-running register stages of each scalar step of the chain (its state lasts one more
     #: cycle, which captures the result): at most one carry chain between registers
-    STEP_STAGES = {"SH_Z": BLOCK_SHIFT_STAGES, "DELTA": 3, "BLK_W": 1 + BLOCK_SHIFT_STAGES, "CW": NORMALIZE_STAGES, "S3": 1, "BOUND": 3,
-                   "SH_AL": BLOCK_SHIFT_STAGES, "C2P": 1, "C2": NORMALIZE_STAGES, "BLK_O": 1 + BLOCK_SHIFT_STAGES}
+    STEP_STAGES = {"SH_Z": BLOCK_SHIFT_STAGES, "DELTA": 3, "BLK_W": 1 + BLOCK_SHIFT_STAGES, "CW": NORMALIZE_STAGES,
+                   "S3": 1, "BOUND": 3, "SH_AL": BLOCK_SHIFT_STAGES, "C2P": 1, "C2": NORMALIZE_STAGES,
+                   "BLK_O": 1 + BLOCK_SHIFT_STAGES}
 
     def __init__(self, d: int, k: int, preset: str = "legacy-int8", *, lambda0: float = 0.1, eps: float = 1e-4,
                  refresh_period: int = 20, eta: float = 1e-3, u_scale: float | None = None,
