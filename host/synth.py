@@ -1320,6 +1320,43 @@ def _enrich(r: dict) -> dict:
     return r
 
 
+def _ranking_block(rs) -> list[str]:
+    """The k = 8 register ranking table; results without a ranking (its netlist's build folder was
+    gone when the report was regenerated) are named, not silently left out."""
+    L = []
+    k8r = [r for r in rs if r["k"] == 8 and r.get("register_ranking")]
+    if k8r:
+        r0 = k8r[0]
+        L.append(f"Registers whose input logic misses the {r0['register_ranking']['budget_ns']:g} ns period, k = 8 "
+                 f"(`register_ranking()`: {r0['register_ranking']['model']}; its worst estimate is compared with "
+                 "nextpnr's critical path in the first column):")
+        L.append("")
+        L.append("| preset | d | estimate / nextpnr worst ns | register groups over budget (flip-flops) | "
+                 "worst registers: estimated ns ← from register [DSP on path] |")
+        L.append("|---|---|---|---|---|")
+        for r in k8r:
+            rr = r["register_ranking"]
+            seen, items = set(), []
+            for e in rr["worst"]:
+                key = re.sub(r"\d+$", "", e["register"].replace("core.", ""))
+                if key in seen or e["est_ns"] <= rr["budget_ns"]:
+                    continue
+                seen.add(key)
+                items.append(f"{key}* {e['est_ns']:.0f} ← {e['from'].replace('core.', '')}" + (" [DSP]" if e["dsp_on_path"] else ""))
+            cpn = (r.get("critical_path") or {}).get("total_ns")
+            L.append(f"| {r['preset']} | {r['d']} | {rr['worst'][0]['est_ns']:.1f} / {_num(cpn, '{:.1f}')} | "
+                     f"{rr['groups_over_budget']} ({rr['cells_over_budget']}) | {'; '.join(items[:14])} |")
+        L.append("")
+    lost = [r for r in rs if r["k"] == 8 and not r.get("register_ranking")]
+    if lost:
+        names = ", ".join(f"{r['preset']} d={r['d']}" for r in lost)
+        L.append(f"Register ranking not available for k = 8 {names}: `register_ranking()` reads each "
+                 "configuration's netlist from its build folder, which was not there when this report was "
+                 "regenerated (`specmem synth --sweep --no-resume` rebuilds them).")
+        L.append("")
+    return L
+
+
 def _generated_block(results, docs_dir: Path) -> str:
     rs = [_enrich(r) for r in _sorted(results)]
     tv = rs[0]["tool_versions"]
@@ -1412,29 +1449,7 @@ def _generated_block(results, docs_dir: Path) -> str:
             lp = r["longest_logic_path"]
             L.append(f"- {r['preset']} d={r['d']} ({lp['length_cells']} cells): `{ltp_text(lp)}`")
         L.append("")
-    k8r = [r for r in rs if r["k"] == 8 and r.get("register_ranking")]
-    if k8r:
-        r0 = k8r[0]
-        L.append(f"Registers whose input logic misses the {r0['register_ranking']['budget_ns']:g} ns period, k = 8 "
-                 f"(`register_ranking()`: {r0['register_ranking']['model']}; its worst estimate is compared with "
-                 "nextpnr's critical path in the first column):")
-        L.append("")
-        L.append("| preset | d | estimate / nextpnr worst ns | register groups over budget (flip-flops) | "
-                 "worst registers: estimated ns ← from register [DSP on path] |")
-        L.append("|---|---|---|---|---|")
-        for r in k8r:
-            rr = r["register_ranking"]
-            seen, items = set(), []
-            for e in rr["worst"]:
-                key = re.sub(r"\d+$", "", e["register"].replace("core.", ""))
-                if key in seen or e["est_ns"] <= rr["budget_ns"]:
-                    continue
-                seen.add(key)
-                items.append(f"{key}* {e['est_ns']:.0f} ← {e['from'].replace('core.', '')}" + (" [DSP]" if e["dsp_on_path"] else ""))
-            cpn = (r.get("critical_path") or {}).get("total_ns")
-            L.append(f"| {r['preset']} | {r['d']} | {rr['worst'][0]['est_ns']:.1f} / {_num(cpn, '{:.1f}')} | "
-                     f"{rr['groups_over_budget']} ({rr['cells_over_budget']}) | {'; '.join(items[:14])} |")
-        L.append("")
+    L.extend(_ranking_block(rs))
     eng = [r for r in load_engine_results(docs_dir) if not r.get("tool_error")]  # (tables below: results only)
     L.extend(_engine_block(eng))
     if eng:
@@ -1585,7 +1600,7 @@ def _breakdown_block(results) -> list[str]:
         mods = r["modules"]
         tot = {key: sum(m[key] for m in mods.values()) for key in ("luts", "ffs", "dsp", "ebr")}
         L.append(f"**{r['algo']} {r['preset']} d={r['d']} k={r['k']}**: {tot['luts']:,} LUT, {tot['ffs']:,} FF, "
-                 f"{tot['dsp']} DSP, {tot['ebr']} EBR in all")
+                 f"{tot['dsp']} DSP, {tot['ebr']} EBR in all" + (f". *{r['note']}*" if r.get("note") else ""))
         L.append("")
         L.append("| module | LUT | share | FF | DSP | EBR |")
         L.append("|---|---|---|---|---|---|")

@@ -369,3 +369,27 @@ def test_vla_block_states_fmax_router_and_critical_path():
     capped = {**base, "fmax_mhz": None, "pnr_error": "nextpnr did not finish within 60 CPU minutes: stopped while routing"}
     text = "\n".join(S._vla_block([capped]))
     assert "| not routed in the cap |" in text and "critical path" not in text
+
+
+def test_ranking_block_names_results_without_a_ranking():
+    """A regenerated report keeps the ranking table for results that have one and names those
+    that do not (their build folders were gone), instead of dropping them silently."""
+    import specmem.synth as S
+
+    rr = {"budget_ns": 5.0, "model": "m", "groups_over_budget": 2, "cells_over_budget": 40,
+          "worst": [{"register": "core.sats3", "est_ns": 71.0, "from": "core.fsm_state", "dsp_on_path": False}]}
+    have = {"preset": "legacy-int8", "d": 32, "k": 8, "register_ranking": rr, "critical_path": {"total_ns": 67.9}}
+    gone = {"preset": "legacy-int16", "d": 64, "k": 8}
+    text = "\n".join(S._ranking_block([have, gone, {"preset": "legacy-int8", "d": 32, "k": 4}]))
+    assert "| legacy-int8 | 32 | 71.0 / 67.9 | 2 (40) | sats* 71 ← fsm_state |" in text
+    assert "Register ranking not available for k = 8 legacy-int16 d=64:" in text
+    assert S._ranking_block([{"preset": "legacy-int8", "d": 32, "k": 4}]) == []
+
+
+def test_breakdown_block_prints_a_results_note():
+    import specmem.synth as S
+
+    r = {"algo": "vla", "preset": "legacy-int8", "d": 32, "k": 4, "note": "Measured before stop 32.",
+         "modules": {"core": {"luts": 10, "ffs": 2, "dsp": 1, "ebr": 0}}}
+    text = "\n".join(S._breakdown_block([r]))
+    assert "**vla legacy-int8 d=32 k=4**: 10 LUT, 2 FF, 1 DSP, 0 EBR in all. *Measured before stop 32.*" in text
