@@ -1067,13 +1067,15 @@ def vla_sweep(out_dir="build/synth", docs_dir="docs", *, configs=None, target_mh
 
 
 def rule_sweep(out_dir="build/synth", docs_dir="docs", *, algos=None, ds=None, ks=None,
-               target_mhz: float = TARGET_MHZ, seed: int = SEED, resume: bool = True, progress=print) -> list[dict]:
-    """DeltaNet and Gated DeltaNet at ``RULE_SWEEP``'s grid, cached as ``<docs_dir>/hardware/rules/``."""
+               target_mhz: float = TARGET_MHZ, seed: int = SEED, resume: bool = True, router: str = "router1",
+               progress=print) -> list[dict]:
+    """DeltaNet and Gated DeltaNet at ``RULE_SWEEP``'s grid, cached as ``<docs_dir>/hardware/rules/``
+    (``router``: nextpnr's; a result routed with router2 says so in the table)."""
     prm = RULE_SWEEP["params"]
     grid = [(a, d, k, RULE_SWEEP["preset"], dict(prm)) for a in (algos or RULE_SWEEP["algos"])
             for d in (ds or RULE_SWEEP["ds"]) for k in (ks or RULE_SWEEP["ks"])]
     return _run_grid("rules", grid, out_dir, docs_dir, target_mhz=target_mhz, seed=seed, resume=resume,
-                     progress=progress)
+                     router=router, progress=progress)
 
 
 def _run_grid(sub: str, grid, out_dir, docs_dir, *, target_mhz, seed, resume, progress,
@@ -1569,6 +1571,8 @@ def _rules_block(results) -> list[str]:
         if r.get("fmax_mhz") is None and r.get("pnr_error"):
             fm = "does not place"
             notes.append(f"- {r['algo']} d={r['d']} k={r['k']}: nextpnr: `{r['pnr_error'].strip()[-200:]}`")
+        elif r.get("router", "router1") != "router1":
+            fm += f" ({r['router']})"
         tps = r.get("tokens_per_s")
         eps = None if tps is None else tps * r["d"] ** 2
         L.append(f"| {r['algo']} | {r['preset']} | {r['d']} | {r['k']} | {fm} | {_num(r['luts'])} | {_num(r['ffs'])} | "

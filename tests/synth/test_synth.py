@@ -393,3 +393,16 @@ def test_breakdown_block_prints_a_results_note():
          "modules": {"core": {"luts": 10, "ffs": 2, "dsp": 1, "ebr": 0}}}
     text = "\n".join(S._breakdown_block([r]))
     assert "**vla legacy-int8 d=32 k=4**: 10 LUT, 2 FF, 1 DSP, 0 EBR in all. *Measured before stop 32.*" in text
+
+
+def test_rules_block_marks_router2_results():
+    import specmem.synth as S
+
+    base = {"algo": "gated-deltanet", "preset": "legacy-int8", "d": 32, "k": 16, "luts": 16000, "ffs": 13000,
+            "dsp": 142, "ebr": 16, "cycles_per_token": 73, "floor_cycles": 64, "cycles_over_floor": 73 / 64,
+            "tokens_per_s": 1.4e6}
+    r1 = {**base, "fmax_mhz": 101.0}
+    r2 = {**base, "d": 64, "fmax_mhz": 102.0, "router": "router2"}
+    text = "\n".join(S._rules_block([r1, r2]))
+    assert "| gated-deltanet | legacy-int8 | 32 | 16 | 101.0 |" in text
+    assert "| gated-deltanet | legacy-int8 | 64 | 16 | 102.0 (router2) |" in text
