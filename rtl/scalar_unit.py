@@ -15,12 +15,13 @@ their own (:attr:`latency` gives both arrangements' cycles). The compact arrange
 Input ``x`` (unsigned raw, ``frac`` fraction bits given per request) gives the floating scalar
 ``m * 2**-f`` with ``m`` in ``[2**(P-2), 2**(P-1))`` (a signed ``P``-bit multiplier operand) and
 ``f`` a signed exponent; ``x = 0`` gives ``m = f = 0``. Latency: 4 + 2·steps cycles (recip) or
-4 + 3·steps (rsqrt) from the cycle a request is accepted to the cycle ``o.valid`` rises.
+4 + 3·steps (rsqrt) from the cycle a request is accepted to the cycle ``o.valid`` rises;
+with ``split_mul`` each multiply takes four cycles (4 + 8·steps, 4 + 12·steps).
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, enum as aenum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -61,8 +62,9 @@ class ScalarUnit(wiring.Component):
         #: the compact arrangement's leading one as a tree (``fixed.msb_index(tree=True)``; the
         #: chain stays the default so the cores synthesised with it generate the same Verilog)
         self.lod_tree = bool(lod_tree)
-        #: the compact arrangement's Newton multiplies in three cycles each (operands registered,
-        #: the product registered, then used) instead of one: two cycles more per multiply
+        #: the compact arrangement's Newton multiplies in four cycles each instead of one: the
+        #: operands registered (as wide as the model's operand bound), the products of their
+        #: 17-bit pieces registered (one 18 x 18 multiplier each), their sum registered, then used
         self.split_mul = bool(split_mul)
         if self.split_mul and pipelined:
             raise ValueError("split_mul: only the compact arrangement has it (the pipelined one is registered)")
@@ -79,9 +81,11 @@ class ScalarUnit(wiring.Component):
         self.exp_width = min_signed_width(e_lo - 1, e_hi)
         self.f_width = min_signed_width(min(e_lo - 1, (e_lo - 1) // 2) + P - 2, e_hi + P - 1)
         # cycles from the cycle a request is accepted to the cycle o.valid is first high
-        mc = 3 if self.split_mul else 1  # cycles per Newton multiply
+        mc = 4 if self.split_mul else 1  # cycles per Newton multiply
         self.latency = {ScalarOp.RECIP: 4 + 2 * mc * config.newton_steps,
                         ScalarOp.RSQRT: 4 + 3 * mc * config.newton_steps}
+        if self.split_mul:
+            self.mul_width = config.newton_operand_width()
         if self.pipelined:
             N = config.work_bits
             # operands as wide as the golden model's bound on every Newton operand (33 bits at
@@ -153,14 +157,15 @@ class ScalarUnit(wiring.Component):
                 self._seed(m, op, e, xm, y, step, recip_rom, rsqrt_rom, "FINISH")
 
             split = self.split_mul
-            mul_ar, mul_br = Signal.like(mul_a, name="mul_ar"), Signal.like(mul_b, name="mul_br")
-            prod_r = Signal.like(prod, name="prod_r")
             if split:
-                m.d.sync += prod_r.eq(mul_ar * mul_br)
+                mul_ar = Signal(signed(self.mul_width), name="mul_ar")
+                mul_br = Signal(signed(self.mul_width), name="mul_br")
+                prod_r = self._piece_product(m, mul_ar, mul_br)
 
             def mul_state(name, a, b, use):
                 """One Newton multiply: ``use(product)`` in the state's cycle, or (``split_mul``)
-                operands registered in ``name``, the product in ``name_P``, used in ``name_U``."""
+                operands registered in ``name``, the pieces' products in ``name_P``, their sum in
+                ``name_S``, used in ``name_U``."""
                 if not split:
                     with m.State(name):
                         m.d.comb += [mul_a.eq(a), mul_b.eq(b)]
@@ -170,6 +175,8 @@ class ScalarUnit(wiring.Component):
                     m.d.sync += [mul_ar.eq(a), mul_br.eq(b)]
                     m.next = f"{name}_P"
                 with m.State(f"{name}_P"):
+                    m.next = f"{name}_S"
+                with m.State(f"{name}_S"):
                     m.next = f"{name}_U"
                 with m.State(f"{name}_U"):
                     use(prod_r)
@@ -234,6 +241,37 @@ class ScalarUnit(wiring.Component):
                 with m.If(self.o.ready):
                     m.next = "IDLE"
         return m
+
+    #: bits of a low piece of ``split_mul``'s operands (unsigned; the top piece is signed): every
+    #: piece is an 18-bit signed multiplier operand
+    PIECE = 17
+
+    def _piece_product(self, m, a, b):
+        """``a * b`` from free-running registers: the products of the operands' pieces, then their
+        sum. The products of equal pieces below the top are unsigned and shorter than their
+        spacing, so they are concatenated, not added. Returns the registered product."""
+        B = self.PIECE
+
+        def pieces(x):
+            n = -(-len(x) // B)
+            return [x[B * i:B * (i + 1)] for i in range(n - 1)] + [x[B * (n - 1):].as_signed()]
+
+        pa, pb = pieces(a), pieces(b)
+        n = len(pa)
+        pp = {}
+        for i in range(n):
+            for j in range(n):
+                x, y = pa[i], pb[j]
+                pp[i, j] = Signal(signed(len(x) + len(y) + 1), name=f"mul_pp{i}{j}")
+                m.d.sync += pp[i, j].eq(x * y)
+        diag = Cat(*[pp[i, i][:2 * B] for i in range(n - 1)], pp[n - 1, n - 1]).as_signed()
+        total = diag
+        for (i, j), p in pp.items():
+            if i != j:
+                total = total + (p << (B * (i + j)))
+        prod_r = Signal(signed(len(a) + len(b)), name="prod_r")
+        m.d.sync += prod_r.eq(total)
+        return prod_r
 
     @staticmethod
     def _seed_index(cfg, xm, e):

@@ -55,15 +55,17 @@ def test_scalar_unit_matches_golden(cfg, in_width, arrangement):
         np.testing.assert_array_equal(got_f[sel], [int(w.f[0]) for w in want], err_msg=f"f, op {o}")
 
 
-def test_pipelined_unit_at_the_widest_newton_operands():
-    """The pipelined unit's multiplier is as wide as the model's operand bound (33 bits at
-    N = 30, not the registers' 37 x 38): mantissas at both ends of every seed interval, where the
-    traced operands peak, through both functions and both rsqrt parities, equal the model."""
+@pytest.mark.parametrize("arrangement", ["pipelined", "compact-split-mul"])
+def test_unit_at_the_widest_newton_operands(arrangement):
+    """The pipelined unit's multiplier and the split multiply's pieces are as wide as the model's
+    operand bound (33 bits at N = 30, not the registers' 37 x 38): mantissas at both ends of every
+    seed interval, where the traced operands peak, through both functions and both rsqrt
+    parities, equal the model."""
     cfg = Golden(out_bits=18, newton_steps=2)
     W, b = cfg.work_bits, cfg.seed_bits
     ends = [(1 << (W - 1)) + (i << (W - 1 - b)) + e for i in range(1 << b) for e in (0, (1 << (W - 1 - b)) - 1)]
     x = np.array(ends, dtype=np.int64)
-    dut = ScalarUnit(cfg, W, frac_width=7, pipelined=True)
+    dut = ScalarUnit(cfg, W, frac_width=7, **ARRANGEMENTS[arrangement])
     assert dut.mul_width == cfg.newton_operand_width() == 33
     reqs = [{"x": int(a), "frac": f, "op": op} for a in x for f in (4, 5) for op in ScalarOp]
     out = []
