@@ -25,15 +25,17 @@ Structure (one token; the names are the FSM states of :class:`VLACore`):
 * **Vector chain** of token ``t+1``, two vector passes (``chain="two-pass"`` of the model; ``k``
   lanes, ``d/k`` cycles each, the reductions on two more ``DotEngine``\\ s, the two square roots
   on the core's scalar unit): ``VP1`` zsm = block(A un), ``unᵀzsm``, ``zsmᵀkh``, the extremes
-  of zsm and ``max |kh|``; ``DELTA``, ``RD_REQ/RD_WAIT`` rsqrt(delta); ``BLK_W`` (w's block
+  of zsm and ``max |kh|``; ``DELTA``, ``RD_WAIT`` rsqrt(delta); ``BLK_W`` (w's block
   shift), ``CW`` (``wᵀkh = rd (zsmᵀkh)`` normalised, ``max |w|`` from zsm's extremes), ``S3``,
   ``BOUND`` (``|alpha| <= max |A kh| + round(max |w| |wᵀkh|) [+ round(max |kh| eta)]``), ``SH_AL``
   (alpha_n's block shift from the bound); ``VP2`` w = block(zsm rd), alpha = A kh -
   round(w (wᵀkh)) [+ round(eta kh)], alpha_n = alpha shifted by the bound's exponent,
-  ``||alpha_n||²`` and ``alpha_nᵀqf``; ``RA_REQ/RA_WAIT`` ra = rsqrt(||alpha_n||²); ``C2P``,
-  ``C2``. Then ``w``, ``e``, ``alpha_n``, ``ra`` are final (``ah = ra alpha_n`` is never formed
-  on its own) and the next fused pass starts at once, while a second small FSM (``VP6`` num =
-  S qf + round(e (ahᵀqf)), ``BLK_O`` the output block exponent) finishes the token beside it,
+  ``||alpha_n||²`` and ``alpha_nᵀqf`` (it issues while ``BOUND`` and ``SH_AL`` finish: each
+  operand is final when its first element reaches it, ``VP2_LEAD``); ``RA_WAIT`` ra =
+  rsqrt(||alpha_n||²). Then ``w``, ``e``, ``alpha_n``, ``ra`` are final (``ah = ra alpha_n`` is
+  never formed on its own) and the next fused pass starts in the cycle ``ra`` arrives, while a
+  second small FSM (``C2P``, ``C2``: c2 = ra (alpha_nᵀqf); ``VP6`` num = S qf + round(e (ahᵀqf));
+  ``BLK_O`` the output block exponent) finishes the token beside it,
   and the output stage streams ``o = block(num / zkᵀqf)`` (``d/k`` beats) in the background.
   The chain's element-wise products have no lane multipliers of their own: VP2 forms ``zsm rd``
   on the A write's multipliers and ``w (wᵀkh)`` on the S write's (idle between passes), VP6 uses
@@ -44,9 +46,9 @@ then runs a read-only pass of its own. After reset the core writes ``A = I/lambd
 (``CLEAR``, ``d²/k`` cycles) and the front end zeroes ``zk``.
 
 Cycles per token in steady state: ``d²/k`` for the pass plus its pipeline tail plus the chain,
-``d²/k + 2 d/k + L + 2 Lv + 2 Ls + 56`` (:meth:`VLACore.cycle_budget`, ``docs/rtl.md``). Latency
+``d²/k + 2 d/k + L + 2 Lv + 2 Ls + 47`` (:meth:`VLACore.cycle_budget`, ``docs/rtl.md``). Latency
 of an isolated token, last input beat to first output beat: that plus the front end and the
-output tail, ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 114``
+output tail, ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 105``
 (:meth:`VLACore.latency`).
 
 Every narrowing is the model's (same formats from ``golden/fixed/formats.py``, same rounding
@@ -105,6 +107,13 @@ class VLACore(wiring.Component):
     STEP_STAGES = {"SH_Z": BLOCK_SHIFT_STAGES, "DELTA": 3, "BLK_W": 1 + BLOCK_SHIFT_STAGES, "CW": NORMALIZE_STAGES,
                    "S3": 1, "BOUND": 3, "SH_AL": BLOCK_SHIFT_STAGES, "C2P": 1, "C2": NORMALIZE_STAGES,
                    "BLK_O": 1 + BLOCK_SHIFT_STAGES}
+    #: cycles from VP2's first issue to alpha_n's shifters, where the first element meets
+    #: ``sh_al`` (cw at 3, s3 at 4: both are final by then)
+    VP2_SH_AL_USE = 8
+    #: VP2 issues this many cycles after BOUND starts, so that ``sh_al`` (captured at the end of
+    #: SH_AL) is final exactly when its first element needs it
+    VP2_LEAD = STEP_STAGES["BOUND"] + 1 + STEP_STAGES["SH_AL"] + 1 - VP2_SH_AL_USE
+    assert 1 <= VP2_LEAD <= STEP_STAGES["BOUND"] + 1
 
     def __init__(self, d: int, k: int, preset: str = "legacy-int8", *, lambda0: float = 0.1, eps: float = 1e-4,
                  refresh_period: int = 20, eta: float = 1e-3, u_scale: float | None = None,
@@ -305,14 +314,15 @@ class VLACore(wiring.Component):
             "vp1_zsm": dk + 3 + Lv,
             # DELTA (its stages, then the capture and the request), then RD_WAIT for the unit's latency
             "delta_rsqrt": 1 + st["DELTA"] + Ls,
-            # BLK_W, CW, S3, BOUND, SH_AL: each its stages, then the capture
-            "alpha_bound": sum(1 + st[n] for n in ("BLK_W", "CW", "S3", "BOUND", "SH_AL")),
+            # BLK_W, CW, S3: each its stages, then the capture; BOUND's first VP2_LEAD cycles
+            # (BOUND and SH_AL finish while VP2 issues)
+            "alpha_bound": sum(1 + st[n] for n in ("BLK_W", "CW", "S3")) + self.VP2_LEAD,
             # issue d/k; then w (X, X2, register), w cw on the S-write multipliers, alpha (four
             # stages), alpha_n (two) into the engines; their latency
             "vp2_alpha": dk + 10 + Lv,
-            "rsqrt_alpha": Ls,                  # RA_WAIT for the unit's latency (VP2's last cycle requests)
-            # GO; then the next pass, the output tail (c2, VP6, BLK_O) beside it
-            "launch": 1,
+            # RA_WAIT for the unit's latency (VP2's last cycle requests); its last cycle launches
+            # the next pass, the output tail (c2, VP6, BLK_O) beside it
+            "rsqrt_alpha": Ls,
         }
         budget["total"] = sum(budget.values())
         budget["floor"] = N
@@ -356,7 +366,7 @@ class VLACore(wiring.Component):
 
         In closed form (``L``, ``Lv`` the pass and vector engines' latencies, ``Ls``/``Lr`` the
         scalar units' rsqrt/recip latencies, the front end's and the core's being equal):
-        ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 114``, i.e. ``cycle_budget()['total'] +
+        ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 105``, i.e. ``cycle_budget()['total'] +
         3 d/k + 2 Ls + Lr + 2 Lm + 2 Lt + 58``.
         """
         dk, fl = self.dk, self.fe_lat
@@ -762,7 +772,7 @@ class VLACore(wiring.Component):
         # the write multipliers also form VP2's products, when no pass runs: zsm rd on the A
         # write's (issue -> stage X), w cw on the S write's (register stage -> a cycle later)
         v_on, va = Signal(), Signal(range(DK2))
-        vp2_on = Signal()   # driven by the sequencer's VP2
+        vp2_on = Signal()   # VP2's datapath: set when its issue starts (in BOUND), cleared at its end
         zsm_v = rd(zsm_mem, va)
         pw_a = [Signal(signed(Wb), name=f"pw_a{l}") for l in range(k)]
         pw_b = [Signal(signed(max(Wb, P)), name=f"pw_b{l}") for l in range(k)]
@@ -916,7 +926,12 @@ class VLACore(wiring.Component):
         o_m, o_sh, o_fr = Signal(signed(P)), Signal(signed(EW)), Signal(signed(self.o_frac_width))
         num_o = rd(num_mem, oa)
         e_x = rd(e_mem, va)  # VP6: e read at issue, its product registered by stage X (op1)
-        out_p = [materialise(m, Mux(o_busy, num_o[l], e_x[l]) * Mux(o_busy, o_m, c2_m), f"out_p{l}")
+        # the operand select from a copy of o_busy per lane (one register fanning out to every
+        # lane's operand bits was the routed critical path at k = 8); each copy holds itself, so
+        # no synthesis pass merges them back into one
+        o_start = Signal()   # BLK_O's capture: o_busy rises
+        o_sel = [Signal(name=f"o_sel{l}") for l in range(k)]
+        out_p = [materialise(m, Mux(o_sel[l], num_o[l], e_x[l]) * Mux(o_sel[l], o_m, c2_m), f"out_p{l}")
                  for l in range(k)]
         # issue (num read, the product) -> 1 (product registered; the shifters) -> 2 (the rounding
         # add) -> a FIFO whose registered output is o_out; an element issues only while the FIFO
@@ -931,6 +946,8 @@ class VLACore(wiring.Component):
             m.d.sync += oa.eq(incr(oa, dk - 1))
             with m.If(oa == dk - 1):
                 m.d.sync += o_busy.eq(0)
+        for l in range(k):
+            m.d.sync += o_sel[l].eq(Mux(o_start, 1, Mux(o_issue & (oa == dk - 1), 0, o_sel[l])))
         op1 = [vreg(out_p[l], out_p[l].shape(), f"o1_p{l}") for l in range(k)]
         sh1, fr1 = delay(o_sh, o_sh.shape(), 1, "o1_sh"), delay(o_fr, o_fr.shape(), 1, "o1_fr")
         ov2, last2 = delay(o_issue, 1, 2, "o_v"), delay(oa == dk - 1, 1, 2, "o_last")
@@ -1111,8 +1128,6 @@ class VLACore(wiring.Component):
                     with m.If(su.i.ready):
                         m.d.sync += scnt.eq(0)
                 sat_flags.append(fsm.ongoing("DELTA") & (scnt == st["DELTA"]) & su.i.ready & delta_ovf)
-            with m.State("RD_REQ"):
-                su_req(delta, fd, "RD_WAIT")
             with m.State("RD_WAIT"):
                 m.d.comb += su.o.ready.eq(1)
                 with m.If(su.o.valid):
@@ -1131,37 +1146,25 @@ class VLACore(wiring.Component):
                     m.d.sync += [s3.eq(fw + cw_f - Fa), s_wa.eq(2 * fw - fa), p_wc.eq(wmax * cw_abs)]
                     step_next("BOUND")
             with m.State("BOUND"):  # |alpha| <= max|A kh| + round(max|w| |wᵀkh|) [+ round(max|kh| eta)]
+                with m.If(scnt == self.VP2_LEAD - 1):  # VP2 issues while BOUND and SH_AL finish
+                    start_vp()
+                    m.d.sync += vp2_on.eq(1)
                 with m.If(step_done("BOUND")):
                     m.d.sync += bound.eq(b_sum + Mux(refresh, eta_b, 0))
                     step_next("SH_AL")
             with m.State("SH_AL"):  # alpha_n's block shift from the bound: known before its pass
-                with m.If(step_done("SH_AL")):
+                with m.If(step_done("SH_AL")):  # captured in time for alpha_n's shifters
                     m.d.sync += sh_al.eq(blk_al)
-                    start_vp()
                     step_next("VP2")
-            with m.State("VP2"):  # w; alpha; alpha_n; ||alpha_n||², alpha_nᵀqf
-                m.d.comb += vp2_on.eq(1)
-                vp_state(op_w, w_w)
-                m.d.comb += [an_w.addr.eq(a5), an_w.en.eq(v5)]
-                m.d.comb += [an_w.data[l].eq(an_r[l]) for l in range(k)]
-                for eng, b in ((ev, an_r), (ev2, qf_5)):
-                    m.d.comb += [eng.i.valid.eq(v5), eng.i.payload.first.eq(a5 == 0),
-                                 eng.i.payload.last.eq(a5 == dk - 1)]
-                    m.d.comb += [eng.i.payload.a[l].eq(an_r[l]) for l in range(k)]
-                    m.d.comb += [eng.i.payload.b[l].eq(b[l]) for l in range(k)]
+            with m.State("VP2"):  # w; alpha; alpha_n; ||alpha_n||², alpha_nᵀqf (issued from BOUND)
                 with m.If(ev.o.valid):  # ||alpha_n||² requested from the (idle) unit at once
-                    m.d.sync += [vsum.eq(ev.o.payload.sum), anq.eq(ev2.o.payload.sum)]
+                    m.d.sync += [vsum.eq(ev.o.payload.sum), anq.eq(ev2.o.payload.sum), vp2_on.eq(0)]
                     m.next = "RA_REQ"
                     su_req(ev.o.payload.sum.as_unsigned(), 2 * fan, "RA_WAIT")
             with m.State("RA_REQ"):
                 su_req(vsum.as_unsigned(), 2 * fan, "RA_WAIT")
-            with m.State("RA_WAIT"):
-                m.d.comb += su.o.ready.eq(1)
-                with m.If(su.o.valid):
-                    m.d.sync += [ra_m.eq(su.o.payload.m), ra_f.eq(su.o.payload.f),
-                                 s_ws.eq(su.o.payload.f + (fe + fan - fs))]
-                    m.next = "GO"
-            with m.State("GO"):
+
+            def go():
                 # w, e, alpha_n, ra are final: the write pass (fused with the next token's read)
                 # starts, and the output tail (c2, VP6, BLK_O) runs beside it once the previous
                 # token's o has left (num is rewritten)
@@ -1171,6 +1174,26 @@ class VLACore(wiring.Component):
                                  slot_full.bit_select(cslot, 1).eq(0), cslot.eq(nslot)]
                     start_pass(1, slot_full.bit_select(nslot, 1))
                     m.next = "PASS"
+            with m.State("RA_WAIT"):  # ra; the launch in the same cycle when the tail is free
+                m.d.comb += su.o.ready.eq(1)
+                with m.If(su.o.valid):
+                    m.d.sync += [ra_m.eq(su.o.payload.m), ra_f.eq(su.o.payload.f),
+                                 s_ws.eq(su.o.payload.f + (fe + fan - fs))]
+                    m.next = "GO"
+                    go()
+            with m.State("GO"):  # the previous token's tail or output still busy
+                go()
+
+        # VP2's datapath, from its first issue (in BOUND) to its reductions (in VP2)
+        with m.If(vp2_on):
+            vp_state(op_w, w_w)
+            m.d.comb += [an_w.addr.eq(a5), an_w.en.eq(v5)]
+            m.d.comb += [an_w.data[l].eq(an_r[l]) for l in range(k)]
+            for eng, b in ((ev, an_r), (ev2, qf_5)):
+                m.d.comb += [eng.i.valid.eq(v5), eng.i.payload.first.eq(a5 == 0),
+                             eng.i.payload.last.eq(a5 == dk - 1)]
+                m.d.comb += [eng.i.payload.a[l].eq(an_r[l]) for l in range(k)]
+                m.d.comb += [eng.i.payload.b[l].eq(b[l]) for l in range(k)]
 
         # output tail of the token just chained, beside the next pass (which rewrites sq and e only
         # after its first row, d/k + 9 + L cycles in, when VP6 has read them all)
@@ -1194,6 +1217,7 @@ class VLACore(wiring.Component):
                     m.next = "BLK_O"
             with m.State("BLK_O"):  # o = block(num / zkᵀqf): the shift from max|num| * m
                 with m.If(step_done("BLK_O", tcnt)):
+                    m.d.comb += o_start.eq(1)
                     m.d.sync += [o_busy.eq(1), oa.eq(0), o_m.eq(t_rden_m), o_sh.eq(blk_o),
                                  o_fr.eq(Fs + t_rden_f - blk_o), tokens.eq(tokens + 1)]
                     step_next("TAIL_IDLE", tcnt)
