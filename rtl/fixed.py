@@ -14,7 +14,7 @@ from __future__ import annotations
 from amaranth.hdl import Cat, Const, Mux, Shape, Signal, Value, signed, unsigned
 
 __all__ = ["shape_of", "materialise", "round_shift", "round_shift_var", "round_shift_right_parts",
-           "saturate", "requantize", "requantize_var", "msb_index", "abs_value"]
+           "ShiftCode", "shift_code", "saturate", "requantize", "requantize_var", "msb_index", "abs_value"]
 
 _ROUNDING = ("rne", "floor", "half_up")
 
@@ -60,6 +60,60 @@ def round_shift(m, value, shift: int, rounding: str, name: str = "rs"):
     return materialise(m, q + ((rem > half) | ((rem == half) & q[0])), name)
 
 
+class ShiftCode:
+    """A run-time shift amount decoded for :func:`round_shift_var` on ``width``-bit values: ``neg``
+    (the shift is negative), ``rs`` (the right shift, clamped), ``ls`` (the left shift, clamped to
+    ``max_left``; ``None`` for an unsigned shift). Held shifts fan out to many lanes' shifters;
+    decoding once into registers takes the negation and the clamps out of the lanes' cycle."""
+
+    def __init__(self, neg, rs, ls, width: int, max_left: int):
+        self.neg, self.rs, self.ls, self.width, self.max_left = neg, rs, ls, width, max_left
+
+    def fields(self):
+        return [f for f in (self.neg, self.rs, self.ls) if f is not None]
+
+    @classmethod
+    def held(cls, shift_shape, width: int, *, max_left: int, name: str) -> "ShiftCode":
+        """Registers for the code of a ``shift_shape`` shift on ``width``-bit values, to capture
+        one with :meth:`eq` (e.g. in the cycle its shift is found)."""
+        shift_shape = Shape.cast(shift_shape)
+        rs = Signal(unsigned(max(1, (width + 1).bit_length())), name=f"{name}_rs")
+        ls = Signal(unsigned(max(1, max_left.bit_length())), name=f"{name}_ls") if shift_shape.signed else None
+        return cls(Signal(name=f"{name}_neg"), rs, ls, width, max_left)
+
+    def registers(self, name: str) -> "ShiftCode":
+        """Registers of this code's shapes (to capture it with :meth:`eq`)."""
+        mk = lambda f, suffix: Signal(f.shape(), name=f"{name}_{suffix}")  # noqa: E731
+        return ShiftCode(mk(self.neg, "neg"), mk(self.rs, "rs"), None if self.ls is None else mk(self.ls, "ls"),
+                         self.width, self.max_left)
+
+    def eq(self, other: "ShiftCode"):
+        return [a.eq(b) for a, b in zip(self.fields(), other.fields())]
+
+
+def shift_code(m, shift, width: int, *, max_left: int, name: str = "sc", reg=None) -> ShiftCode:
+    """``shift`` decoded for :func:`round_shift_var` on ``width``-bit values, exactly as it decodes
+    a plain shift. ``reg`` (a register maker): each field registered, so a caller holding
+    ``shift`` gets the code a cycle later."""
+    shift = materialise(m, shift, f"{name}_sh")
+    smax = width + 1
+    neg = materialise(m, shift < 0, f"{name}_neg") if shift.shape().signed else Const(0, 1)
+    rs_w = max(1, smax.bit_length())
+    rs = Signal(unsigned(rs_w), name=f"{name}_r")
+    m.d.comb += rs.eq(Mux(neg, 0, Mux(shift > smax, smax, shift[:rs_w + 1])))
+    ls = None
+    if shift.shape().signed:
+        ls_w = max(1, max_left.bit_length())
+        ls = Signal(unsigned(ls_w), name=f"{name}_l")
+        nsh = -shift
+        m.d.comb += ls.eq(Mux(nsh > max_left, max_left, nsh[:ls_w + 1]))
+    if reg is not None:
+        neg = reg(neg, 1, f"{name}_negq")
+        rs = reg(rs, rs.shape(), f"{name}_rq")
+        ls = None if ls is None else reg(ls, ls.shape(), f"{name}_lq")
+    return ShiftCode(neg, rs, ls, width, max_left)
+
+
 def round_shift_var(m, value, shift, rounding: str, *, max_left: int, name: str = "rsv", reg=None):
     """``value * 2**-shift`` rounded, for a run-time signed ``shift`` (right when positive, an
     exact left shift when negative), exactly as ``fxtype.round_shift`` with an array shift.
@@ -72,6 +126,8 @@ def round_shift_var(m, value, shift, rounding: str, *, max_left: int, name: str 
 
     ``reg`` (``reg(value, shape, name)``, e.g. a free-running register): one register stage
     between the shifters and the rounding add, so the result follows its operands by a cycle.
+    ``shift`` may be a :class:`ShiftCode` (decoded by :func:`shift_code` for this value's width
+    and ``max_left``), used as it is.
     """
     value, shift, neg, q, inc = round_shift_right_parts(m, value, shift, rounding, name)
     n = len(value)
@@ -80,7 +136,12 @@ def round_shift_var(m, value, shift, rounding: str, *, max_left: int, name: str 
     out_w = n + max(max_left, 1) + 1
     out_shape = signed(out_w) if sv else unsigned(out_w)
     left = None
-    if shift.shape().signed:
+    if isinstance(shift, ShiftCode):
+        if shift.ls is not None:
+            if shift.max_left != max_left:
+                raise ValueError(f"shift: a code for max_left={shift.max_left}, used with max_left={max_left}")
+            left = value << shift.ls
+    elif shift.shape().signed:
         ls_w = max(1, max_left.bit_length())
         ls = Signal(unsigned(ls_w), name=f"{name}_l")
         nsh = -shift
@@ -99,19 +160,27 @@ def round_shift_right_parts(m, value, shift, rounding: str, name: str = "rsv"):
     """The right-shift half of :func:`round_shift_var`, before its rounding add: ``(value, shift,
     neg, q, inc)`` with ``q = floor(value * 2**-shift)`` and ``inc`` the rounding increment (a
     one-bit expression; ``None`` for ``floor``), so a pipelined caller can register ``q`` and
-    ``inc`` and add them a stage later. ``neg``: the shift is negative (``q`` is then ``value``)."""
+    ``inc`` and add them a stage later. ``neg``: the shift is negative (``q`` is then ``value``).
+    ``shift`` may be a :class:`ShiftCode` for this value's width."""
     _check_rounding(rounding)
     value = materialise(m, value, f"{name}_in")
-    shift = materialise(m, shift, f"{name}_sh")
+    code = shift if isinstance(shift, ShiftCode) else None
+    if code is None:
+        shift = materialise(m, shift, f"{name}_sh")
     n = len(value)
     smax = n + 1
     sv = value.shape().signed
     ext = Cat(value, value[-1].replicate(smax + 1)) if sv else Cat(value, Const(0, smax + 1))
     ext = materialise(m, ext.as_signed() if sv else ext, f"{name}_ext")
-    neg = materialise(m, shift < 0, f"{name}_neg") if shift.shape().signed else Const(0, 1)
     rs_w = max(1, smax.bit_length())
-    rs = Signal(unsigned(rs_w), name=f"{name}_r")
-    m.d.comb += rs.eq(Mux(neg, 0, Mux(shift > smax, smax, shift[:rs_w + 1])))
+    if code is not None:
+        if code.width != n:
+            raise ValueError(f"shift: a code for {code.width}-bit values, used on {n} bits")
+        neg, rs = code.neg, code.rs
+    else:
+        neg = materialise(m, shift < 0, f"{name}_neg") if shift.shape().signed else Const(0, 1)
+        rs = Signal(unsigned(rs_w), name=f"{name}_r")
+        m.d.comb += rs.eq(Mux(neg, 0, Mux(shift > smax, smax, shift[:rs_w + 1])))
     q = materialise(m, ext >> rs, f"{name}_q")
     if rounding == "floor":
         return value, shift, neg, q, None

@@ -154,3 +154,48 @@ def test_msb_index_tree_wide():
     vals += [int(rng.integers(1, 1 << 61)) >> int(rng.integers(0, 61)) for _ in range(300)]
     vals = [v for v in vals if v]
     assert _comb_values(m, x, [y], vals)[:, 0].tolist() == [v.bit_length() - 1 for v in vals]
+
+
+@pytest.mark.parametrize("rounding", ["rne", "floor", "half_up"])
+@pytest.mark.parametrize("in_signed,shift_signed", [(True, True), (False, True), (True, False)])
+def test_round_shift_var_with_shift_code_exhaustive(rounding, in_signed, shift_signed):
+    """A shift decoded once (``shift_code``, its fields registered) gives what the plain run-time
+    shift gives, for every value of a 6-bit input and every shift from far left to far right,
+    and both equal ``fxtype.round_shift``."""
+    from specmem.rtl.pipeline import free_register
+    from specmem.rtl.fixed import round_shift_var, shift_code
+    W, ML = 6, 5
+    m = Module()
+    x = Signal(signed(W) if in_signed else unsigned(W))
+    sh = Signal(signed(5) if shift_signed else unsigned(4))
+    plain = round_shift_var(m, x, sh, rounding, max_left=ML, name="p")
+    code = shift_code(m, sh, W, max_left=ML, name="c", reg=free_register(m))
+    decoded = round_shift_var(m, x, code, rounding, max_left=ML, name="d")
+    lo, hi = (-(1 << (W - 1)), 1 << (W - 1)) if in_signed else (0, 1 << W)
+    shifts = range(-16, 16) if shift_signed else range(16)
+    cases = [(v, s) for s in shifts for v in range(lo, hi)]
+    got = []
+
+    async def tb(ctx):
+        for v, s in cases:
+            ctx.set(sh, s)
+            await ctx.tick()          # the code's registers take the held shift
+            ctx.set(x, v)
+            got.append((ctx.get(plain), ctx.get(decoded)))
+
+    run_simulation(m, tb, deadline_cycles=2 * len(cases) + 10)
+    got = np.array(got)
+    np.testing.assert_array_equal(got[:, 1], got[:, 0])
+    vals, shv = np.array([c[0] for c in cases]), np.array([c[1] for c in cases])
+    want = fxtype.round_shift(vals, np.maximum(shv, -ML), rounding)
+    np.testing.assert_array_equal(got[:, 0], want)
+
+
+def test_shift_code_rejects_a_mismatched_use():
+    from specmem.rtl.fixed import round_shift_var, shift_code
+    m = Module()
+    x, sh = Signal(signed(8)), Signal(signed(5))
+    with pytest.raises(ValueError, match="a code for 6-bit values"):
+        round_shift_var(m, x, shift_code(m, sh, 6, max_left=3), "rne", max_left=3)
+    with pytest.raises(ValueError, match="max_left=3, used with max_left=4"):
+        round_shift_var(m, x, shift_code(m, sh, 8, max_left=3), "rne", max_left=4)
