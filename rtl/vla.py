@@ -46,9 +46,9 @@ then runs a read-only pass of its own. After reset the core writes ``A = I/lambd
 (``CLEAR``, ``d²/k`` cycles) and the front end zeroes ``zk``.
 
 Cycles per token in steady state: ``d²/k`` for the pass plus its pipeline tail plus the chain,
-``d²/k + 2 d/k + L + 2 Lv + 2 Ls + 47`` (:meth:`VLACore.cycle_budget`, ``docs/rtl.md``). Latency
+``d²/k + 2 d/k + L + 2 Lv + 2 Ls + 43`` (:meth:`VLACore.cycle_budget`, ``docs/rtl.md``). Latency
 of an isolated token, last input beat to first output beat: that plus the front end and the
-output tail, ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 105``
+output tail, ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 101``
 (:meth:`VLACore.latency`).
 
 Every narrowing is the model's (same formats from ``golden/fixed/formats.py``, same rounding
@@ -72,7 +72,8 @@ from .dsp import PipelinedMultiplier
 from .elu import PipelinedElu1
 from .engine import DotEngine, min_signed_width
 from .lanes import lane_helpers
-from .fixed import abs_value, materialise, msb_index, requantize, round_shift, round_shift_var, saturate
+from .fixed import (ShiftCode, abs_value, materialise, msb_index, requantize, round_shift, round_shift_var, saturate,
+                    shift_code)
 from .memory import StateMemory
 from .pipeline import free_register, reduce_tree, register_chain
 from .saturate import count_tree
@@ -103,10 +104,14 @@ class VLACore(wiring.Component):
     #: register stages from the S2 registers (A, S read; the write products) to S3 (write back)
     WRITE_STAGES = 5
     #: free-running register stages of each scalar step of the chain (its state lasts one more
-    #: cycle, which captures the result): at most one carry chain between registers
-    STEP_STAGES = {"SH_Z": BLOCK_SHIFT_STAGES, "DELTA": 3, "BLK_W": 1 + BLOCK_SHIFT_STAGES, "CW": NORMALIZE_STAGES,
+    #: cycle, which captures the result): at most one carry chain between registers. SH_Z's
+    #: operand (max |A un|) is final in the pass's last cycle, a stage before the state starts;
+    #: CW's normalisation of ``wᵀkh = rd (zsmᵀkh)`` runs from BLK_W's first cycle (it needs only
+    #: rd), so CW's own stages are max |w|'s (the shifters, the rounding add, the compare)
+    STEP_STAGES = {"SH_Z": BLOCK_SHIFT_STAGES - 1, "DELTA": 3, "BLK_W": 1 + BLOCK_SHIFT_STAGES, "CW": 3,
                    "S3": 1, "BOUND": 3, "SH_AL": BLOCK_SHIFT_STAGES, "C2P": 1, "C2": NORMALIZE_STAGES,
                    "BLK_O": 1 + BLOCK_SHIFT_STAGES}
+    assert 1 + NORMALIZE_STAGES <= 1 + STEP_STAGES["BLK_W"] + STEP_STAGES["CW"]
     #: cycles from VP2's first issue to alpha_n's shifters, where the first element meets
     #: ``sh_al`` (cw at 3, s3 at 4: both are final by then)
     VP2_SH_AL_USE = 8
@@ -308,8 +313,9 @@ class VLACore(wiring.Component):
         budget = {
             # issue N addresses; S1, S2, the write stages to S3 (write back, narrow, engine input);
             # engine latency; the rows' two register stages (R1, R2);
-            # the cycle that sees the last row captured; block(A un)'s shift (SH_Z)
-            "pass": N + 2 + self.WRITE_STAGES + L + 2 + 1 + 1 + st["SH_Z"],
+            # the cycle that sees the last row captured; block(A un)'s shift (SH_Z) up to its
+            # capture cycle, in which VP1 issues its first element (sh_z is used a cycle later)
+            "pass": N + 2 + self.WRITE_STAGES + L + 2 + 1 + st["SH_Z"],
             # issue d/k; the last element's X, X2 and register cycles; the engines' latency
             "vp1_zsm": dk + 3 + Lv,
             # DELTA (its stages, then the capture and the request), then RD_WAIT for the unit's latency
@@ -366,7 +372,7 @@ class VLACore(wiring.Component):
 
         In closed form (``L``, ``Lv`` the pass and vector engines' latencies, ``Ls``/``Lr`` the
         scalar units' rsqrt/recip latencies, the front end's and the core's being equal):
-        ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 105``, i.e. ``cycle_budget()['total'] +
+        ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 101``, i.e. ``cycle_budget()['total'] +
         3 d/k + 2 Ls + Lr + 2 Lm + 2 Lt + 58``.
         """
         dk, fl = self.dk, self.fe_lat
@@ -722,14 +728,13 @@ class VLACore(wiring.Component):
         refresh = Signal()            # token being chained / written gets +eta I
         tcount = Signal(range(max(RP, 1)))
         za_max, aa_max = Signal(unsigned(Wza)), Signal(unsigned(Waa))
-        sh_z, fz = Signal(signed(EW)), Signal(signed(EW))
+        fz = Signal(signed(EW))
         dacc = Signal(signed(self.ev.acc_width))
         zkh = Signal(signed(self.ev2.acc_width))   # zsmᵀkh, exact
         delta = Signal(unsigned(F["delta"].width))
         rd_m, rd_f = Signal(signed(P)), Signal(signed(EW))
         sh_w, fw = Signal(signed(EW)), Signal(signed(EW))
-        cw_m, cw_f, s3, s_wa = Signal(signed(P)), Signal(signed(EW)), Signal(signed(EW)), Signal(signed(EW))
-        sh_al = Signal(signed(EW))
+        cw_m, cw_f, s_wa = Signal(signed(P)), Signal(signed(EW)), Signal(signed(EW))
         ra_m, ra_f, s_ws = Signal(signed(P)), Signal(signed(EW)), Signal(signed(EW))
         c2_m, s6 = Signal(signed(P)), Signal(signed(EW))
         vsum = Signal(signed(self.ev.acc_width))    # ||alpha_n||²
@@ -782,6 +787,13 @@ class VLACore(wiring.Component):
         pe_b = [Signal(signed(max(Wb, P)), name=f"pe_b{l}") for l in range(k)]
         s2_pw = [Signal(signed(Wb + max(Wb, P)), name=f"s2_pw{l}") for l in range(k)]
         s2_pe = [Signal(signed(len(pe_a[0]) + len(pe_b[0])), name=f"s2_pe{l}") for l in range(k)]
+        # the chain's shifts that fan out to every lane, captured decoded (ShiftCode: the
+        # negation and the clamps in the capture cycle, not in the lanes' shifter cycle)
+        sh_z_c = ShiftCode.held(signed(EW), Wza, max_left=Wb - 2, name="sh_z")
+        s3_next = materialise(m, fw + cw_f - Fa, "s3_next", signed(EW))
+        s3_sc = ShiftCode.held(signed(EW), len(s2_pe[0]), max_left=self.ml3, name="s3")      # VP2's lanes
+        s3_scw = ShiftCode.held(signed(EW), Wb + P, max_left=self.ml3, name="s3_w")          # the bound's term
+        sh_al_c = ShiftCode.held(signed(EW), Wal, max_left=Wb - 2, name="sh_al")
         m.d.sync += [s2_v.eq(s1_v), s2_n.eq(s1_n), s2_c.eq(s1_c)]
         for l in range(k):
             m.d.sync += [s2_A[l].eq(amem.rd_data[l]), s2_S[l].eq(smem.rd_data[l]),
@@ -802,15 +814,21 @@ class VLACore(wiring.Component):
         m.d.comb += [s3_n.eq(delay(s2_n, range(N2), WS, "sw_n")), s3_c.eq(delay(s2_c, range(DK2), WS, "sw_c"))]
         s3_A = [Signal(signed(F["a"].width), name=f"s3_A{l}") for l in range(k)]
         s3_S = [Signal(signed(F["s"].width), name=f"s3_S{l}") for l in range(k)]
+        # the held shifts decoded once into registers (their negation and clamps out of the
+        # lanes' shifter cycle): s_wa is final at S3, s_ws when the pass launches (first used
+        # three cycles later)
+        s_wa_c = {len(s2_pw[0]) + 1: shift_code(m, s_wa, len(s2_pw[0]) + 1, max_left=self.ml_wa, name="s_wa_c",
+                                                reg=preg)}
+        s_ws_c = shift_code(m, s_ws, len(s2_pe[0]), max_left=self.ml_ws, name="s_ws_c", reg=preg)
         for l in range(k):
             npw = preg(-s2_pw[l], signed(len(s2_pw[l]) + 1), f"sw1_npw{l}")                        # 1
             ae = preg(s2_A[l] + Mux(refresh & s2_diag[l], self.eta_raw, 0), signed(F["a"].width + 1), f"sw1_ae{l}")
-            ta = round_shift_var(m, npw, s_wa, rnd, max_left=self.ml_wa, name=f"wa{l}", reg=preg)  # 2
+            ta = round_shift_var(m, npw, s_wa_c[len(npw)], rnd, max_left=self.ml_wa, name=f"wa{l}", reg=preg)  # 2
             ta = preg(ta, ta.shape(), f"sw3_ta{l}")                                                # 3
             sum_a = preg(delay(ae, ae.shape(), 2, f"sw_ae{l}") + ta, signed(max(len(ae), len(ta)) + 1),
                          f"sw4_sa{l}")                                                             # 4
             na_, oa_ = saturate(m, sum_a, F["a"], name=f"wa_sat{l}")
-            ts = round_shift_var(m, s2_pe[l], s_ws, rnd, max_left=self.ml_ws, name=f"ws{l}", reg=preg)  # 1
+            ts = round_shift_var(m, s2_pe[l], s_ws_c, rnd, max_left=self.ml_ws, name=f"ws{l}", reg=preg)  # 1
             ts = preg(ts, ts.shape(), f"sw2_ts{l}")                                                # 2
             s_2 = delay(s2_S[l], s2_S[l].shape(), 2, f"sw_s{l}")
             sum_s = preg(s_2 + ts, signed(max(len(s_2), len(ts)) + 1), f"sw3_ss{l}")              # 3
@@ -949,7 +967,9 @@ class VLACore(wiring.Component):
         for l in range(k):
             m.d.sync += o_sel[l].eq(Mux(o_start, 1, Mux(o_issue & (oa == dk - 1), 0, o_sel[l])))
         op1 = [vreg(out_p[l], out_p[l].shape(), f"o1_p{l}") for l in range(k)]
-        sh1, fr1 = delay(o_sh, o_sh.shape(), 1, "o1_sh"), delay(o_fr, o_fr.shape(), 1, "o1_fr")
+        # o_sh decoded into registers a cycle after BLK_O (where the delayed shift was)
+        sh1 = shift_code(m, o_sh, len(op1[0]), max_left=Wo - 2, name="o1_sh", reg=vreg)
+        fr1 = delay(o_fr, o_fr.shape(), 1, "o1_fr")
         ov2, last2 = delay(o_issue, 1, 2, "o_v"), delay(oa == dk - 1, 1, 2, "o_last")
         o_word = Signal(self.o_layout)
         for l in range(k):
@@ -961,9 +981,11 @@ class VLACore(wiring.Component):
 
         # element-wise operations at stages X, X2 (VP1 zsm, VP2 w, VP6 num)
         za_x, sq_x = rd(za_mem, vx_a), rd(sq_mem, vx_a)
-        op_zsm = [round_shift_var(m, za_x[l], sh_z, rnd, max_left=Wb - 2, name=f"vp1_{l}", reg=vreg)
+        op_zsm = [round_shift_var(m, za_x[l], sh_z_c, rnd, max_left=Wb - 2, name=f"vp1_{l}", reg=vreg)
                   for l in range(k)]
-        op_w = [round_shift_var(m, s2_pw[l], sh_w, rnd, max_left=Wb - 2, name=f"vp2_{l}", reg=vreg) for l in range(k)]
+        sh_w_c = shift_code(m, sh_w, len(s2_pw[0]), max_left=Wb - 2, name="sh_w_c", reg=vreg)  # VP2 starts later
+        op_w = [round_shift_var(m, s2_pw[l], sh_w_c, rnd, max_left=Wb - 2, name=f"vp2_{l}", reg=vreg)
+                for l in range(k)]
         op_num = [materialise(m, vreg(sq_x[l], sq_x[l].shape(), f"vp6_sq{l}")
                               + round_shift_var(m, op1[l], s6, rnd, max_left=self.ml6, name=f"vp6_{l}", reg=vreg),
                               f"vp6o_{l}") for l in range(k)]
@@ -984,7 +1006,7 @@ class VLACore(wiring.Component):
         aa_3, kh_3 = rd(aa_mem, a3), rd(kh_mem, saddr(cslot, a3))
         an_r = [Signal(signed(Wb), name=f"vp2_an{l}") for l in range(k)]
         for l in range(k):
-            t3 = vreg(round_shift_var(m, s2_pe[l], s3, rnd, max_left=self.ml3, name=f"vp2a_{l}", reg=vreg),
+            t3 = vreg(round_shift_var(m, s2_pe[l], s3_sc, rnd, max_left=self.ml3, name=f"vp2a_{l}", reg=vreg),
                       signed(Wal + 1), f"vp2_t5_{l}")
             tep = vreg(kh_3[l] * self.eta_raw, signed(len(kh_3[l]) + bit_len(abs(self.eta_raw)) + 1), f"vp2_ep{l}")
             te = vreg(round_shift(m, tep, self.c_eta, rnd, name=f"vp2e_{l}"), signed(Wal + 1), f"vp2_te5_{l}")
@@ -992,7 +1014,7 @@ class VLACore(wiring.Component):
             dlt = vreg(aa5 - t3, signed(Wal + 2), f"vp2_d6_{l}")
             te6 = vreg(Mux(refresh, te, 0), signed(Wal + 1), f"vp2_te6_{l}")
             al_r = vreg(dlt + te6, signed(Wal), f"vp2_al{l}")
-            an = round_shift_var(m, al_r, sh_al, rnd, max_left=Wb - 2, name=f"vp2n_{l}", reg=vreg)
+            an = round_shift_var(m, al_r, sh_al_c, rnd, max_left=Wb - 2, name=f"vp2n_{l}", reg=vreg)
             m.d.sync += an_r[l].eq(an)
         qf_5 = rd(qf_mem, saddr(cslot, a5))
 
@@ -1040,22 +1062,22 @@ class VLACore(wiring.Component):
         fzr = ffx(fz + rd_f, "fz_rd")
         Wp = self.ev2.acc_width + P
         p_hi, p_lo = Signal(signed(Wb + P + 1), name="p_hi"), Signal(signed(Wb + P + 1), name="p_lo")
-        p_cw, p_c2 = Signal(signed(Wp), name="p_cw"), Signal(signed(Wp), name="p_c2")
+        p_c2 = Signal(signed(Wp), name="p_c2")
         ph_r = ff_(vhi[:Wb].as_signed() * rd_m, p_hi.shape(), "p_hi_r")
         pl_r = ff_(vlo[:Wb].as_signed() * rd_m, p_lo.shape(), "p_lo_r")
-        pcw_r = ff_(zkh * rd_m, p_cw.shape(), "p_cw_r")
+        pcw_r = ff_(zkh * rd_m, signed(Wp), "p_cw_r")
         w_hi = ffx(round_shift_var(m, p_hi, sh_w, rnd, max_left=Wb - 2, name="w_hi", reg=ff_), "w_hi_r")
         w_lo = ffx(round_shift_var(m, p_lo, sh_w, rnd, max_left=Wb - 2, name="w_lo", reg=ff_), "w_lo_r")
         w_pos = ff_(w_hi + w_lo > 0, 1, "w_pos")   # w_hi > -w_lo
         w_nlo = ffx(-w_lo, "w_nlo")
         w_hi2 = ffx(w_hi, "w_hi_r2")
         wmax = Signal(unsigned(Wb + 1))   # max |w|, exact: from the rounded extremes of zsm rd
-        cw_nm, cw_nf = normalize_hw(m, p_cw, fz + rd_f + fh, P, EW, "cw", reg=ff_)
+        cw_nm, cw_nf = normalize_hw(m, pcw_r, fz + rd_f + fh, P, EW, "cw", reg=ff_)  # from BLK_W's start
         p_wc = Signal(unsigned(Wb + P), name="p_wc")
         cw_abs = ff_(Mux(cw_m < 0, -cw_m, cw_m), unsigned(P), "cw_abs")
         bound = Signal(unsigned(Wal), name="al_bound")
         eta_b = ffx(round_shift(m, ffx(khmax * self.eta_raw, "eta_p"), self.c_eta, rnd, name="eta_b"), "eta_br")
-        t_wc = ffx(round_shift_var(m, p_wc, s3, rnd, max_left=self.ml3, name="t_wc", reg=ff_), "t_wc_r")
+        t_wc = ffx(round_shift_var(m, p_wc, s3_scw, rnd, max_left=self.ml3, name="t_wc", reg=ff_), "t_wc_r")
         b_sum = ff_(aa_max + t_wc, unsigned(Wal), "b_sum")
         blk_al = block_shift_hw(m, bound, Wb, rnd, EW, "blk_al", reg=ff_)
         pc2_r = ff_(anq * ra_m, p_c2.shape(), "p_c2_r")
@@ -1111,9 +1133,11 @@ class VLACore(wiring.Component):
                     with m.Else():
                         m.next = "IDLE"
             with m.State("SH_Z"):  # block(A un)'s shift from max |A un|
-                with m.If(step_done("SH_Z")):
-                    m.d.sync += [sh_z.eq(blk_z), fz.eq(fam + fun - blk_z)]
+                with m.If(scnt == st["SH_Z"] - 1):  # VP1's first shifters meet sh_z a cycle after issue
                     start_vp()
+                with m.If(step_done("SH_Z")):
+                    m.d.sync += [*sh_z_c.eq(shift_code(m, blk_z, sh_z_c.width, max_left=Wb - 2, name="sh_z_d")),
+                                 fz.eq(fam + fun - blk_z)]
                     step_next("VP1")
             with m.State("VP1"):  # zsm = block(A un); unᵀzsm, zsmᵀkh; max, min zsm; max |kh|
                 m.d.comb += vp1_on.eq(1)
@@ -1135,7 +1159,7 @@ class VLACore(wiring.Component):
                     m.next = "BLK_W"
             with m.State("BLK_W"):  # w = block(zsm rsqrt(delta)): the shift from max|zsm| * m
                 with m.If(step_done("BLK_W")):
-                    m.d.sync += [sh_w.eq(blk_w), fw.eq(fzr - blk_w), p_hi.eq(ph_r), p_lo.eq(pl_r), p_cw.eq(pcw_r)]
+                    m.d.sync += [sh_w.eq(blk_w), fw.eq(fzr - blk_w), p_hi.eq(ph_r), p_lo.eq(pl_r)]
                     step_next("CW")
             with m.State("CW"):  # wᵀkh = rd (zsmᵀkh) as a floating scalar; max |w|
                 with m.If(step_done("CW")):
@@ -1143,7 +1167,9 @@ class VLACore(wiring.Component):
                     step_next("S3")
             with m.State("S3"):
                 with m.If(step_done("S3")):
-                    m.d.sync += [s3.eq(fw + cw_f - Fa), s_wa.eq(2 * fw - fa), p_wc.eq(wmax * cw_abs)]
+                    m.d.sync += [*s3_sc.eq(shift_code(m, s3_next, s3_sc.width, max_left=self.ml3, name="s3_d")),
+                                 *s3_scw.eq(shift_code(m, s3_next, s3_scw.width, max_left=self.ml3, name="s3_dw")),
+                                 s_wa.eq(2 * fw - fa), p_wc.eq(wmax * cw_abs)]
                     step_next("BOUND")
             with m.State("BOUND"):  # |alpha| <= max|A kh| + round(max|w| |wᵀkh|) [+ round(max|kh| eta)]
                 with m.If(scnt == self.VP2_LEAD - 1):  # VP2 issues while BOUND and SH_AL finish
@@ -1154,7 +1180,7 @@ class VLACore(wiring.Component):
                     step_next("SH_AL")
             with m.State("SH_AL"):  # alpha_n's block shift from the bound: known before its pass
                 with m.If(step_done("SH_AL")):  # captured in time for alpha_n's shifters
-                    m.d.sync += sh_al.eq(blk_al)
+                    m.d.sync += sh_al_c.eq(shift_code(m, blk_al, Wal, max_left=Wb - 2, name="sh_al_d"))
                     step_next("VP2")
             with m.State("VP2"):  # w; alpha; alpha_n; ||alpha_n||², alpha_nᵀqf (issued from BOUND)
                 with m.If(ev.o.valid):  # ||alpha_n||² requested from the (idle) unit at once

@@ -380,7 +380,7 @@ def test_top_latency_equals_manifest(d, k, preset, idle, params):
     Lm, Lt = core.fe_lat["mul"], (k - 1).bit_length()
     assert core.su_fe.latency == core.su.latency
     assert man == {**core.latency(), "note": man["note"]} and sum(man["parts"].values()) == man["full"]
-    assert man["full"] == d * dk + 5 * dk + L + 2 * Lv + 4 * Ls + Lr + 2 * Lm + 2 * Lt + 105
+    assert man["full"] == d * dk + 5 * dk + L + 2 * Lv + 4 * Ls + Lr + 2 * Lm + 2 * Lt + 101
     assert man["full"] == core.cycle_budget()["total"] + 3 * dk + 2 * Ls + Lr + 2 * Lm + 2 * Lt + 58
     print(f"latency at d={d}, k={k}, {preset}: {res['latency']} (manifest {man['full']}); "
           f"refreshes after each token {res['refreshes']}")
