@@ -986,8 +986,10 @@ class VLACore(wiring.Component):
         sh_w_c = shift_code(m, sh_w, len(s2_pw[0]), max_left=Wb - 2, name="sh_w_c", reg=vreg)  # VP2 starts later
         op_w = [round_shift_var(m, s2_pw[l], sh_w_c, rnd, max_left=Wb - 2, name=f"vp2_{l}", reg=vreg)
                 for l in range(k)]
+        # s6 is captured as VP6 issues; its code a cycle later, when the first product reaches X
+        s6_c = shift_code(m, s6, len(op1[0]), max_left=self.ml6, name="s6_c", reg=vreg)
         op_num = [materialise(m, vreg(sq_x[l], sq_x[l].shape(), f"vp6_sq{l}")
-                              + round_shift_var(m, op1[l], s6, rnd, max_left=self.ml6, name=f"vp6_{l}", reg=vreg),
+                              + round_shift_var(m, op1[l], s6_c, rnd, max_left=self.ml6, name=f"vp6_{l}", reg=vreg),
                               f"vp6o_{l}") for l in range(k)]
         # reduction operands at the register stage
         un_r = rd(un_mem, saddr(cslot, vr_a))
@@ -1052,7 +1054,7 @@ class VLACore(wiring.Component):
 
         blk_z = block_shift_hw(m, za_max, Wb, rnd, EW, "blk_z", reg=ff_)
 
-        dsh = ffx(fz + (fun - fd), "delta_sh")
+        dsh = shift_code(m, fz + (fun - fd), len(dacc), max_left=self.ml_delta, name="delta_sh", reg=ff_)
         dl = ffx(round_shift_var(m, dacc, dsh, rnd, max_left=self.ml_delta, name="delta_r", reg=ff_), "delta_rr")
         delta_c, delta_ovf = saturate(m, dl + (1 << fd), F["delta"], name="delta_sat")
         delta_c, delta_ovf = ff_(delta_c, delta_c.shape(), "delta_cr"), ff_(delta_ovf, 1, "delta_ovfr")
@@ -1066,8 +1068,9 @@ class VLACore(wiring.Component):
         ph_r = ff_(vhi[:Wb].as_signed() * rd_m, p_hi.shape(), "p_hi_r")
         pl_r = ff_(vlo[:Wb].as_signed() * rd_m, p_lo.shape(), "p_lo_r")
         pcw_r = ff_(zkh * rd_m, signed(Wp), "p_cw_r")
-        w_hi = ffx(round_shift_var(m, p_hi, sh_w, rnd, max_left=Wb - 2, name="w_hi", reg=ff_), "w_hi_r")
-        w_lo = ffx(round_shift_var(m, p_lo, sh_w, rnd, max_left=Wb - 2, name="w_lo", reg=ff_), "w_lo_r")
+        sh_w_hl = ShiftCode.held(signed(EW), len(p_hi), max_left=Wb - 2, name="sh_w_hl")  # captured in BLK_W
+        w_hi = ffx(round_shift_var(m, p_hi, sh_w_hl, rnd, max_left=Wb - 2, name="w_hi", reg=ff_), "w_hi_r")
+        w_lo = ffx(round_shift_var(m, p_lo, sh_w_hl, rnd, max_left=Wb - 2, name="w_lo", reg=ff_), "w_lo_r")
         w_pos = ff_(w_hi + w_lo > 0, 1, "w_pos")   # w_hi > -w_lo
         w_nlo = ffx(-w_lo, "w_nlo")
         w_hi2 = ffx(w_hi, "w_hi_r2")
@@ -1159,7 +1162,8 @@ class VLACore(wiring.Component):
                     m.next = "BLK_W"
             with m.State("BLK_W"):  # w = block(zsm rsqrt(delta)): the shift from max|zsm| * m
                 with m.If(step_done("BLK_W")):
-                    m.d.sync += [sh_w.eq(blk_w), fw.eq(fzr - blk_w), p_hi.eq(ph_r), p_lo.eq(pl_r)]
+                    m.d.sync += [sh_w.eq(blk_w), fw.eq(fzr - blk_w), p_hi.eq(ph_r), p_lo.eq(pl_r),
+                                 *sh_w_hl.eq(shift_code(m, blk_w, sh_w_hl.width, max_left=Wb - 2, name="sh_w_d"))]
                     step_next("CW")
             with m.State("CW"):  # wᵀkh = rd (zsmᵀkh) as a floating scalar; max |w|
                 with m.If(step_done("CW")):
