@@ -21,19 +21,21 @@ def stage_register(m, en):
 
 def free_register(m):
     """``reg(value, shape, name)``: a free-running ``sync`` register (a stage inside a multi-cycle
-    step whose operands are held for the step's whole length)."""
+    step whose operands are held for the step's whole length). It has no reset: it holds data,
+    rewritten every cycle, and a reset net to every datapath register was a routed critical path."""
     def reg(value, shape, name):
-        r = Signal(shape, name=name)
+        r = Signal(shape, name=name, reset_less=True)
         m.d.sync += r.eq(value)
         return r
     return reg
 
 
-def register_chain(m, sig, shape, n: int, name: str):
+def register_chain(m, sig, shape, n: int, name: str, *, reset_less: bool = False):
     """``sig`` through ``n`` free-running ``sync`` registers named ``{name}_d1`` .. ``{name}_dn``:
-    the tags (valid, address, phase) that ride beside a fixed-latency pipeline."""
+    the tags (valid, address, phase) that ride beside a fixed-latency pipeline; ``reset_less`` for
+    data that a valid tag qualifies."""
     for i in range(n):
-        r = Signal(shape, name=f"{name}_d{i + 1}")
+        r = Signal(shape, name=f"{name}_d{i + 1}", reset_less=reset_less)
         m.d.sync += r.eq(sig)
         sig = r
     return sig

@@ -464,7 +464,7 @@ class VLACore(wiring.Component):
         beat = Signal(range(DK2))
         recv_done = Signal()
         r_v, r_phase, r_beat = Signal(), Signal(2), Signal(range(DK2))
-        r_x = Signal(self.x_layout)
+        r_x = Signal(self.x_layout, reset_less=True)
         nk2 = Signal(unsigned(bit_len(self.nk2_max)))
         nu2 = Signal(unsigned(bit_len(self.nu2_max)))
         den = Signal(unsigned(self.den_bits))
@@ -494,6 +494,9 @@ class VLACore(wiring.Component):
         def delay(sig, shape, n, name):
             return register_chain(m, sig, shape, n, name)
 
+        def ddelay(sig, shape, n, name):  # data a valid tag qualifies: no reset
+            return register_chain(m, sig, shape, n, name, reset_less=True)
+
         # the registered beat through the pipelined ELU+1 (used for k and q); its tags and the raw
         # beat (for v and u) ride beside it; everything below happens at the ELU's output (stage F)
         m.submodules.elu = elu = PipelinedElu1(k, F["k"], F["kf"], dp)
@@ -504,11 +507,11 @@ class VLACore(wiring.Component):
         f_phase = delay(r_phase, 2, LE, "f_phase")
         b_pre = delay(r_beat, range(DK2), LE - 1, "f_beat")   # a cycle early: zk is read into a register
         f_beat = delay(b_pre, range(DK2), 1, "f_beatF")
-        f_x = delay(r_x, self.x_layout, LE, "f_x")
+        f_x = ddelay(r_x, self.x_layout, LE, "f_x")
         feat = [elu.o_data[l] for l in range(k)]
         Wz = F["zk"].width
         zk_pre = rd(zk_mem, b_pre)
-        zk_rd = [Signal(unsigned(Wz), name=f"zk_r{l}") for l in range(k)]
+        zk_rd = [Signal(unsigned(Wz), name=f"zk_r{l}", reset_less=True) for l in range(k)]
         m.d.sync += [zk_rd[l].eq(zk_pre[l]) for l in range(k)]
         zk_sum = [materialise(m, zk_rd[l] + feat[l].as_unsigned(), f"zk_sum{l}") for l in range(k)]
         zk_new = [materialise(m, Mux(zk_sum[l] > zmax, zmax + 1, zk_sum[l]), f"zk_new{l}", unsigned(Wz))
@@ -571,7 +574,7 @@ class VLACore(wiring.Component):
         while len(terms) > 1:
             TL += 1
             sums = [terms[i] + terms[i + 1] if i + 1 < len(terms) else terms[i] for i in range(0, len(terms), 2)]
-            terms = [delay(t, t.shape(), 1, f"fe_t{TL}_{i}") for i, t in enumerate(sums)]
+            terms = [ddelay(t, t.shape(), 1, f"fe_t{TL}_{i}") for i, t in enumerate(sums)]
         t_v, t_ph = delay(n_v, 1, TL, "t_v"), delay(n_ph, 2, TL, "t_ph")
         t_first, t_last = delay(n_first, 1, TL, "t_first"), delay(n_last, 1, TL, "t_last")
         acc = Signal(unsigned(max(bit_len(self.nk2_max), bit_len(self.nu2_max), self.den_bits)), name="fe_acc")
@@ -608,10 +611,10 @@ class VLACore(wiring.Component):
         un_sc = [saturate(m, rsv.o_data[l], F["un"], name=f"sc_uns{l}") for l in range(k)]
         w_v, w_u = delay(rsv.o_valid, 1, 1, "scw_v"), delay(o_u, 1, 1, "scw_u")
         w_a, w_last = delay(o_a, range(DK2), 1, "scw_a"), delay(o_last, 1, 1, "scw_last")
-        w_kh = [delay(kh_sc[l][0], kh_sc[l][0].shape(), 1, f"scw_kh{l}") for l in range(k)]
-        w_un = [delay(un_sc[l][0], un_sc[l][0].shape(), 1, f"scw_un{l}") for l in range(k)]
-        w_okh = [delay(kh_sc[l][1], 1, 1, f"scw_okh{l}") for l in range(k)]
-        w_oun = [delay(un_sc[l][1], 1, 1, f"scw_oun{l}") for l in range(k)]
+        w_kh = [ddelay(kh_sc[l][0], kh_sc[l][0].shape(), 1, f"scw_kh{l}") for l in range(k)]
+        w_un = [ddelay(un_sc[l][0], un_sc[l][0].shape(), 1, f"scw_un{l}") for l in range(k)]
+        w_okh = [ddelay(kh_sc[l][1], 1, 1, f"scw_okh{l}") for l in range(k)]
+        w_oun = [ddelay(un_sc[l][1], 1, 1, f"scw_oun{l}") for l in range(k)]
         with m.If(w_v & ~w_u):
             m.d.comb += [kh_w.addr.eq(saddr(pslot, w_a)), kh_w.en.eq(1)]
             m.d.comb += [kh_w.data[l].eq(w_kh[l]) for l in range(k)]
@@ -769,12 +772,12 @@ class VLACore(wiring.Component):
         # the S write's row factor e_i ra (ah = ra alpha_n is never formed): one product per row,
         # read at issue and registered into S1
         e_row = sel(rd(e_mem, pia), pil, signed(We), "e_row")
-        s1_er = Signal(signed(We + P), name="s1_er")
+        s1_er = Signal(signed(We + P), name="s1_er", reset_less=True)
         m.d.sync += s1_er.eq(e_row * ra_m)
         s2_v, s2_n, s2_c = Signal(name="s2_v"), Signal(range(N2), name="s2_n"), Signal(range(DK2), name="s2_c")
         s2_diag = Signal(k)
-        s2_A = [Signal(signed(F["a"].width), name=f"s2_A{l}") for l in range(k)]
-        s2_S = [Signal(signed(F["s"].width), name=f"s2_S{l}") for l in range(k)]
+        s2_A = [Signal(signed(F["a"].width), name=f"s2_A{l}", reset_less=True) for l in range(k)]
+        s2_S = [Signal(signed(F["s"].width), name=f"s2_S{l}", reset_less=True) for l in range(k)]
         # the write multipliers also form VP2's products, when no pass runs: zsm rd on the A
         # write's (issue -> stage X), w cw on the S write's (register stage -> a cycle later)
         v_on, va = Signal(), Signal(range(DK2))
@@ -786,8 +789,8 @@ class VLACore(wiring.Component):
             m.d.comb += [pw_a[l].eq(Mux(vp2_on, zsm_v[l], w_row)), pw_b[l].eq(Mux(vp2_on, rd_m, w_lane[l]))]
         pe_a = [Signal(signed(max(We + P, Wb)), name=f"pe_a{l}") for l in range(k)]
         pe_b = [Signal(signed(max(Wb, P)), name=f"pe_b{l}") for l in range(k)]
-        s2_pw = [Signal(signed(Wb + max(Wb, P)), name=f"s2_pw{l}") for l in range(k)]
-        s2_pe = [Signal(signed(len(pe_a[0]) + len(pe_b[0])), name=f"s2_pe{l}") for l in range(k)]
+        s2_pw = [Signal(signed(Wb + max(Wb, P)), name=f"s2_pw{l}", reset_less=True) for l in range(k)]
+        s2_pe = [Signal(signed(len(pe_a[0]) + len(pe_b[0])), name=f"s2_pe{l}", reset_less=True) for l in range(k)]
         # the chain's shifts that fan out to every lane, captured decoded (ShiftCode: the
         # negation and the clamps in the capture cycle, not in the lanes' shifter cycle)
         sh_z_c = ShiftCode.held(signed(EW), Wza, max_left=Wb - 2, name="sh_z")
@@ -813,8 +816,8 @@ class VLACore(wiring.Component):
         s3_v, s3_n, s3_c = Signal(name="s3_v"), Signal(range(N2), name="s3_n"), Signal(range(DK2), name="s3_c")
         m.d.sync += s3_v.eq(wv[-1])
         m.d.comb += [s3_n.eq(delay(s2_n, range(N2), WS, "sw_n")), s3_c.eq(delay(s2_c, range(DK2), WS, "sw_c"))]
-        s3_A = [Signal(signed(F["a"].width), name=f"s3_A{l}") for l in range(k)]
-        s3_S = [Signal(signed(F["s"].width), name=f"s3_S{l}") for l in range(k)]
+        s3_A = [Signal(signed(F["a"].width), name=f"s3_A{l}", reset_less=True) for l in range(k)]
+        s3_S = [Signal(signed(F["s"].width), name=f"s3_S{l}", reset_less=True) for l in range(k)]
         # the held shifts decoded once into registers (their negation and clamps out of the
         # lanes' shifter cycle): s_wa is final at S3, s_ws when the pass launches (first used
         # three cycles later)
@@ -826,16 +829,16 @@ class VLACore(wiring.Component):
             ae = preg(s2_A[l] + Mux(refresh & s2_diag[l], self.eta_raw, 0), signed(F["a"].width + 1), f"sw1_ae{l}")
             ta = round_shift_var(m, npw, s_wa_c[len(npw)], rnd, max_left=self.ml_wa, name=f"wa{l}", reg=preg)  # 2
             ta = preg(ta, ta.shape(), f"sw3_ta{l}")                                                # 3
-            sum_a = preg(delay(ae, ae.shape(), 2, f"sw_ae{l}") + ta, signed(max(len(ae), len(ta)) + 1),
+            sum_a = preg(ddelay(ae, ae.shape(), 2, f"sw_ae{l}") + ta, signed(max(len(ae), len(ta)) + 1),
                          f"sw4_sa{l}")                                                             # 4
             na_, oa_ = saturate(m, sum_a, F["a"], name=f"wa_sat{l}")
             ts = round_shift_var(m, s2_pe[l], s_ws_c, rnd, max_left=self.ml_ws, name=f"ws{l}", reg=preg)  # 1
             ts = preg(ts, ts.shape(), f"sw2_ts{l}")                                                # 2
-            s_2 = delay(s2_S[l], s2_S[l].shape(), 2, f"sw_s{l}")
+            s_2 = ddelay(s2_S[l], s2_S[l].shape(), 2, f"sw_s{l}")
             sum_s = preg(s_2 + ts, signed(max(len(s_2), len(ts)) + 1), f"sw3_ss{l}")              # 3
             ns_, os_ = saturate(m, sum_s, F["s"], name=f"ws_sat{l}")
             ns_4 = preg(ns_, ns_.shape(), f"sw4_ns{l}")                                            # 4
-            a_4, s_4 = delay(s2_A[l], s2_A[l].shape(), 4, f"sw_a{l}"), delay(s_2, s_2.shape(), 2, f"sw_s4_{l}")
+            a_4, s_4 = ddelay(s2_A[l], s2_A[l].shape(), 4, f"sw_a{l}"), ddelay(s_2, s_2.shape(), 2, f"sw_s4_{l}")
             m.d.sync += [s3_A[l].eq(Mux(wr, na_, a_4)), s3_S[l].eq(Mux(wr, ns_4, s_4))]           # 5
             sat_flags += [wv[4] & wr & oa_, wv[3] & wr & os_]
 
@@ -912,7 +915,7 @@ class VLACore(wiring.Component):
         vreg = free_register(m)
         Wv = max(Wnum, Wb) + 1
         alu = [Signal(signed(Wv), name=f"alu{l}") for l in range(k)]
-        vr = [Signal(signed(Wv), name=f"vr{l}") for l in range(k)]
+        vr = [Signal(signed(Wv), name=f"vr{l}", reset_less=True) for l in range(k)]
         with m.If(v_on):
             m.d.sync += [va.eq(incr(va, dk - 1))]
             with m.If(va == dk - 1):
@@ -970,12 +973,12 @@ class VLACore(wiring.Component):
         op1 = [vreg(out_p[l], out_p[l].shape(), f"o1_p{l}") for l in range(k)]
         # o_sh decoded into registers a cycle after BLK_O (where the delayed shift was)
         sh1 = shift_code(m, o_sh, len(op1[0]), max_left=Wo - 2, name="o1_sh", reg=vreg)
-        fr1 = delay(o_fr, o_fr.shape(), 1, "o1_fr")
+        fr1 = ddelay(o_fr, o_fr.shape(), 1, "o1_fr")
         ov2, last2 = delay(o_issue, 1, 2, "o_v"), delay(oa == dk - 1, 1, 2, "o_last")
         o_word = Signal(self.o_layout)
         for l in range(k):
             m.d.comb += o_word.o[l].eq(round_shift_var(m, op1[l], sh1, rnd, max_left=Wo - 2, name=f"o{l}", reg=vreg))
-        m.d.comb += [o_word.o_frac.eq(delay(fr1, fr1.shape(), 1, "o2_fr")), o_word.last.eq(last2),
+        m.d.comb += [o_word.o_frac.eq(ddelay(fr1, fr1.shape(), 1, "o2_fr")), o_word.last.eq(last2),
                      o_fifo.w_data.eq(o_word.as_value()), o_fifo.w_en.eq(ov2),
                      self.o_out.valid.eq(o_fifo.r_rdy), self.o_out.payload.as_value().eq(o_fifo.r_data),
                      o_fifo.r_en.eq(self.o_out.ready)]
@@ -1007,13 +1010,13 @@ class VLACore(wiring.Component):
         v4, a4 = delay(v3, 1, 1, "vp2_v4"), delay(a3, range(DK2), 1, "vp2_a4")
         v5, a5 = delay(v4, 1, 5, "vp2_v9"), delay(a4, range(DK2), 5, "vp2_a9")   # stage 9
         aa_3, kh_3 = rd(aa_mem, a3), rd(kh_mem, saddr(cslot, a3))
-        an_r = [Signal(signed(Wb), name=f"vp2_an{l}") for l in range(k)]
+        an_r = [Signal(signed(Wb), name=f"vp2_an{l}", reset_less=True) for l in range(k)]
         for l in range(k):
             t3 = vreg(round_shift_var(m, s2_pe[l], s3_sc, rnd, max_left=self.ml3, name=f"vp2a_{l}", reg=vreg),
                       signed(Wal + 1), f"vp2_t5_{l}")
             tep = vreg(kh_3[l] * self.eta_raw, signed(len(kh_3[l]) + bit_len(abs(self.eta_raw)) + 1), f"vp2_ep{l}")
             te = vreg(round_shift(m, tep, self.c_eta, rnd, name=f"vp2e_{l}"), signed(Wal + 1), f"vp2_te5_{l}")
-            aa5 = delay(aa_3[l], aa_3[l].shape(), 2, f"vp2_aa{l}")
+            aa5 = ddelay(aa_3[l], aa_3[l].shape(), 2, f"vp2_aa{l}")
             dlt = vreg(aa5 - t3, signed(Wal + 2), f"vp2_d6_{l}")
             te6 = vreg(Mux(refresh, te, 0), signed(Wal + 1), f"vp2_te6_{l}")
             al_r = vreg(dlt + te6, signed(Wal), f"vp2_al{l}")
@@ -1024,7 +1027,7 @@ class VLACore(wiring.Component):
         # max |kh| (VP1, for alpha's bound on refresh tokens): magnitudes registered, a max tree
         vp1_on = Signal()   # driven by the sequencer's VP1
         km = [abs_value(m, kh_r[l], name=f"kh_abs{l}") for l in range(k)]
-        km = [delay(x, x.shape(), 1, f"kh_abs_r{l}") for l, x in enumerate(km)]
+        km = [ddelay(x, x.shape(), 1, f"kh_abs_r{l}") for l, x in enumerate(km)]
         km_t = reduce_tree(m, km, lambda a, b: Mux(b > a, b, a), "kh_mx")
         km_v = delay(vr_v & vp1_on, 1, 1 + Lt, "kh_mx_v")
         km_first = delay(vr_a == 0, 1, 1 + Lt, "kh_mx_first")
