@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from amaranth.hdl import Mux, signed, unsigned
 
-from .fixed import abs_value, materialise, msb_index, round_shift, round_shift_var
+from .fixed import abs_value, materialise, msb_index, round_shift, round_shift_var, shift_code
 
 __all__ = ["normalize_hw", "block_shift_hw", "BLOCK_SHIFT_STAGES", "NORMALIZE_STAGES", "iv", "iv_neg", "iv_scale",
            "iv_union", "su_f_range", "bit_len"]
@@ -33,9 +33,12 @@ def block_shift_hw(m, mx, width: int, rounding: str, ew: int, name: str, reg=Non
     if reg is not None:
         top, mx = reg(top, top.shape(), f"{name}_msb_r"), reg(mx, mx.shape(), f"{name}_mx1")
     sh0 = materialise(m, Mux(mx == 0, 0, top - (width - 2)), f"{name}_sh0", signed(ew))
-    if reg is not None:
+    code = None
+    if reg is not None:  # the shift decoded in its own stage, not in the shifters'
+        code = shift_code(m, sh0, len(mx), max_left=width, name=f"{name}_sc", reg=reg)
         sh0, mx = reg(sh0, sh0.shape(), f"{name}_sh0_r"), reg(mx, mx.shape(), f"{name}_mx2")
-    rounded = round_shift_var(m, mx, sh0, rounding, max_left=width, name=f"{name}_mxr", reg=reg)
+    rounded = round_shift_var(m, mx, sh0 if code is None else code, rounding, max_left=width, name=f"{name}_mxr",
+                              reg=reg)
     if reg is not None:
         rounded, sh0 = reg(rounded, rounded.shape(), f"{name}_mxr_r"), reg(sh0, sh0.shape(), f"{name}_sh0_r2")
     return materialise(m, sh0 + (rounded >= (1 << (width - 1))), f"{name}_sh", signed(ew))
@@ -62,9 +65,11 @@ def normalize_hw(m, x, frac, p_bits: int, ew: int, name: str, reg=None):
     if reg is not None:
         top, zero = reg(top, top.shape(), f"{name}_msb_r"), reg(zero, 1, f"{name}_zero_r")
     sh = materialise(m, Mux(zero, 0, top - (p_bits - 2)), f"{name}_sh", signed(ew))
-    if reg is not None:
+    code = None
+    if reg is not None:  # the shift decoded in its own stage, not in the shifters'
+        code = shift_code(m, sh, len(mag), max_left=p_bits - 2, name=f"{name}_sc", reg=reg)
         sh = reg(sh, sh.shape(), f"{name}_sh_r")
-    r = round_shift_var(m, mag, sh, "rne", max_left=p_bits - 2, name=f"{name}_r", reg=reg)
+    r = round_shift_var(m, mag, sh if code is None else code, "rne", max_left=p_bits - 2, name=f"{name}_r", reg=reg)
     if reg is not None:
         r = reg(r, r.shape(), f"{name}_r_r")
     over = materialise(m, r >= (1 << (p_bits - 1)), f"{name}_over")
