@@ -81,13 +81,10 @@ class ShiftCode:
         ls = Signal(unsigned(max(1, max_left.bit_length())), name=f"{name}_ls") if shift_shape.signed else None
         return cls(Signal(name=f"{name}_neg"), rs, ls, width, max_left)
 
-    def registers(self, name: str) -> "ShiftCode":
-        """Registers of this code's shapes (to capture it with :meth:`eq`)."""
-        mk = lambda f, suffix: Signal(f.shape(), name=f"{name}_{suffix}")  # noqa: E731
-        return ShiftCode(mk(self.neg, "neg"), mk(self.rs, "rs"), None if self.ls is None else mk(self.ls, "ls"),
-                         self.width, self.max_left)
-
     def eq(self, other: "ShiftCode"):
+        if (self.width, self.max_left, self.ls is None) != (other.width, other.max_left, other.ls is None):
+            raise ValueError(f"shift: a code for {other.width}-bit values (max_left={other.max_left}) captured "
+                             f"into one for {self.width} bits (max_left={self.max_left})")
         return [a.eq(b) for a, b in zip(self.fields(), other.fields())]
 
 

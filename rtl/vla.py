@@ -821,13 +821,12 @@ class VLACore(wiring.Component):
         # the held shifts decoded once into registers (their negation and clamps out of the
         # lanes' shifter cycle): s_wa is final at S3, s_ws when the pass launches (first used
         # three cycles later)
-        s_wa_c = {len(s2_pw[0]) + 1: shift_code(m, s_wa, len(s2_pw[0]) + 1, max_left=self.ml_wa, name="s_wa_c",
-                                                reg=preg)}
+        s_wa_c = shift_code(m, s_wa, len(s2_pw[0]) + 1, max_left=self.ml_wa, name="s_wa_c", reg=preg)
         s_ws_c = shift_code(m, s_ws, len(s2_pe[0]), max_left=self.ml_ws, name="s_ws_c", reg=preg)
         for l in range(k):
             npw = preg(-s2_pw[l], signed(len(s2_pw[l]) + 1), f"sw1_npw{l}")                        # 1
             ae = preg(s2_A[l] + Mux(refresh & s2_diag[l], self.eta_raw, 0), signed(F["a"].width + 1), f"sw1_ae{l}")
-            ta = round_shift_var(m, npw, s_wa_c[len(npw)], rnd, max_left=self.ml_wa, name=f"wa{l}", reg=preg)  # 2
+            ta = round_shift_var(m, npw, s_wa_c, rnd, max_left=self.ml_wa, name=f"wa{l}", reg=preg)  # 2
             ta = preg(ta, ta.shape(), f"sw3_ta{l}")                                                # 3
             sum_a = preg(ddelay(ae, ae.shape(), 2, f"sw_ae{l}") + ta, signed(max(len(ae), len(ta)) + 1),
                          f"sw4_sa{l}")                                                             # 4
@@ -1188,7 +1187,7 @@ class VLACore(wiring.Component):
                     step_next("SH_AL")
             with m.State("SH_AL"):  # alpha_n's block shift from the bound: known before its pass
                 with m.If(step_done("SH_AL")):  # captured in time for alpha_n's shifters
-                    m.d.sync += sh_al_c.eq(shift_code(m, blk_al, Wal, max_left=Wb - 2, name="sh_al_d"))
+                    m.d.sync += sh_al_c.eq(shift_code(m, blk_al, sh_al_c.width, max_left=Wb - 2, name="sh_al_d"))
                     step_next("VP2")
             with m.State("VP2"):  # w; alpha; alpha_n; ||alpha_n||², alpha_nᵀqf (issued from BOUND)
                 with m.If(ev.o.valid):  # ||alpha_n||² requested from the (idle) unit at once

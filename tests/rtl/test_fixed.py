@@ -199,3 +199,13 @@ def test_shift_code_rejects_a_mismatched_use():
         round_shift_var(m, x, shift_code(m, sh, 6, max_left=3), "rne", max_left=3)
     with pytest.raises(ValueError, match="max_left=3, used with max_left=4"):
         round_shift_var(m, x, shift_code(m, sh, 8, max_left=3), "rne", max_left=4)
+
+
+def test_shift_code_capture_rejects_a_mismatched_code():
+    from specmem.rtl.fixed import ShiftCode, shift_code
+    m = Module()
+    sh = Signal(signed(5))
+    held = ShiftCode.held(signed(5), 8, max_left=3, name="h")
+    assert len(held.eq(shift_code(m, sh, 8, max_left=3))) == 3
+    with pytest.raises(ValueError, match="a code for 6-bit values"):
+        held.eq(shift_code(m, sh, 6, max_left=3))
