@@ -131,7 +131,8 @@ class ScalarUnit(wiring.Component):
         if self.pipelined:
             return self._elaborate_pipelined(m, x, frac, op, zero, xm, e, y, y2, t, step, recip_rom, rsqrt_rom,
                                              mul_a, mul_b, prod)
-        m.d.comb += prod.eq(mul_a * mul_b)
+        if not self.split_mul:
+            m.d.comb += prod.eq(mul_a * mul_b)
 
         # normalisation datapath (used in NORMALISE): leading one of x to bit W-1
         x1 = Signal(unsigned(self.in_width))

@@ -769,9 +769,14 @@ class VLACore(wiring.Component):
         w_lane = rd(w_mem, s1_c)
         an_lane = rd(an_mem, s1_c)
         w_row = sel(rd(w_mem, s1_ia), s1_il, signed(Wb), "w_row")
-        # the S write's row factor e_i ra (ah = ra alpha_n is never formed): one product per row,
-        # read at issue and registered into S1
-        e_row = sel(rd(e_mem, pia), pil, signed(We), "e_row")
+        # the S write's row factor e_i ra (ah = ra alpha_n is never formed): e_i read a cycle
+        # ahead of issue (the row the counters will hold next) into a register, its product with
+        # ra registered into S1; e's row i is rewritten only after row i's writes have issued
+        e_adv = (p_on | clear) & (pc == dk - 1)
+        pil_nx = Mux(e_adv, incr(pil, k - 1), pil)
+        pia_nx = Mux(e_adv & (pil == k - 1), incr(pia, dk - 1), pia)
+        e_row = Signal(signed(We), name="e_row", reset_less=True)
+        m.d.sync += e_row.eq(sel(rd(e_mem, pia_nx), pil_nx, signed(We), "e_row_nx"))
         s1_er = Signal(signed(We + P), name="s1_er", reset_less=True)
         m.d.sync += s1_er.eq(e_row * ra_m)
         s2_v, s2_n, s2_c = Signal(name="s2_v"), Signal(range(N2), name="s2_n"), Signal(range(DK2), name="s2_c")
