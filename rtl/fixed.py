@@ -11,7 +11,7 @@ Amaranth expression used twice is emitted twice, so operands are materialised on
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Mux, Shape, Signal, Value, signed, unsigned
+from amaranth.hdl import Array, Cat, Const, Mux, Shape, Signal, Value, signed, unsigned
 
 __all__ = ["shape_of", "materialise", "round_shift", "round_shift_var", "round_shift_right_parts",
            "ShiftCode", "shift_code", "saturate", "requantize", "requantize_var", "msb_index", "abs_value"]
@@ -63,14 +63,18 @@ def round_shift(m, value, shift: int, rounding: str, name: str = "rs"):
 class ShiftCode:
     """A run-time shift amount decoded for :func:`round_shift_var` on ``width``-bit values: ``neg``
     (the shift is negative), ``rs`` (the right shift, clamped), ``ls`` (the left shift, clamped to
-    ``max_left``; ``None`` for an unsigned shift). Held shifts fan out to many lanes' shifters;
-    decoding once into registers takes the negation and the clamps out of the lanes' cycle."""
+    ``max_left``; ``None`` for an unsigned shift), and the right shift's rounding masks: ``rb``
+    (one-hot at bit ``rs - 1``, the rounding bit; zero for ``rs = 0``) and ``below`` (the bits
+    under it, for ``rne``'s sticky bit). Held shifts fan out to many lanes' shifters; decoding
+    once into registers takes the negation, the clamps and the mask arithmetic (``(1 << rs) - 1``
+    is a carry chain as wide as the value) out of the lanes' cycle."""
 
-    def __init__(self, neg, rs, ls, width: int, max_left: int):
-        self.neg, self.rs, self.ls, self.width, self.max_left = neg, rs, ls, width, max_left
+    def __init__(self, neg, rs, ls, rb, below, width: int, max_left: int):
+        self.neg, self.rs, self.ls, self.rb, self.below = neg, rs, ls, rb, below
+        self.width, self.max_left = width, max_left
 
     def fields(self):
-        return [f for f in (self.neg, self.rs, self.ls) if f is not None]
+        return [f for f in (self.neg, self.rs, self.ls, self.rb, self.below) if f is not None]
 
     @classmethod
     def held(cls, shift_shape, width: int, *, max_left: int, name: str) -> "ShiftCode":
@@ -79,13 +83,24 @@ class ShiftCode:
         shift_shape = Shape.cast(shift_shape)
         rs = Signal(unsigned(max(1, (width + 1).bit_length())), name=f"{name}_rs")
         ls = Signal(unsigned(max(1, max_left.bit_length())), name=f"{name}_ls") if shift_shape.signed else None
-        return cls(Signal(name=f"{name}_neg"), rs, ls, width, max_left)
+        rb, below = Signal(unsigned(width + 2), name=f"{name}_rb"), Signal(unsigned(width + 2), name=f"{name}_bl")
+        return cls(Signal(name=f"{name}_neg"), rs, ls, rb, below, width, max_left)
 
     def eq(self, other: "ShiftCode"):
         if (self.width, self.max_left, self.ls is None) != (other.width, other.max_left, other.ls is None):
             raise ValueError(f"shift: a code for {other.width}-bit values (max_left={other.max_left}) captured "
                              f"into one for {self.width} bits (max_left={self.max_left})")
         return [a.eq(b) for a, b in zip(self.fields(), other.fields())]
+
+
+def _rounding_masks(m, rs, smax: int, name: str):
+    """``rb`` (bit ``rs - 1``) and ``below`` (bits under it) over ``smax + 1`` bits for a right
+    shift ``rs`` (at most ``smax``): tables indexed by ``rs``, a few LUT levels and no carry chain."""
+    n, top = 1 << len(rs), (1 << (smax + 1)) - 1
+    rb_t = Array(Const((1 << (j - 1)) & top if j else 0, unsigned(smax + 1)) for j in range(n))
+    bl_t = Array(Const(((1 << (j - 1)) - 1) & top if j else 0, unsigned(smax + 1)) for j in range(n))
+    return (materialise(m, rb_t[rs], f"{name}_rb", unsigned(smax + 1)),
+            materialise(m, bl_t[rs], f"{name}_bl", unsigned(smax + 1)))
 
 
 def shift_code(m, shift, width: int, *, max_left: int, name: str = "sc", reg=None) -> ShiftCode:
@@ -98,6 +113,7 @@ def shift_code(m, shift, width: int, *, max_left: int, name: str = "sc", reg=Non
     rs_w = max(1, smax.bit_length())
     rs = Signal(unsigned(rs_w), name=f"{name}_r")
     m.d.comb += rs.eq(Mux(neg, 0, Mux(shift > smax, smax, shift[:rs_w + 1])))
+    rb, below = _rounding_masks(m, rs, smax, name)
     ls = None
     if shift.shape().signed:
         ls_w = max(1, max_left.bit_length())
@@ -108,7 +124,8 @@ def shift_code(m, shift, width: int, *, max_left: int, name: str = "sc", reg=Non
         neg = reg(neg, 1, f"{name}_negq")
         rs = reg(rs, rs.shape(), f"{name}_rq")
         ls = None if ls is None else reg(ls, ls.shape(), f"{name}_lq")
-    return ShiftCode(neg, rs, ls, width, max_left)
+        rb, below = reg(rb, rb.shape(), f"{name}_rbq"), reg(below, below.shape(), f"{name}_blq")
+    return ShiftCode(neg, rs, ls, rb, below, width, max_left)
 
 
 def round_shift_var(m, value, shift, rounding: str, *, max_left: int, name: str = "rsv", reg=None):
@@ -181,6 +198,12 @@ def round_shift_right_parts(m, value, shift, rounding: str, name: str = "rsv"):
     q = materialise(m, ext >> rs, f"{name}_q")
     if rounding == "floor":
         return value, shift, neg, q, None
+    if code is not None:  # the masks decoded with the code: an AND and an OR tree here
+        low = ext.as_unsigned()[:smax + 1]
+        rnd = materialise(m, (low & code.rb) != 0, f"{name}_rb")
+        if rounding == "half_up":
+            return value, shift, neg, q, rnd
+        return value, shift, neg, q, rnd & (((low & code.below) != 0) | q[0])
     rnd = materialise(m, Mux(rs == 0, 0, ext.as_unsigned().bit_select((rs - 1).as_unsigned()[:rs_w], 1)), f"{name}_rb")
     if rounding == "half_up":
         return value, shift, neg, q, rnd

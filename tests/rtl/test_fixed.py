@@ -158,18 +158,24 @@ def test_msb_index_tree_wide():
 
 @pytest.mark.parametrize("rounding", ["rne", "floor", "half_up"])
 @pytest.mark.parametrize("in_signed,shift_signed", [(True, True), (False, True), (True, False)])
-def test_round_shift_var_with_shift_code_exhaustive(rounding, in_signed, shift_signed):
-    """A shift decoded once (``shift_code``, its fields registered) gives what the plain run-time
-    shift gives, for every value of a 6-bit input and every shift from far left to far right,
-    and both equal ``fxtype.round_shift``."""
+@pytest.mark.parametrize("capture", ["registered", "held"])
+def test_round_shift_var_with_shift_code_exhaustive(rounding, in_signed, shift_signed, capture):
+    """A shift decoded once (``shift_code``, its fields registered, or captured into
+    ``ShiftCode.held`` registers) gives what the plain run-time shift gives, for every value of a
+    6-bit input and every shift from far left to far right, and both equal
+    ``fxtype.round_shift``."""
     from specmem.rtl.pipeline import free_register
-    from specmem.rtl.fixed import round_shift_var, shift_code
+    from specmem.rtl.fixed import ShiftCode, round_shift_var, shift_code
     W, ML = 6, 5
     m = Module()
     x = Signal(signed(W) if in_signed else unsigned(W))
     sh = Signal(signed(5) if shift_signed else unsigned(4))
     plain = round_shift_var(m, x, sh, rounding, max_left=ML, name="p")
-    code = shift_code(m, sh, W, max_left=ML, name="c", reg=free_register(m))
+    if capture == "registered":
+        code = shift_code(m, sh, W, max_left=ML, name="c", reg=free_register(m))
+    else:
+        code = ShiftCode.held(sh.shape(), W, max_left=ML, name="h")
+        m.d.sync += code.eq(shift_code(m, sh, W, max_left=ML, name="c"))
     decoded = round_shift_var(m, x, code, rounding, max_left=ML, name="d")
     lo, hi = (-(1 << (W - 1)), 1 << (W - 1)) if in_signed else (0, 1 << W)
     shifts = range(-16, 16) if shift_signed else range(16)
@@ -206,6 +212,6 @@ def test_shift_code_capture_rejects_a_mismatched_code():
     m = Module()
     sh = Signal(signed(5))
     held = ShiftCode.held(signed(5), 8, max_left=3, name="h")
-    assert len(held.eq(shift_code(m, sh, 8, max_left=3))) == 3
+    assert len(held.eq(shift_code(m, sh, 8, max_left=3))) == 5
     with pytest.raises(ValueError, match="a code for 6-bit values"):
         held.eq(shift_code(m, sh, 6, max_left=3))
