@@ -128,6 +128,46 @@ def shift_code(m, shift, width: int, *, max_left: int, name: str = "sc", reg=Non
     return ShiftCode(neg, rs, ls, rb, below, width, max_left)
 
 
+def shift_code_table(m, idx, shift_of, width: int, *, max_left: int, signed_shift: bool = True, name: str = "sct",
+                     reg=None) -> ShiftCode:
+    """The code :func:`shift_code` gives for the shift ``shift_of(v)``, where ``v`` is the value of
+    the small unsigned signal ``idx`` (a leading-one index, say): every field read from a table on
+    ``idx``, so the decode is a few LUT levels with no arithmetic before it (``top - c`` and the
+    clamps are folded into the tables). ``signed_shift``: the code has a left shift. ``reg``: each
+    field registered."""
+    smax = width + 1
+    rs_w = max(1, smax.bit_length())
+    ls_w = max(1, max_left.bit_length())
+    top = (1 << (smax + 1)) - 1
+    rows = []
+    for v in range(1 << len(idx)):
+        sh = int(shift_of(v))
+        if sh < 0 and not signed_shift:
+            raise ValueError(f"shift_of({v}) = {sh}: negative, for an unsigned shift")
+        rs = 0 if sh < 0 else min(sh, smax)
+        rows.append((int(sh < 0), rs, min(-sh, max_left) if sh < 0 else 0,
+                     (1 << (rs - 1)) & top if rs else 0, ((1 << (rs - 1)) - 1) & top if rs else 0))
+    shapes = (unsigned(1), unsigned(rs_w), unsigned(ls_w), unsigned(smax + 1), unsigned(smax + 1))
+    fields = []
+    for j, (fname, shape) in enumerate(zip(("neg", "rs", "ls", "rb", "bl"), shapes)):
+        if fname == "ls" and not signed_shift:
+            fields.append(None)
+            continue
+        f = materialise(m, Array(Const(r[j], shape) for r in rows)[idx], f"{name}_{fname}", shape)
+        fields.append(f if reg is None else reg(f, shape, f"{name}_{fname}q"))
+    neg, rs, ls, rb, below = fields
+    return ShiftCode(neg, rs, ls, rb, below, width, max_left)
+
+
+def select_code(sel, a: ShiftCode, b: ShiftCode) -> ShiftCode:
+    """``a`` where ``sel`` is high, else ``b`` (codes for the same width and ``max_left``)."""
+    if (a.width, a.max_left, a.ls is None) != (b.width, b.max_left, b.ls is None):
+        raise ValueError("select_code: codes for different widths or max_left")
+    pick = [None if x is None else Mux(sel, x, y) for x, y in
+            zip((a.neg, a.rs, a.ls, a.rb, a.below), (b.neg, b.rs, b.ls, b.rb, b.below))]
+    return ShiftCode(*pick, a.width, a.max_left)
+
+
 def round_shift_var(m, value, shift, rounding: str, *, max_left: int, name: str = "rsv", reg=None):
     """``value * 2**-shift`` rounded, for a run-time signed ``shift`` (right when positive, an
     exact left shift when negative), exactly as ``fxtype.round_shift`` with an array shift.

@@ -12,9 +12,10 @@ shift or sum wraps.
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Mux, signed, unsigned
+from amaranth.hdl import Cat, Mux, signed, unsigned
 
-from .fixed import abs_value, materialise, msb_index, round_shift, round_shift_var, shift_code
+from .fixed import (abs_value, materialise, msb_index, round_shift, round_shift_var, select_code,
+                    shift_code_table)
 
 __all__ = ["normalize_hw", "block_shift_hw", "BLOCK_SHIFT_STAGES", "NORMALIZE_STAGES", "iv", "iv_neg", "iv_scale",
            "iv_union", "su_f_range", "bit_len"]
@@ -24,24 +25,42 @@ __all__ = ["normalize_hw", "block_shift_hw", "BLOCK_SHIFT_STAGES", "NORMALIZE_ST
 # datapath primitives (each is the golden primitive of the same name, in hardware)
 
 
-def block_shift_hw(m, mx, width: int, rounding: str, ew: int, name: str, reg=None):
+def block_shift_hw(m, mx, width: int, rounding: str, ew: int, name: str, reg=None, codes=()):
     """Shift of ``Datapath.block`` for a vector whose largest magnitude is ``mx`` (unsigned):
     the top bit of ``mx`` lands just below the sign bit, one more if rounding carries into it.
     ``reg``: a register maker (``pipeline.free_register``) for :data:`BLOCK_SHIFT_STAGES`
-    stages (leading one; its offset; the shifters; the rounding add), the operand held."""
+    stages (leading one; the shift's code, from tables on it; the shifters; the rounding add),
+    the operand held. ``codes`` (with ``reg``): ``(value_width, max_left)`` pairs; each gets the
+    :class:`~specmem.rtl.fixed.ShiftCode` of the result for those shifters, from tables on the
+    leading one for both carry outcomes, picked by the carry (a mux where a decode would be);
+    returns ``(shift, [code, ...])`` then."""
     top = msb_index(m, mx, name=f"{name}_msb", tree=True)
-    if reg is not None:
-        top, mx = reg(top, top.shape(), f"{name}_msb_r"), reg(mx, mx.shape(), f"{name}_mx1")
-    sh0 = materialise(m, Mux(mx == 0, 0, top - (width - 2)), f"{name}_sh0", signed(ew))
-    code = None
-    if reg is not None:  # the shift decoded in its own stage, not in the shifters'
-        code = shift_code(m, sh0, len(mx), max_left=width, name=f"{name}_sc", reg=reg)
-        sh0, mx = reg(sh0, sh0.shape(), f"{name}_sh0_r"), reg(mx, mx.shape(), f"{name}_mx2")
-    rounded = round_shift_var(m, mx, sh0 if code is None else code, rounding, max_left=width, name=f"{name}_mxr",
-                              reg=reg)
-    if reg is not None:
-        rounded, sh0 = reg(rounded, rounded.shape(), f"{name}_mxr_r"), reg(sh0, sh0.shape(), f"{name}_sh0_r2")
-    return materialise(m, sh0 + (rounded >= (1 << (width - 1))), f"{name}_sh", signed(ew))
+    if reg is None:
+        if codes:
+            raise ValueError("block_shift_hw: codes need reg (the tables take a stage)")
+        sh0 = materialise(m, Mux(mx == 0, 0, top - (width - 2)), f"{name}_sh0", signed(ew))
+        rounded = round_shift_var(m, mx, sh0, rounding, max_left=width, name=f"{name}_mxr")
+        return materialise(m, sh0 + (rounded >= (1 << (width - 1))), f"{name}_sh", signed(ew))
+    off = width - 2
+    zero = reg(mx == 0, 1, f"{name}_zero_r")                                               # 1
+    top, mx = reg(top, top.shape(), f"{name}_msb_r"), reg(mx, mx.shape(), f"{name}_mx1")
+    sh0 = materialise(m, Mux(zero, 0, top - off), f"{name}_sh0", signed(ew))
+    # the rounding of mx itself: a zero mx rounds to zero at any shift, so no zero case
+    code = shift_code_table(m, top, lambda t: t - off, len(mx), max_left=width, name=f"{name}_sc", reg=reg)  # 2
+    sh0, mx = reg(sh0, sh0.shape(), f"{name}_sh0_r"), reg(mx, mx.shape(), f"{name}_mx2")
+    rounded = round_shift_var(m, mx, code, rounding, max_left=width, name=f"{name}_mxr", reg=reg)  # 3
+    rounded, sh0 = reg(rounded, rounded.shape(), f"{name}_mxr_r"), reg(sh0, sh0.shape(), f"{name}_sh0_r2")  # 4
+    carry = materialise(m, rounded[width - 1:] != 0, f"{name}_carry")
+    sh = materialise(m, sh0 + carry, f"{name}_sh", signed(ew))
+    if not codes:
+        return sh
+    zt = Cat(top, zero)
+    out = []
+    for j, (vw, ml) in enumerate(codes):
+        c0, c1 = (shift_code_table(m, zt, lambda v, c=c: 0 if v >> len(top) else v - off + c, vw, max_left=ml,
+                                   name=f"{name}_c{j}_{c}", reg=reg) for c in (0, 1))        # 2
+        out.append(select_code(carry, c1, c0))
+    return sh, out
 
 
 #: register stages of :func:`block_shift_hw` and :func:`normalize_hw` with ``reg``
@@ -66,13 +85,15 @@ def normalize_hw(m, x, frac, p_bits: int, ew: int, name: str, reg=None):
         top, zero = reg(top, top.shape(), f"{name}_msb_r"), reg(zero, 1, f"{name}_zero_r")
     sh = materialise(m, Mux(zero, 0, top - (p_bits - 2)), f"{name}_sh", signed(ew))
     code = None
-    if reg is not None:  # the shift decoded in its own stage, not in the shifters'
-        code = shift_code(m, sh, len(mag), max_left=p_bits - 2, name=f"{name}_sc", reg=reg)
+    if reg is not None:  # the shift decoded in its own stage from tables on the leading one (a
+        # zero magnitude rounds to zero at any shift)
+        code = shift_code_table(m, top, lambda t: t - (p_bits - 2), len(mag), max_left=p_bits - 2, name=f"{name}_sc",
+                                reg=reg)
         sh = reg(sh, sh.shape(), f"{name}_sh_r")
     r = round_shift_var(m, mag, sh if code is None else code, "rne", max_left=p_bits - 2, name=f"{name}_r", reg=reg)
     if reg is not None:
         r = reg(r, r.shape(), f"{name}_r_r")
-    over = materialise(m, r >= (1 << (p_bits - 1)), f"{name}_over")
+    over = materialise(m, r[p_bits - 1:] != 0, f"{name}_over")  # r >= 2^(P-1): an OR, not a compare
     mm = materialise(m, Mux(over, r >> 1, r), f"{name}_mm", unsigned(p_bits))
     mant = materialise(m, Mux(x < 0, -mm, mm), f"{name}_m", signed(p_bits))
     f = materialise(m, Mux(zero, 0, frac - sh - over), f"{name}_f", signed(ew))

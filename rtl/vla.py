@@ -1060,15 +1060,15 @@ class VLACore(wiring.Component):
         def ffx(value, name):  # a free-running register of the expression's own shape
             return ff_(value, value.shape(), name)
 
-        blk_z = block_shift_hw(m, za_max, Wb, rnd, EW, "blk_z", reg=ff_)
+        blk_z, (z_code,) = block_shift_hw(m, za_max, Wb, rnd, EW, "blk_z", reg=ff_, codes=[(Wza, Wb - 2)])
 
         dsh = shift_code(m, fz + (fun - fd), len(dacc), max_left=self.ml_delta, name="delta_sh", reg=ff_)
         dl = ffx(round_shift_var(m, dacc, dsh, rnd, max_left=self.ml_delta, name="delta_r", reg=ff_), "delta_rr")
         delta_c, delta_ovf = saturate(m, dl + (1 << fd), F["delta"], name="delta_sat")
         delta_c, delta_ovf = ff_(delta_c, delta_c.shape(), "delta_cr"), ff_(delta_ovf, 1, "delta_ovfr")
         delta_v = materialise(m, Mux(delta_c < self.eps_d, self.eps_d, delta_c), "delta_v", delta.shape())
-        blk_w = block_shift_hw(m, ff_(vmax[:Wb] * rd_m.as_unsigned(), unsigned(Wb + P), "mx_w"), Wb, rnd, EW, "blk_w",
-                               reg=ff_)
+        blk_w, (w_code,) = block_shift_hw(m, ff_(vmax[:Wb] * rd_m.as_unsigned(), unsigned(Wb + P), "mx_w"), Wb, rnd,
+                                          EW, "blk_w", reg=ff_, codes=[(Wb + P + 1, Wb - 2)])
         fzr = ffx(fz + rd_f, "fz_rd")
         Wp = self.ev2.acc_width + P
         p_hi, p_lo = Signal(signed(Wb + P + 1), name="p_hi"), Signal(signed(Wb + P + 1), name="p_lo")
@@ -1090,7 +1090,7 @@ class VLACore(wiring.Component):
         eta_b = ffx(round_shift(m, ffx(khmax * self.eta_raw, "eta_p"), self.c_eta, rnd, name="eta_b"), "eta_br")
         t_wc = ffx(round_shift_var(m, p_wc, s3_scw, rnd, max_left=self.ml3, name="t_wc", reg=ff_), "t_wc_r")
         b_sum = ff_(aa_max + t_wc, unsigned(Wal), "b_sum")
-        blk_al = block_shift_hw(m, bound, Wb, rnd, EW, "blk_al", reg=ff_)
+        blk_al, (al_code,) = block_shift_hw(m, bound, Wb, rnd, EW, "blk_al", reg=ff_, codes=[(Wal, Wb - 2)])
         pc2_r = ff_(anq * ra_m, p_c2.shape(), "p_c2_r")
         c2_nm, c2_nf = normalize_hw(m, p_c2, fan + ra_f + ff, P, EW, "c2", reg=ff_)
         rden_mc = Signal(signed(P))
@@ -1147,7 +1147,7 @@ class VLACore(wiring.Component):
                 with m.If(scnt == st["SH_Z"] - 1):  # VP1's first shifters meet sh_z a cycle after issue
                     start_vp()
                 with m.If(step_done("SH_Z")):
-                    m.d.sync += [*sh_z_c.eq(shift_code(m, blk_z, sh_z_c.width, max_left=Wb - 2, name="sh_z_d")),
+                    m.d.sync += [*sh_z_c.eq(z_code),
                                  fz.eq(fam + fun - blk_z)]
                     step_next("VP1")
             with m.State("VP1"):  # zsm = block(A un); unᵀzsm, zsmᵀkh; max, min zsm; max |kh|
@@ -1171,7 +1171,7 @@ class VLACore(wiring.Component):
             with m.State("BLK_W"):  # w = block(zsm rsqrt(delta)): the shift from max|zsm| * m
                 with m.If(step_done("BLK_W")):
                     m.d.sync += [sh_w.eq(blk_w), fw.eq(fzr - blk_w), p_hi.eq(ph_r), p_lo.eq(pl_r),
-                                 *sh_w_hl.eq(shift_code(m, blk_w, sh_w_hl.width, max_left=Wb - 2, name="sh_w_d"))]
+                                 *sh_w_hl.eq(w_code)]
                     step_next("CW")
             with m.State("CW"):  # wᵀkh = rd (zsmᵀkh) as a floating scalar; max |w|
                 with m.If(step_done("CW")):
@@ -1192,7 +1192,7 @@ class VLACore(wiring.Component):
                     step_next("SH_AL")
             with m.State("SH_AL"):  # alpha_n's block shift from the bound: known before its pass
                 with m.If(step_done("SH_AL")):  # captured in time for alpha_n's shifters
-                    m.d.sync += sh_al_c.eq(shift_code(m, blk_al, sh_al_c.width, max_left=Wb - 2, name="sh_al_d"))
+                    m.d.sync += sh_al_c.eq(al_code)
                     step_next("VP2")
             with m.State("VP2"):  # w; alpha; alpha_n; ||alpha_n||², alpha_nᵀqf (issued from BOUND)
                 with m.If(ev.o.valid):  # ||alpha_n||² requested from the (idle) unit at once

@@ -215,3 +215,36 @@ def test_shift_code_capture_rejects_a_mismatched_code():
     assert len(held.eq(shift_code(m, sh, 8, max_left=3))) == 5
     with pytest.raises(ValueError, match="a code for 6-bit values"):
         held.eq(shift_code(m, sh, 6, max_left=3))
+
+
+@pytest.mark.parametrize("rounding", ["rne", "floor", "half_up"])
+@pytest.mark.parametrize("signed_shift", [True, False])
+def test_shift_code_table_exhaustive(rounding, signed_shift):
+    """A code read from tables on a small index (``shift_code_table``: the shift ``shift_of(v)``,
+    here ``v - 6`` or ``2 v``, clamps included) shifts every 6-bit value as ``fxtype.round_shift``
+    does with that shift, for every index value."""
+    from specmem.rtl.fixed import round_shift_var, shift_code_table
+    W, ML = 6, 5
+    shift_of = (lambda v: v - 6) if signed_shift else (lambda v: 2 * v)
+    m = Module()
+    x, idx = Signal(signed(W)), Signal(unsigned(4))
+    code = shift_code_table(m, idx, shift_of, W, max_left=ML, signed_shift=signed_shift, name="t")
+    out = round_shift_var(m, x, code, rounding, max_left=ML, name="d")
+    cases = [(v, i) for i in range(16) for v in range(-(1 << (W - 1)), 1 << (W - 1))]
+    got = []
+
+    async def tb(ctx):
+        for v, i in cases:
+            ctx.set(idx, i)
+            ctx.set(x, v)
+            got.append(ctx.get(out))
+
+    run_simulation(m, tb, clock=False)
+    vals, shv = np.array([c[0] for c in cases]), np.array([shift_of(c[1]) for c in cases])
+    np.testing.assert_array_equal(np.array(got), fxtype.round_shift(vals, np.maximum(shv, -ML), rounding))
+
+
+def test_shift_code_table_rejects_a_negative_unsigned_shift():
+    from specmem.rtl.fixed import shift_code_table
+    with pytest.raises(ValueError, match="negative, for an unsigned shift"):
+        shift_code_table(Module(), Signal(unsigned(3)), lambda v: v - 1, 6, max_left=3, signed_shift=False)

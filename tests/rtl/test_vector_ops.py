@@ -54,6 +54,47 @@ def test_block_shift_staged_equals_golden(rounding, in_width, width):
     np.testing.assert_array_equal(got[:, 1], want)
 
 
+@pytest.mark.parametrize("rounding", ["rne", "half_up"])
+@pytest.mark.parametrize("in_width,width,value_width,max_left", [(20, 8, 12, 6), (6, 8, 9, 6)])
+def test_block_shift_codes_equal_the_plain_shift(rounding, in_width, width, value_width, max_left):
+    """The codes ``block_shift_hw(codes=...)`` returns (tables on the leading one for both carry
+    outcomes, picked by the carry) shift values as the returned shift itself does, for every
+    edge magnitude (zero, powers of two, the carries) and edge and random values."""
+    from specmem.rtl.fixed import round_shift_var
+    m = Module()
+    mx, y = Signal(unsigned(in_width)), Signal(signed(value_width))
+    sh, (code,) = block_shift_hw(m, mx, width, rounding, 8, "s", reg=free_register(m),
+                                 codes=[(value_width, max_left)])
+    plain = round_shift_var(m, y, sh, rounding, max_left=max_left, name="p")
+    coded = round_shift_var(m, y, code, rounding, max_left=max_left, name="c")
+    rng = np.random.default_rng(in_width + value_width)
+    vals = _edge_values(in_width, rng, 60)
+    lim = 1 << (value_width - 1)
+    ys = [0, 1, -1, lim - 1, -lim, 3, -3] + [int(v) for v in rng.integers(-lim, lim, size=12)]
+    got, shifts = [], []
+
+    async def tb(ctx):
+        for v in vals:
+            ctx.set(mx, v)
+            for _ in range(BLOCK_SHIFT_STAGES):
+                await ctx.tick()
+            shifts.append(ctx.get(sh))
+            for w in ys:
+                ctx.set(y, w)
+                got.append((ctx.get(plain), ctx.get(coded)))
+
+    run_simulation(m, tb, deadline_cycles=(BLOCK_SHIFT_STAGES + 1) * len(vals) + 10)
+    got = np.array(got)
+    np.testing.assert_array_equal(got[:, 1], got[:, 0])
+    assert len(set(shifts)) > 5 and min(shifts) < 0  # left shifts met
+    assert max(shifts) > 0 or in_width < width  # and right shifts, where mx is wider than the block
+
+
+def test_block_shift_codes_need_registers():
+    with pytest.raises(ValueError, match="codes need reg"):
+        block_shift_hw(Module(), Signal(unsigned(8)), 8, "rne", 8, "c", codes=[(8, 6)])
+
+
 @pytest.mark.parametrize("in_width,p_bits", [(24, 10), (40, 16), (5, 10)])
 def test_normalize_staged_equals_golden(in_width, p_bits):
     m = Module()
