@@ -9,14 +9,15 @@ levels: the multiplier is a :class:`~specmem.rtl.dsp.PipelinedMultiplier` whose 
 step waits for, and the leading-one search, the final rounding and the exponent take cycles of
 their own (:attr:`latency` gives both arrangements' cycles). The compact arrangement:
 
-    IDLE -> NORMALISE -> SEED -> {RECIP_T -> RECIP_Y | RSQRT_Y2 -> RSQRT_T -> RSQRT_Y} x steps
-         -> FINISH -> OUTPUT
+    IDLE -> NORMALISE [-> NORM_SHIFT] -> SEED -> {RECIP_T -> RECIP_Y | RSQRT_Y2 -> RSQRT_T -> RSQRT_Y}
+         x steps -> FINISH -> OUTPUT
 
 Input ``x`` (unsigned raw, ``frac`` fraction bits given per request) gives the floating scalar
 ``m * 2**-f`` with ``m`` in ``[2**(P-2), 2**(P-1))`` (a signed ``P``-bit multiplier operand) and
 ``f`` a signed exponent; ``x = 0`` gives ``m = f = 0``. Latency: 4 + 2·steps cycles (recip) or
 4 + 3·steps (rsqrt) from the cycle a request is accepted to the cycle ``o.valid`` rises;
-with ``split_mul`` each multiply takes four cycles (4 + 8·steps, 4 + 12·steps).
+with ``split_mul`` each multiply takes four cycles and the normalisation two (5 + 8·steps,
+5 + 12·steps).
 """
 
 from __future__ import annotations
@@ -82,8 +83,9 @@ class ScalarUnit(wiring.Component):
         self.f_width = min_signed_width(min(e_lo - 1, (e_lo - 1) // 2) + P - 2, e_hi + P - 1)
         # cycles from the cycle a request is accepted to the cycle o.valid is first high
         mc = 4 if self.split_mul else 1  # cycles per Newton multiply
-        self.latency = {ScalarOp.RECIP: 4 + 2 * mc * config.newton_steps,
-                        ScalarOp.RSQRT: 4 + 3 * mc * config.newton_steps}
+        ns = 5 if self.split_mul else 4    # the other states (split: the normalisation in two)
+        self.latency = {ScalarOp.RECIP: ns + 2 * mc * config.newton_steps,
+                        ScalarOp.RSQRT: ns + 3 * mc * config.newton_steps}
         if self.split_mul:
             self.mul_width = config.newton_operand_width()
         if self.pipelined:
@@ -146,13 +148,22 @@ class ScalarUnit(wiring.Component):
                     m.d.sync += [x.eq(self.i.payload.x), frac.eq(self.i.payload.frac), op.eq(self.i.payload.op)]
                     m.next = "NORMALISE"
 
-            with m.State("NORMALISE"):
-                m.d.sync += [
-                    zero.eq(x == 0),
-                    xm.eq(((x1 << (W - 1)) >> msb)[:W]),
-                    e.eq(msb - frac),
-                ]
-                m.next = "SEED"
+            if not self.split_mul:
+                with m.State("NORMALISE"):
+                    m.d.sync += [
+                        zero.eq(x == 0),
+                        xm.eq(((x1 << (W - 1)) >> msb)[:W]),
+                        e.eq(msb - frac),
+                    ]
+                    m.next = "SEED"
+            else:  # the leading one, then the shift by it: a cycle each
+                msb_r = Signal.like(msb, name="msb_r")
+                with m.State("NORMALISE"):
+                    m.d.sync += [zero.eq(x == 0), msb_r.eq(msb), e.eq(msb - frac)]
+                    m.next = "NORM_SHIFT"
+                with m.State("NORM_SHIFT"):
+                    m.d.sync += xm.eq(((x1 << (W - 1)) >> msb_r)[:W])
+                    m.next = "SEED"
 
             with m.State("SEED"):
                 self._seed(m, op, e, xm, y, step, recip_rom, rsqrt_rom, "FINISH")
