@@ -13,7 +13,8 @@ critical path of the VLA core's front end, 44 ns estimated at d = 32, k = 4; ``h
 4. ``lo - hi``;
 5. ``(lo - hi) wgt``;
 6. ``val = lo - ((lo - hi) wgt >> Ib)``;
-7. ``val 2^-(n + wf - fo)`` truncated, and its rounding increment (``fixed.round_shift_right_parts``);
+7. ``val 2^-(n + wf - fo)`` truncated, and its rounding increment (``fixed.round_shift_right_parts``;
+   with ``coded_shift`` the shift's code comes from tables on ``n`` at stage 6);
 8. the rounded value (one add), the branch;
 9. one saturation.
 
@@ -29,7 +30,7 @@ from amaranth.lib.wiring import In, Out
 
 from specmem.golden.fixed.datapath import Datapath
 
-from .fixed import materialise, round_shift_right_parts, saturate
+from .fixed import materialise, round_shift_right_parts, saturate, shift_code_table
 from .pipeline import stage_register
 from .vector_ops import _round_shift_const
 
@@ -44,7 +45,7 @@ class PipelinedElu1(wiring.Component):
 
     latency = 9
 
-    def __init__(self, k: int, in_fx, out_fx, dp: Datapath):
+    def __init__(self, k: int, in_fx, out_fx, dp: Datapath, *, coded_shift: bool = False):
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"k: must be an integer >= 1, got {k!r}")
         fi, C, L = in_fx.frac, dp.exp_const_frac, dp.fmt.preset.exp_lut_bits
@@ -53,6 +54,10 @@ class PipelinedElu1(wiring.Component):
         if dp.exp_word_frac - out_fx.frac < 0:
             raise ValueError("preset: elu1's ROM word must have at least as many fraction bits as kf")
         self.k, self.in_fx, self.out_fx, self.dp = k, in_fx, out_fx, dp
+        #: stage 7's run-time shift as a ``fixed.ShiftCode`` read at stage 6 from tables on the
+        #: exponent (its rounding masks then cost no carry chain in stage 7); off, the plain shift
+        #: (the cores synthesised with it generate the same Verilog)
+        self.coded_shift = bool(coded_shift)
         out_shape = signed(out_fx.width) if out_fx.signed else unsigned(out_fx.width)
         super().__init__({
             "en": In(1),
@@ -108,9 +113,13 @@ class PipelinedElu1(wiring.Component):
             pos5, op5 = reg(pos4, 1, f"s5_pos{l}"), reg(op4, op4.shape(), f"s5_op{l}")
             # 6 (the ROM is decreasing, so lo - hi >= 0 and the floor shift is a plain one)
             val6 = reg(lo5 - (pr5 >> Ib), unsigned(wf + 2), f"s6_val{l}")
-            sh6 = reg(n5 + (wf - fo), unsigned(len(n5) + 1 + (wf - fo).bit_length()), f"s6_sh{l}")
+            if not self.coded_shift:
+                sh6 = reg(n5 + (wf - fo), unsigned(len(n5) + 1 + (wf - fo).bit_length()), f"s6_sh{l}")
             pos6, op6 = reg(pos5, 1, f"s6_pos{l}"), reg(op5, op5.shape(), f"s6_op{l}")
             # 7: the run-time right shift and the rounding increment; 8: their sum, the branch
+            if self.coded_shift:  # sh6 decoded at stage 6 from tables on n5 (no add, no mask chain)
+                sh6 = shift_code_table(m, n5, lambda n: n + (wf - fo), len(val6), max_left=1, signed_shift=False,
+                                       name=f"s6_sc{l}", reg=reg)
             _, _, _, q, inc = round_shift_right_parts(m, val6, sh6, rnd, name=f"neg{l}")
             q7 = reg(q, q.shape(), f"s7_q{l}")
             inc7 = reg(inc if inc is not None else 0, 1, f"s7_inc{l}")

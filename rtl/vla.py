@@ -499,7 +499,7 @@ class VLACore(wiring.Component):
 
         # the registered beat through the pipelined ELU+1 (used for k and q); its tags and the raw
         # beat (for v and u) ride beside it; everything below happens at the ELU's output (stage F)
-        m.submodules.elu = elu = PipelinedElu1(k, F["k"], F["kf"], dp)
+        m.submodules.elu = elu = PipelinedElu1(k, F["k"], F["kf"], dp, coded_shift=True)
         LE = elu.latency
         m.d.comb += [elu.en.eq(1), elu.i_valid.eq(r_v)]
         m.d.comb += [elu.i_data[l].eq(r_x[l]) for l in range(k)]

@@ -69,20 +69,21 @@ def run(dut, words, *, stall, seed):
     return got, [o - s + 1 for s, o in zip(sent_at, out_at)]  # the input's own edge counts
 
 
+@pytest.mark.parametrize("coded", [False, True], ids=["plain-shift", "coded-shift"])
 @pytest.mark.parametrize("preset,k,stall,narrow", [
     ("legacy-int8", 4, 0.0, 0),
     ("legacy-int8", 3, 0.4, 0),
     ("legacy-int8", 2, 0.3, 2),   # Q1.4 out: x + 1 saturates for x >= 1
     pytest.param("legacy-int16", 8, 0.2, 0, marks=pytest.mark.slow),
 ])
-def test_exhaustive_bit_exact_with_the_model(preset, k, stall, narrow):
+def test_exhaustive_bit_exact_with_the_model(preset, k, stall, narrow, coded):
     F, dp, xs, ys, sat = golden(preset, narrow=narrow)
     assert (sat.sum() > 0) == bool(narrow)
     pad = (-len(xs)) % k
     order = np.random.default_rng(k).permutation(len(xs))  # neighbouring lanes get unrelated inputs
     xs_p, ys_p, sat_p = (np.concatenate([a[order], a[order][:pad]]) for a in (xs, ys, sat))
     words = xs_p.reshape(-1, k).tolist()
-    dut = PipelinedElu1(k, F["k"], F["kf"], dp)
+    dut = PipelinedElu1(k, F["k"], F["kf"], dp, coded_shift=coded)
     got, lat = run(dut, words, stall=stall, seed=k)
     assert [v for v, _ in got] == ys_p.reshape(-1, k).tolist()
     assert [o for _, o in got] == sat_p.reshape(-1, k).tolist()
