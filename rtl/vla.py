@@ -950,8 +950,16 @@ class VLACore(wiring.Component):
         # output stage; its multiplier also forms VP6's e (ahᵀqf) (VP6 runs only while no o streams)
         o_busy, oa = Signal(), Signal(range(DK2))
         o_m, o_sh, o_fr = Signal(signed(P)), Signal(signed(EW)), Signal(signed(self.o_frac_width))
-        num_o = rd(num_mem, oa)
-        e_x = rd(e_mem, va)  # VP6: e read at issue, its product registered by stage X (op1)
+        # num (the output) and e (VP6) read a cycle ahead of issue, at the address the counters
+        # will hold next, into registers: the multiply starts from registers, not from a LUTRAM
+        # read (the routed critical path at 59.5 MHz); both banks are final well before
+        oa_nx = Signal(range(DK2), name="oa_nx")
+        va_nx = Signal(range(DK2), name="va_nx")
+        num_rd, e_rd = rd(num_mem, oa_nx), rd(e_mem, va_nx)
+        num_o = [Signal(num_rd[l].shape(), name=f"num_o{l}", reset_less=True) for l in range(k)]
+        e_x = [Signal(e_rd[l].shape(), name=f"e_x{l}", reset_less=True) for l in range(k)]
+        m.d.sync += [num_o[l].eq(num_rd[l]) for l in range(k)]
+        m.d.sync += [e_x[l].eq(e_rd[l]) for l in range(k)]
         # the operand select from a copy of o_busy per lane (one register fanning out to every
         # lane's operand bits was the routed critical path at k = 8); each copy holds itself, so
         # no synthesis pass merges them back into one
@@ -968,6 +976,7 @@ class VLACore(wiring.Component):
         o_issue = materialise(m, o_busy & (ocnt < OD), "o_issue")
         o_xfer = materialise(m, o_fifo.r_rdy & self.o_out.ready, "o_xfer")
         m.d.sync += ocnt.eq(ocnt + o_issue - o_xfer)
+        m.d.comb += [oa_nx.eq(Mux(o_issue, incr(oa, dk - 1), oa)), va_nx.eq(Mux(v_on, incr(va, dk - 1), va))]
         with m.If(o_issue):
             m.d.sync += oa.eq(incr(oa, dk - 1))
             with m.If(oa == dk - 1):
