@@ -766,9 +766,15 @@ class VLACore(wiring.Component):
                                          Signal(range(DK2), name="s1_ia"), Signal(range(max(k, 2)), name="s1_il"),
                                          Signal(range(DK2), name="s1_c"))
         m.d.sync += [s1_v.eq(p_on), s1_n.eq(pn), s1_ia.eq(pia), s1_il.eq(pil), s1_c.eq(pc)]
-        w_lane = rd(w_mem, s1_c)
-        an_lane = rd(an_mem, s1_c)
-        w_row = sel(rd(w_mem, s1_ia), s1_il, signed(Wb), "w_row")
+        # the write multipliers' bank operands read at issue into registers (S1's view of them):
+        # the multipliers start from registers, not from a LUTRAM read and its lane select (the
+        # routed critical path at 65.6 MHz); w and alpha_n are final before the pass starts
+        w_rd, an_rd = rd(w_mem, pc), rd(an_mem, pc)
+        w_lane = [Signal(w_rd[l].shape(), name=f"w_lane{l}", reset_less=True) for l in range(k)]
+        an_lane = [Signal(an_rd[l].shape(), name=f"an_lane{l}", reset_less=True) for l in range(k)]
+        m.d.sync += [w_lane[l].eq(w_rd[l]) for l in range(k)] + [an_lane[l].eq(an_rd[l]) for l in range(k)]
+        w_row = Signal(signed(Wb), name="w_row", reset_less=True)
+        m.d.sync += w_row.eq(sel(rd(w_mem, pia), pil, signed(Wb), "w_row_rd"))
         # the S write's row factor e_i ra (ah = ra alpha_n is never formed): e_i read a cycle
         # ahead of issue (the row the counters will hold next) into a register, its product with
         # ra registered into S1; e's row i is rewritten only after row i's writes have issued
@@ -786,8 +792,11 @@ class VLACore(wiring.Component):
         # the write multipliers also form VP2's products, when no pass runs: zsm rd on the A
         # write's (issue -> stage X), w cw on the S write's (register stage -> a cycle later)
         v_on, va = Signal(), Signal(range(DK2))
+        va_nx = Signal(range(DK2), name="va_nx")   # va in the next cycle (VP issue runs dk cycles from 0)
         vp2_on = Signal()   # VP2's datapath: set when its issue starts (in BOUND), cleared at its end
-        zsm_v = rd(zsm_mem, va)
+        zsm_rd = rd(zsm_mem, va_nx)   # read a cycle ahead of VP2's issue, into a register
+        zsm_v = [Signal(zsm_rd[l].shape(), name=f"zsm_v{l}", reset_less=True) for l in range(k)]
+        m.d.sync += [zsm_v[l].eq(zsm_rd[l]) for l in range(k)]
         pw_a = [Signal(signed(Wb), name=f"pw_a{l}") for l in range(k)]
         pw_b = [Signal(signed(max(Wb, P)), name=f"pw_b{l}") for l in range(k)]
         for l in range(k):
@@ -954,7 +963,6 @@ class VLACore(wiring.Component):
         # will hold next, into registers: the multiply starts from registers, not from a LUTRAM
         # read (the routed critical path at 59.5 MHz); both banks are final well before
         oa_nx = Signal(range(DK2), name="oa_nx")
-        va_nx = Signal(range(DK2), name="va_nx")
         num_rd, e_rd = rd(num_mem, oa_nx), rd(e_mem, va_nx)
         num_o = [Signal(num_rd[l].shape(), name=f"num_o{l}", reset_less=True) for l in range(k)]
         e_x = [Signal(e_rd[l].shape(), name=f"e_x{l}", reset_less=True) for l in range(k)]
