@@ -904,9 +904,16 @@ class VLACore(wiring.Component):
         oil2, orow2 = delay(oil, range(max(k, 2)), 2, "ro_il"), delay(orow, range(max(d, 2)), 2, "ro_row")
         e_new, e_ovf = requantize(m, dif, fsm + fh, F["e"], name="e_new")
         sat_flags.append(r2_v & e_ovf)
-        for mem_w, val in ((za_w, s2v["au"]), (aa_w, s2v["ak"]), (sq_w, s2v["sq"]), (e_w, e_new)):
+        for mem_w, val in ((za_w, s2v["au"]), (aa_w, s2v["ak"]), (sq_w, s2v["sq"])):
             m.d.comb += [mem_w.addr.eq(oia2), mem_w.en.eq(Mux(r2_v, 1 << oil2, 0))]
             m.d.comb += [mem_w.data[l].eq(val) for l in range(k)]
+        # e written a cycle later from a register (its narrowing and the LUT RAM's write port in
+        # one cycle were a routed critical path); nothing reads e until the chain's VP6
+        e_3 = ro(e_new, e_new.shape(), "ro3_e")
+        r3_v = delay(r2_v, 1, 1, "ro3_v")
+        m.d.comb += [e_w.addr.eq(delay(oia2, range(DK2), 1, "ro3_ia")),
+                     e_w.en.eq(Mux(r3_v, 1 << delay(oil2, range(max(k, 2)), 1, "ro3_il"), 0))]
+        m.d.comb += [e_w.data[l].eq(e_3) for l in range(k)]
         with m.If(r2_v):
             m.d.sync += [za_max.eq(Mux((orow2 == 0) | (za_abs > za_max), za_abs, za_max)),
                          aa_max.eq(Mux((orow2 == 0) | (aa_abs > aa_max), aa_abs, aa_max))]
