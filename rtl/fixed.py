@@ -14,7 +14,8 @@ from __future__ import annotations
 from amaranth.hdl import Array, Cat, Const, Mux, Shape, Signal, Value, signed, unsigned
 
 __all__ = ["shape_of", "materialise", "round_shift", "round_shift_var", "round_shift_right_parts",
-           "ShiftCode", "shift_code", "saturate", "requantize", "requantize_var", "msb_index", "abs_value"]
+           "ShiftCode", "shift_code", "shift_code_table", "select_code", "saturate", "requantize", "requantize_var",
+           "msb_index", "abs_value"]
 
 _ROUNDING = ("rne", "floor", "half_up")
 
@@ -93,12 +94,19 @@ class ShiftCode:
         return [a.eq(b) for a, b in zip(self.fields(), other.fields())]
 
 
+def _mask_values(rs: int, smax: int):
+    """The rounding masks of a right shift by ``rs`` as integers over ``smax + 1`` bits: ``rb`` (bit
+    ``rs - 1``; 0 for ``rs = 0``) and ``below`` (the bits under it)."""
+    top = (1 << (smax + 1)) - 1
+    return ((1 << (rs - 1)) & top, ((1 << (rs - 1)) - 1) & top) if rs else (0, 0)
+
+
 def _rounding_masks(m, rs, smax: int, name: str):
-    """``rb`` (bit ``rs - 1``) and ``below`` (bits under it) over ``smax + 1`` bits for a right
-    shift ``rs`` (at most ``smax``): tables indexed by ``rs``, a few LUT levels and no carry chain."""
-    n, top = 1 << len(rs), (1 << (smax + 1)) - 1
-    rb_t = Array(Const((1 << (j - 1)) & top if j else 0, unsigned(smax + 1)) for j in range(n))
-    bl_t = Array(Const(((1 << (j - 1)) - 1) & top if j else 0, unsigned(smax + 1)) for j in range(n))
+    """``rb`` and ``below`` (:func:`_mask_values`) for a run-time right shift ``rs`` (at most
+    ``smax``): tables indexed by ``rs``, a few LUT levels and no carry chain."""
+    masks = [_mask_values(j, smax) for j in range(1 << len(rs))]
+    rb_t = Array(Const(rb, unsigned(smax + 1)) for rb, _ in masks)
+    bl_t = Array(Const(bl, unsigned(smax + 1)) for _, bl in masks)
     return (materialise(m, rb_t[rs], f"{name}_rb", unsigned(smax + 1)),
             materialise(m, bl_t[rs], f"{name}_bl", unsigned(smax + 1)))
 
@@ -138,15 +146,13 @@ def shift_code_table(m, idx, shift_of, width: int, *, max_left: int, signed_shif
     smax = width + 1
     rs_w = max(1, smax.bit_length())
     ls_w = max(1, max_left.bit_length())
-    top = (1 << (smax + 1)) - 1
     rows = []
     for v in range(1 << len(idx)):
         sh = int(shift_of(v))
         if sh < 0 and not signed_shift:
             raise ValueError(f"shift_of({v}) = {sh}: negative, for an unsigned shift")
         rs = 0 if sh < 0 else min(sh, smax)
-        rows.append((int(sh < 0), rs, min(-sh, max_left) if sh < 0 else 0,
-                     (1 << (rs - 1)) & top if rs else 0, ((1 << (rs - 1)) - 1) & top if rs else 0))
+        rows.append((int(sh < 0), rs, min(-sh, max_left) if sh < 0 else 0, *_mask_values(rs, smax)))
     shapes = (unsigned(1), unsigned(rs_w), unsigned(ls_w), unsigned(smax + 1), unsigned(smax + 1))
     fields = []
     for j, (fname, shape) in enumerate(zip(("neg", "rs", "ls", "rb", "bl"), shapes)):
