@@ -740,7 +740,7 @@ class VLACore(wiring.Component):
         sh_w, fw = Signal(signed(EW)), Signal(signed(EW))
         cw_m, cw_f, s_wa = Signal(signed(P)), Signal(signed(EW)), Signal(signed(EW))
         ra_m, ra_f, s_ws = Signal(signed(P)), Signal(signed(EW)), Signal(signed(EW))
-        c2_m, s6 = Signal(signed(P)), Signal(signed(EW))
+        s6 = Signal(signed(EW))
         vsum = Signal(signed(self.ev.acc_width))    # ||alpha_n||²
         anq = Signal(signed(self.ev2.acc_width))    # alpha_nᵀqf
 
@@ -965,23 +965,27 @@ class VLACore(wiring.Component):
 
         # output stage; its multiplier also forms VP6's e (ahᵀqf) (VP6 runs only while no o streams)
         o_busy, oa = Signal(), Signal(range(DK2))
-        o_m, o_sh, o_fr = Signal(signed(P)), Signal(signed(EW)), Signal(signed(self.o_frac_width))
-        # num (the output) and e (VP6) read a cycle ahead of issue, at the address the counters
-        # will hold next, into registers: the multiply starts from registers, not from a LUTRAM
-        # read (the routed critical path at 59.5 MHz); both banks are final well before
+        o_sh, o_fr = Signal(signed(EW)), Signal(signed(self.o_frac_width))
+        # the output and VP6 never overlap (the tail launches once o has issued its last element;
+        # o starts at BLK_O, after VP6's last issue), so the multiplier takes one operand register
+        # per side: x holds num (the output) or e (VP6), read a cycle ahead of issue at the address
+        # the counters will hold next, and om holds o_m or c2's mantissa. The select is a mode
+        # (x_num) that changes in the gaps between the two, so the multiply starts from registers,
+        # with no select in front of it (o_sel -> operand mux -> multiply was the routed critical
+        # path at 71.9 MHz)
         oa_nx = Signal(range(DK2), name="oa_nx")
         num_rd, e_rd = rd(num_mem, oa_nx), rd(e_mem, va_nx)
-        num_o = [Signal(num_rd[l].shape(), name=f"num_o{l}", reset_less=True) for l in range(k)]
-        e_x = [Signal(e_rd[l].shape(), name=f"e_x{l}", reset_less=True) for l in range(k)]
-        m.d.sync += [num_o[l].eq(num_rd[l]) for l in range(k)]
-        m.d.sync += [e_x[l].eq(e_rd[l]) for l in range(k)]
-        # the operand select from a copy of o_busy per lane (one register fanning out to every
-        # lane's operand bits was the routed critical path at k = 8); each copy holds itself, so
-        # no synthesis pass merges them back into one
-        o_start = Signal()   # BLK_O's capture: o_busy rises
-        o_sel = [Signal(name=f"o_sel{l}") for l in range(k)]
-        out_p = [materialise(m, Mux(o_sel[l], num_o[l], e_x[l]) * Mux(o_sel[l], o_m, c2_m), f"out_p{l}")
-                 for l in range(k)]
+        # a copy of the mode per lane (one register fanning out to every lane's operand bits was
+        # the routed critical path at k = 8); each copy holds itself, so no synthesis pass merges them
+        x_num = [Signal(name=f"x_num{l}") for l in range(k)]
+        x_to_num, x_to_e = Signal(), Signal()   # VP6 has issued its last element / the tail launches
+        for l in range(k):
+            m.d.sync += x_num[l].eq(Mux(x_to_num, 1, Mux(x_to_e, 0, x_num[l])))
+        x_rd = [Mux(x_num[l], num_rd[l], e_rd[l]) for l in range(k)]
+        x_op = [Signal(x_rd[l].shape(), name=f"x_op{l}", reset_less=True) for l in range(k)]
+        m.d.sync += [x_op[l].eq(x_rd[l]) for l in range(k)]
+        om = Signal(signed(P))
+        out_p = [materialise(m, x_op[l] * om, f"out_p{l}") for l in range(k)]
         # issue (num read, the product) -> 1 (product registered; the shifters) -> 2 (the rounding
         # add) -> a FIFO whose registered output is o_out; an element issues only while the FIFO
         # has room for everything in flight (ocnt counts issued, not yet transferred)
@@ -996,8 +1000,6 @@ class VLACore(wiring.Component):
             m.d.sync += oa.eq(incr(oa, dk - 1))
             with m.If(oa == dk - 1):
                 m.d.sync += o_busy.eq(0)
-        for l in range(k):
-            m.d.sync += o_sel[l].eq(Mux(o_start, 1, Mux(o_issue & (oa == dk - 1), 0, o_sel[l])))
         op1 = [vreg(out_p[l], out_p[l].shape(), f"o1_p{l}") for l in range(k)]
         # o_sh decoded into registers a cycle after BLK_O (where the delayed shift was)
         sh1 = shift_code(m, o_sh, len(op1[0]), max_left=Wo - 2, name="o1_sh", reg=vreg)
@@ -1263,6 +1265,7 @@ class VLACore(wiring.Component):
             with m.State("TAIL_IDLE"):
                 m.d.comb += tail_idle.eq(1)
                 with m.If(launch):
+                    m.d.comb += x_to_e.eq(1)
                     m.next = "C2P"
             with m.State("C2P"):
                 with m.If(step_done("C2P", tcnt)):
@@ -1270,17 +1273,17 @@ class VLACore(wiring.Component):
                     step_next("C2", tcnt)
             with m.State("C2"):  # c2 = ahᵀqf = ra (alpha_nᵀqf) as a floating scalar
                 with m.If(step_done("C2", tcnt)):
-                    m.d.sync += [c2_m.eq(c2_nm), s6.eq(c2_nf + (fe - Fs))]
+                    m.d.sync += [om.eq(c2_nm), s6.eq(c2_nf + (fe - Fs))]
                     start_vp()
                     step_next("VP6", tcnt)
             with m.State("VP6"):  # num = S qf + round(e (ahᵀqf)); max |num|
                 vp_state(op_num, num_w)
                 with m.If(vp_max_done):
+                    m.d.comb += x_to_num.eq(1)
                     m.next = "BLK_O"
             with m.State("BLK_O"):  # o = block(num / zkᵀqf): the shift from max|num| * m
                 with m.If(step_done("BLK_O", tcnt)):
-                    m.d.comb += o_start.eq(1)
-                    m.d.sync += [o_busy.eq(1), oa.eq(0), o_m.eq(t_rden_m), o_sh.eq(blk_o),
+                    m.d.sync += [o_busy.eq(1), oa.eq(0), om.eq(t_rden_m), o_sh.eq(blk_o),
                                  o_fr.eq(Fs + t_rden_f - blk_o), tokens.eq(tokens + 1)]
                     step_next("TAIL_IDLE", tcnt)
 
