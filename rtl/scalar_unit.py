@@ -161,8 +161,9 @@ class ScalarUnit(wiring.Component):
                 with m.State("NORMALISE"):
                     m.d.sync += [zero.eq(x == 0), msb_r.eq(msb), e.eq(msb - frac)]
                     m.next = "NORM_SHIFT"
-                with m.State("NORM_SHIFT"):
-                    m.d.sync += xm.eq(((x1 << (W - 1)) >> msb_r)[:W])
+                with m.State("NORM_SHIFT"):  # x itself, not x1: for x = 0 the result is masked by
+                    # zero, and the shifter starts from a register, no zero test in front of it
+                    m.d.sync += xm.eq(((x << (W - 1)) >> msb_r)[:W])
                     m.next = "SEED"
 
             with m.State("SEED"):
