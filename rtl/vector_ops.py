@@ -17,7 +17,7 @@ from amaranth.hdl import Cat, Mux, signed, unsigned
 from .fixed import (abs_value, materialise, msb_index, round_shift, round_shift_var, select_code,
                     shift_code_table)
 
-__all__ = ["normalize_hw", "block_shift_hw", "BLOCK_SHIFT_STAGES", "NORMALIZE_STAGES", "iv", "iv_neg", "iv_scale",
+__all__ = ["normalize_hw", "block_shift_hw", "abs_max_hw", "BLOCK_SHIFT_STAGES", "NORMALIZE_STAGES", "iv", "iv_neg", "iv_scale",
            "iv_union", "su_f_range", "bit_len"]
 
 
@@ -98,6 +98,16 @@ def normalize_hw(m, x, frac, p_bits: int, ew: int, name: str, reg=None):
     mant = materialise(m, Mux(x < 0, -mm, mm), f"{name}_m", signed(p_bits))
     f = materialise(m, Mux(zero, 0, frac - sh - over), f"{name}_f", signed(ew))
     return mant, f
+
+
+def abs_max_hw(m, hi, lo, name: str):
+    """``max(hi, -lo)``: the largest magnitude of values whose signed extremes are ``hi >= lo``
+    (the golden ``max(|x|)``), as unsigned. Picked by the sign of ``hi + lo``: one carry chain
+    beside ``-lo``'s, not the negation and then a compare in series (at ``hi = -lo`` both picks
+    are equal)."""
+    w = max(len(hi), len(lo)) + 1
+    s = materialise(m, hi + lo, f"{name}_hl", signed(w))
+    return materialise(m, Mux(s[-1], -lo, hi), name, unsigned(w))
 
 
 def _round_shift_const(m, value, shift: int, rounding: str, name: str):

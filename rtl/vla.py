@@ -80,7 +80,7 @@ from .saturate import count_tree
 from .presets import check_rtl_preset
 from .scalar_unit import ScalarOp, ScalarUnit
 from .shift import RoundShiftVar
-from .vector_ops import (BLOCK_SHIFT_STAGES, NORMALIZE_STAGES, bit_len, block_shift_hw, iv, iv_neg, iv_scale,
+from .vector_ops import (BLOCK_SHIFT_STAGES, NORMALIZE_STAGES, abs_max_hw, bit_len, block_shift_hw, iv, iv_neg, iv_scale,
                          iv_union, normalize_hw, su_f_range)
 
 __all__ = ["VLACore"]
@@ -808,7 +808,10 @@ class VLACore(wiring.Component):
         # the chain's shifts that fan out to every lane, captured decoded (ShiftCode: the
         # negation and the clamps in the capture cycle, not in the lanes' shifter cycle)
         sh_z_c = ShiftCode.held(signed(EW), Wza, max_left=Wb - 2, name="sh_z")
-        s3_next = materialise(m, fw + cw_f - Fa, "s3_next", signed(EW))
+        # fw + cw_f - Fa registered (fw, cw_f hold through S3, so it is final in S3's last cycle),
+        # and decoded from the register: the add, clamps and mask tables in one cycle were the
+        # routed critical path at 76.3 MHz
+        s3_next = free_register(m)(fw + cw_f - Fa, signed(EW), "s3_next")
         s3_sc = ShiftCode.held(signed(EW), len(s2_pe[0]), max_left=self.ml3, name="s3")      # VP2's lanes
         s3_scw = ShiftCode.held(signed(EW), Wb + P, max_left=self.ml3, name="s3_w")          # the bound's term
         sh_al_c = ShiftCode.held(signed(EW), Wal, max_left=Wb - 2, name="sh_al")
@@ -957,7 +960,7 @@ class VLACore(wiring.Component):
             m.d.sync += [vhi.eq(Mux(mx_first | (hi_t > vhi), hi_t, vhi)),
                          vlo.eq(Mux(mx_first | (lo_t < vlo), lo_t, vlo))]
         vmax = Signal(unsigned(Wv + 1))
-        m.d.sync += vmax.eq(Mux(vhi > -vlo, vhi, -vlo))
+        m.d.sync += vmax.eq(abs_max_hw(m, vhi, vlo, "vmax_hl"))
         mx_busy = mx_chain[1:] + [delay(mx_v, 1, 1, "vm_v_max")]
 
         def start_vp():

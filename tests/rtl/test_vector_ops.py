@@ -11,7 +11,7 @@ from amaranth.hdl import Module, Signal, signed, unsigned
 from specmem.golden.fixed.fxtype import msb, round_shift
 from specmem.rtl.pipeline import free_register
 from specmem.rtl.testing import run_simulation
-from specmem.rtl.vector_ops import BLOCK_SHIFT_STAGES, NORMALIZE_STAGES, block_shift_hw, normalize_hw
+from specmem.rtl.vector_ops import BLOCK_SHIFT_STAGES, NORMALIZE_STAGES, abs_max_hw, block_shift_hw, normalize_hw
 
 
 def _edge_values(width, rng, n):
@@ -117,3 +117,20 @@ def test_normalize_staged_equals_golden(in_width, p_bits):
     np.testing.assert_array_equal(got[:, 1], want_f)
     np.testing.assert_array_equal(got[:, 2], want_m)
     np.testing.assert_array_equal(got[:, 3], want_f)
+
+
+@pytest.mark.parametrize("width", [4, 5])
+def test_abs_max_equals_max_of_hi_and_minus_lo(width):
+    """Every pair of signed extremes lo <= hi of ``width`` bits (the most negative included,
+    whose magnitude needs the extra bit)."""
+    m = Module()
+    x = Signal(unsigned(2 * width))
+    hi, lo = x[width:].as_signed(), x[:width].as_signed()
+    out = abs_max_hw(m, hi, lo, "am")
+    assert len(out) == width + 1 and not out.shape().signed
+    out = free_register(m)(out, out.shape(), "am_r")   # as the core uses it: registered
+    r = range(-(1 << (width - 1)), 1 << (width - 1))
+    pairs = [(h, lo_) for h in r for lo_ in r if lo_ <= h]
+    vals = [((h & ((1 << width) - 1)) << width) | (lo_ & ((1 << width) - 1)) for h, lo_ in pairs]
+    got = _run(m, x, [out], vals, 1)
+    np.testing.assert_array_equal(got[:, 0], [max(h, -lo_) for h, lo_ in pairs])
