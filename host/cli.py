@@ -185,9 +185,8 @@ def _cmd_rtl(args) -> int:
         for name in ("bram", "heads", "chains", "norm_lanes"):
             if name in params and args.algo != "annihilation":
                 raise ValueError(f"{name}: only the annihilation core v2 takes it, not {args.algo}")
-        if args.csr and args.algo != "annihilation":
-            raise ValueError(f"csr: the register-block top exists for the annihilation cores only (specmem regs "
-                             f"writes the map of {args.algo}'s), not {args.algo}")
+        if args.csr and args.algo == "engine":
+            raise ValueError("csr: the engine has no register block (it is a datapath, not a core top)")
         if "dsp" in params and args.algo not in ("engine", "annihilation"):
             raise ValueError(f"dsp: only the engine and the annihilation core v2 take it (the other cores use "
                              f"'fabric'), not {args.algo}")
@@ -455,14 +454,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "2*ceil(k/lanes)+7 cycles a vector; default 2) or k (wide and pipelined: fewer cycles per "
                         "token, about 6.5k more LUT4 at k=8)")
     g.add_argument("--csr", action="store_true",
-                   help="annihilation only: the top with its AXI4-Lite control/status registers "
-                        "(specmem_annihilation_csr; the register map's C header, Markdown, SystemRDL and IP-XACT "
+                   help="every core but the engine: the top with its AXI4-Lite control/status registers "
+                        "(specmem_<algo>_csr; the register map's C header, Markdown, SystemRDL and IP-XACT "
                         "beside it)")
     g.set_defaults(fn=_cmd_rtl)
 
     rg = sub.add_parser("regs", help="control/status register map of a core (rtl/csr.py) -> C header, Markdown, "
                                       "SystemRDL, IP-XACT")
-    rg.add_argument("--algo", default="annihilation", help="the core: annihilation, vla, linear or deltanet")
+    rg.add_argument("--algo", default="annihilation", help="the core: annihilation, vla, linear, deltanet or gated-deltanet")
     rg.add_argument("--d", type=int, default=64, help="vector dimension d (a build parameter in PARAMS_DK)")
     rg.add_argument("--k", type=int, default=8, help="memory columns / lanes (a build parameter in PARAMS_DK)")
     rg.add_argument("--format", default="legacy-int8",

@@ -234,7 +234,8 @@ def markdown(rm: RegisterMap) -> str:
            "- The block is Amaranth elaborated from the description by `rtl/csr.py` (~150 lines): "
            "`amaranth-soc`, Amaranth's CSR library, is not released on PyPI (the name holds a placeholder), "
            "and `peakrdl-regblock` writes SystemVerilog outside the project's Amaranth-to-Verilog flow. "
-           "`rtl/csr_top.py` puts the annihilation top behind it (`CTRL.soft_reset` resets the top).",
+           "`rtl/csr_top.py` puts every core's top behind it (`AnnihilationCSRTop`; `RuleCSRTop` for VLA, "
+           "linear attention, DeltaNet and Gated DeltaNet; `specmem rtl --csr`); `CTRL.soft_reset` resets the top.",
            "- SystemRDL is rendered from the description and compiled by `systemrdl-compiler` (nothing is "
            "written if it does not compile); the IP-XACT XML is `peakrdl-ipxact`'s export of that model.",
            "- The C header is rendered here: `peakrdl-cheader` describes a map as a packed `struct` with field "

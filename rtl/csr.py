@@ -59,9 +59,9 @@ __all__ = ["Field", "Register", "RegisterMap", "CSRBlock", "core_register_map", 
 #: ``ID.magic``: ASCII "SMEM"
 MAGIC = 0x534D454D
 #: register-map version (major, minor): a new register is a minor step, a moved one a major step
-MAP_VERSION = (1, 0)
+MAP_VERSION = (1, 1)
 #: ``PARAMS_CORE.core``
-CORE_CODES = {"annihilation": 1, "vla": 2, "linear": 3, "deltanet": 4}
+CORE_CODES = {"annihilation": 1, "vla": 2, "linear": 3, "deltanet": 4, "gated-deltanet": 5}
 #: ``PARAMS_CORE.format``: the presets the RTL implements (``rtl/presets.py``; ``int18``/``int16``/``int8``:
 #: the annihilation core v2's, ``rtl/generate.py: V2_PRESETS``)
 FORMAT_CODES = {"legacy-int8": 1, "legacy-int16": 2, "legacy-wide": 3, "int18": 4, "int16": 5, "int8": 6}
@@ -329,7 +329,7 @@ def core_register_map(algo: str, d: int, k: int, fmt: str = "legacy-int8", **kw)
     elif algo == "vla":
         status = (("busy", 1, "a token is being received, processed, written or sent"),)
         extras = (("refreshes", "+eta I refreshes applied (one per refresh_period tokens)"), framing)
-    elif algo in ("linear", "deltanet"):
+    elif algo in ("linear", "deltanet", "gated-deltanet"):
         status = (("busy", 1, "a token is being received, processed, written or sent"),)
         extras = (framing,)
     else:

@@ -1,5 +1,9 @@
-"""The annihilation top with its control and status registers: the top's AXI4-Stream ports, and
-an AXI4-Lite slave (``s_axil_*``, ``rtl/csr.py``) in place of the bare status ports. The preset
+"""The tops with their control and status registers: the top's AXI4-Stream ports, and an
+AXI4-Lite slave (``s_axil_*``, ``rtl/csr.py``) in place of the bare status ports.
+
+:class:`RuleCSRTop` does it for VLA, linear attention, DeltaNet and Gated DeltaNet
+(``VLATop``/``BaselineTop``; ``orth_inputs`` reads 0, VLA's ``refreshes`` is an extra counter);
+:class:`AnnihilationCSRTop` for the annihilation. For the annihilation the preset
 picks the top: ``AnnihilationTop`` (core v1) for the legacy presets, ``AnnihilationTopV2`` (core
 v2, with ``heads``, ``chains``, ``dsp``, ``bram``) for ``int18``/``int16``/``int8``;
 ``PARAMS_CORE`` carries the format and the heads.
@@ -19,7 +23,10 @@ from amaranth.lib.wiring import In, Out
 from .csr import CSRBlock, core_register_map
 from .top import AnnihilationTop, AnnihilationTopV2
 
-__all__ = ["AnnihilationCSRTop"]
+__all__ = ["AnnihilationCSRTop", "RuleCSRTop", "CSR_RULES"]
+
+#: the rules :class:`RuleCSRTop` wraps (the annihilation has :class:`AnnihilationCSRTop`)
+CSR_RULES = ("vla", "linear", "deltanet", "gated-deltanet")
 
 _AXIS = ("s_axis_tdata", "s_axis_tvalid", "s_axis_tready", "s_axis_tlast",
          "m_axis_tdata", "m_axis_tvalid", "m_axis_tready", "m_axis_tlast")
@@ -51,34 +58,14 @@ class AnnihilationCSRTop(wiring.Component):
             self.top = AnnihilationTop(d, k, preset, in_range=in_range)
         self.regmap = core_register_map("annihilation", d, k, preset, addr_width=addr_width, heads=heads)
         self.csr = CSRBlock(self.regmap)
-        sig = {}
-        for name in _AXIS:
-            member = self.top.signature.members[name]
-            sig[name] = (In if member.flow == wiring.In else Out)(member.shape)
-        for name, member in self.csr.signature.members.items():
-            if name.startswith("s_axil_"):
-                sig[name] = (In if member.flow == wiring.In else Out)(member.shape)
-        super().__init__(sig)
+        super().__init__(_signature(self.top, self.csr, _AXIS))
 
     def manifest(self) -> dict:
         return {**self.top.manifest(), "registers": self.regmap.to_dict()}
 
     def elaborate(self, platform):
-        m = Module()
+        m = _wire(self, _AXIS)
         csr, top = self.csr, self.top
-        m.submodules.csr = csr
-        m.submodules.top = ResetInserter(csr.ctrl_soft_reset)(top)
-        for name in _AXIS:
-            if self.signature.members[name].flow == wiring.In:
-                m.d.comb += getattr(top, name).eq(getattr(self, name))
-            else:
-                m.d.comb += getattr(self, name).eq(getattr(top, name))
-        for name, member in csr.signature.members.items():
-            if name.startswith("s_axil_"):
-                if member.flow == wiring.In:
-                    m.d.comb += getattr(csr, name).eq(getattr(self, name))
-                else:
-                    m.d.comb += getattr(self, name).eq(getattr(csr, name))
         m.d.comb += [
             csr.counter_tokens.eq(top.status_tokens),
             csr.counter_saturations.eq(top.status_saturations),
@@ -88,4 +75,76 @@ class AnnihilationCSRTop(wiring.Component):
             csr.status_orth_flag.eq(top.status_orth_flag),
             csr.status_count.eq(top.status_count),
         ]
+        return m
+
+
+def _signature(top, csr, stream_ports):
+    """The wrapper's ports: the top's stream ports and the block's ``s_axil_*``, same directions."""
+    sig = {}
+    for name in stream_ports:
+        member = top.signature.members[name]
+        sig[name] = (In if member.flow == wiring.In else Out)(member.shape)
+    for name, member in csr.signature.members.items():
+        if name.startswith("s_axil_"):
+            sig[name] = (In if member.flow == wiring.In else Out)(member.shape)
+    return sig
+
+
+def _wire(self, stream_ports):
+    """A module with the register block and the top (reset by ``CTRL.soft_reset``), both wired to
+    the wrapper's ports."""
+    m = Module()
+    csr, top = self.csr, self.top
+    m.submodules.csr = csr
+    m.submodules.top = ResetInserter(csr.ctrl_soft_reset)(top)
+    for name in stream_ports:
+        if self.signature.members[name].flow == wiring.In:
+            m.d.comb += getattr(top, name).eq(getattr(self, name))
+        else:
+            m.d.comb += getattr(self, name).eq(getattr(top, name))
+    for name, member in csr.signature.members.items():
+        if name.startswith("s_axil_"):
+            if member.flow == wiring.In:
+                m.d.comb += getattr(csr, name).eq(getattr(self, name))
+            else:
+                m.d.comb += getattr(self, name).eq(getattr(csr, name))
+    return m
+
+
+class RuleCSRTop(wiring.Component):
+    """:class:`~specmem.rtl.top.VLATop` (``algo="vla"``) or :class:`~specmem.rtl.top.BaselineTop`
+    (linear attention, DeltaNet, Gated DeltaNet) + :class:`~specmem.rtl.csr.CSRBlock`: the top's
+    stream ports (VLA's ``m_axis_tuser`` included) and ``s_axil_*``. Counters: ``tokens``,
+    ``saturations``, ``orth_inputs`` (always 0: these rules have no orthogonal-input case),
+    ``framing_errors``, and VLA's ``refreshes``; STATUS: ``busy``. ``params`` go to the top."""
+
+    def __init__(self, algo: str, d: int, k: int, preset: str = "legacy-int8", *, addr_width: int = 8, **params):
+        if algo not in CSR_RULES:
+            raise ValueError(f"algo: one of {', '.join(CSR_RULES)} (the annihilation's is AnnihilationCSRTop), "
+                             f"got {algo!r}")
+        from .top import BaselineTop, VLATop
+
+        # the map first: it names a preset the RTL of these rules does not implement
+        self.regmap = core_register_map(algo, d, k, preset, addr_width=addr_width)
+        self.algo = algo
+        self.top = VLATop(d, k, preset, **params) if algo == "vla" else BaselineTop(algo, d, k, preset, **params)
+        self.csr = CSRBlock(self.regmap)
+        self.stream_ports = tuple(n for n in self.top.signature.members if not n.startswith("status_"))
+        super().__init__(_signature(self.top, self.csr, self.stream_ports))
+
+    def manifest(self) -> dict:
+        return {**self.top.manifest(), "registers": self.regmap.to_dict()}
+
+    def elaborate(self, platform):
+        m = _wire(self, self.stream_ports)
+        csr, top = self.csr, self.top
+        m.d.comb += [
+            csr.counter_tokens.eq(top.status_tokens),
+            csr.counter_saturations.eq(top.status_saturations),
+            csr.counter_orth_inputs.eq(0),
+            csr.counter_framing_errors.eq(top.status_framing_errors),
+            csr.status_busy.eq(top.status_busy),
+        ]
+        if self.algo == "vla":
+            m.d.comb += csr.counter_refreshes.eq(top.status_refreshes)
         return m

@@ -118,8 +118,8 @@ def build(algo: str, d: int, k: int, preset: str = "legacy-int8", **params) -> B
     takes ``dsp`` (``"fabric"``, ``"registered"``, ``"ecp5"``: its multipliers' registers,
     ``rtl/dsp.py``); the annihilation takes ``core`` (``"v1"``/``"v2"``, default: the preset
     decides, :func:`annihilation_core_for`), core v2 ``dsp`` (``registered``/``ecp5``) and ``bram``
-    (``behavioural``/``ecp5``), core v1 ``in_range``, and ``csr`` (True: the top with its AXI4-Lite
-    register block, ``rtl/csr_top.py``, named ``specmem_annihilation_csr``)."""
+    (``behavioural``/``ecp5``), core v1 ``in_range``. Every core but the engine takes ``csr`` (True:
+    the top with its AXI4-Lite register block, ``rtl/csr_top.py``, named ``specmem_<algo>_csr``)."""
     if algo not in ALGOS:
         raise ValueError(f"algo: must be one of {ALGOS}, got {algo!r}")
     _check_dk(d, k)
@@ -136,6 +136,11 @@ def build(algo: str, d: int, k: int, preset: str = "legacy-int8", **params) -> B
     elif params and algo not in ("vla", "linear", "deltanet", "gated-deltanet"):
         raise ValueError(f"{next(iter(params))}: not a parameter of {algo}")
     check_rtl_preset(preset)  # the RTL is bit-exact with the legacy formats only
+    if params.pop("csr", False):  # the same top, wrapped in the AXI4-Lite register block
+        from .csr_top import RuleCSRTop
+
+        top = RuleCSRTop(algo, d, k, preset, **params)
+        return Built(top, f"specmem_{algo.replace('-', '_')}_csr", top.manifest())
     if algo == "engine":
         mul = PRESETS[preset].mul_bits
         check_dsp(params.get("dsp", "fabric"), mul, mul)  # before any Elaboratable exists

@@ -170,7 +170,8 @@ def test_rtl_commands_take_only_the_rtl_formats(tmp_path, capsys):
 
 def test_rtl_csr_writes_the_register_block_top_and_its_map(tmp_path, capsys):
     """``specmem rtl --csr``: core v2 with two heads behind the AXI4-Lite block, linted, with the
-    register files beside it and PARAMS_CORE carrying the format and the heads; other rules refuse."""
+    register files beside it and PARAMS_CORE carrying the format and the heads; DeltaNet's top behind
+    its block; the engine refuses."""
     import json
 
     from specmem.cli import main
@@ -187,8 +188,15 @@ def test_rtl_csr_writes_the_register_block_top_and_its_map(tmp_path, capsys):
     fields = {f["name"]: f for r in man["registers"]["registers"] if r["name"] == "PARAMS_CORE" for f in r["fields"]}
     assert (fields["format"]["reset"], fields["heads"]["reset"]) == (FORMAT_CODES["int8"], 2)
     assert {"specmem_csr.h", "registers.md", "specmem_csr.rdl", "specmem_csr.xml"} <= {p.name for p in out.iterdir()}
-    assert "csr: the register-block top exists for the annihilation" in _error(
-        capsys, ["rtl", "--algo", "vla", "--d", "16", "--k", "4", "--csr", "--out", str(tmp_path / "v")])
+    assert "csr: the engine has no register block" in _error(
+        capsys, ["rtl", "--algo", "engine", "--d", "16", "--k", "4", "--csr", "--out", str(tmp_path / "e")])
+    out = tmp_path / "dn"   # the other rules' tops: the same block, their own counters
+    assert main(["rtl", "--algo", "deltanet", "--d", "8", "--k", "2", "--csr", "--out", str(out)]) == 0
+    assert "lint-only -Wall: clean" in capsys.readouterr().out
+    man = json.loads((out / "specmem_deltanet_csr.json").read_text())
+    assert {"s_axil_araddr", "s_axis_tdata"} <= {p["name"] for p in man["ports"]}
+    assert [r["name"] for r in man["registers"]["registers"]][-4:] == ["TOKENS", "SATURATIONS", "ORTH_INPUTS",
+                                                                        "FRAMING_ERRORS"]
 
 
 def test_rtl_command_defaults_are_legacy_int8():

@@ -30,7 +30,7 @@ def test_layout_hand_constants():
                        "CONFIG": 0x14, "SCRATCH": 0x18, "STATUS": 0x20, "TOKENS": 0x40, "SATURATIONS": 0x44,
                        "ORTH_INPUTS": 0x48, "FRAMING_ERRORS": 0x4C}
     assert rm["ID"].reset == 0x534D454D                     # "SMEM"
-    assert rm["VERSION"].reset == 0x0001_0000               # 1.0
+    assert rm["VERSION"].reset == 0x0001_0001               # 1.1 (1.0 + the gated-deltanet core code)
     assert rm["PARAMS_DK"].reset == (8 << 16) | 64
     # core 1 (annihilation), format 2 (legacy-int16), 2 heads, 4 counters
     assert rm["PARAMS_CORE"].reset == 0x04_02_02_01
@@ -138,7 +138,7 @@ def test_id_params_and_status():
     dut = CSRBlock(_test_map())
 
     async def bench(ctx):
-        expect = {0x00: 0x534D454D, 0x04: 0x0001_0000, 0x08: 0x0008_0040, 0x0C: 0x0402_0201,
+        expect = {0x00: 0x534D454D, 0x04: 0x0001_0001, 0x08: 0x0008_0040, 0x0C: 0x0402_0201,
                   0x14: 0, 0x18: 0, 0x20: 0}
         for addr, want in expect.items():
             assert await axil_read(ctx, dut, addr) == (want, OKAY), hex(addr)

@@ -1,5 +1,5 @@
-"""``rtl/csr_top.py``: the annihilation top (core v1 and core v2) behind its register block, in
-Amaranth's simulator. Tokens stream through while the AXI4-Lite side reads the counters; clear
+"""``rtl/csr_top.py``: the annihilation top (core v1 and core v2) and the other rules' tops (VLA,
+linear attention, DeltaNet, Gated DeltaNet) behind their register blocks, in Amaranth's simulator. Tokens stream through while the AXI4-Lite side reads the counters; clear
 and soft reset act on the real core; the Verilog lints clean."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from amaranth.sim import Simulator
 
 import pytest
 
-from specmem.rtl.csr import FORMAT_CODES
-from specmem.rtl.csr_top import AnnihilationCSRTop
+from specmem.rtl.csr import CORE_CODES, FORMAT_CODES
+from specmem.rtl.csr_top import AnnihilationCSRTop, RuleCSRTop
 from specmem.rtl.testing import axis_view, stream_get, stream_put
 
 from .test_csr import OKAY, axil_read, axil_write
@@ -113,3 +113,108 @@ def test_core_options_go_to_the_core_that_takes_them():
     with pytest.raises(ValueError, match="in_range: core v2"):
         AnnihilationCSRTop(16, 4, "int18", in_range=2.0)
     assert AnnihilationCSRTop(16, 4, "int18", heads=3, chains=2).top.core.heads == 3
+
+
+@pytest.mark.parametrize("algo,d,k,params", [("vla", 8, 2, {"refresh_period": 2}), ("linear", 8, 4, {}),
+                                             ("deltanet", 8, 2, {}), ("gated-deltanet", 8, 4, {})])
+def test_rule_tops_count_clear_and_soft_reset(algo, d, k, params):
+    """Tokens stream through the real core; the counters read over AXI4-Lite follow it (framing
+    errors from wrong tlast, VLA's refreshes: one per refresh_period tokens, the first at the
+    period's last token), clear zeroes the registers, not the core; soft reset restarts the core."""
+    dut = RuleCSRTop(algo, d, k, **params)
+    s_axis, m_axis = axis_view(dut, "s_axis"), axis_view(dut, "m_axis")
+    xw = dut.top.x_width
+    bpt = 4 * (d // k) if algo == "vla" else dut.top.core.beats_per_token
+    out_bpt = d // k
+    rng = random.Random(11)
+    got = {"beats": 0}
+    regs = {r.name: r.offset for r in dut.regmap.registers}
+    assert (algo == "vla") == ("REFRESHES" in regs)
+
+    def word(last):
+        v = sum((rng.randint(-40, 40) & ((1 << xw) - 1)) << (xw * l) for l in range(k))
+        return v | (int(last) << (xw * k))
+
+    async def send(ctx, n_tokens, wrong=()):
+        for n in range(n_tokens * bpt):
+            last = (n % bpt == bpt - 1) != (n in wrong)
+            await stream_put(ctx, s_axis, word(last))
+
+    async def idle(ctx, beats):
+        for _ in range(40000):
+            if got["beats"] >= beats:
+                status, _ = await axil_read(ctx, dut, STATUS)
+                if not status & 1:  # STATUS.busy
+                    return
+            await ctx.tick()
+        raise AssertionError("the core did not go idle")
+
+    async def sink(ctx):
+        while True:
+            await stream_get(ctx, m_axis)
+            got["beats"] += 1
+
+    async def read(ctx, name):
+        v, resp = await axil_read(ctx, dut, regs[name])
+        assert resp == OKAY
+        return v
+
+    async def bench(ctx):
+        assert await read(ctx, "ID") == 0x534D454D
+        assert await read(ctx, "PARAMS_DK") == (k << 16) | d
+        core_word = await read(ctx, "PARAMS_CORE")
+        assert (core_word & 0xFF, (core_word >> 8) & 0xFF) == (CORE_CODES[algo], FORMAT_CODES["legacy-int8"])
+        await send(ctx, 3, wrong=(1, bpt + 2))   # tlast early on two beats: 2 framing errors
+        await idle(ctx, 3 * out_bpt)
+        assert await read(ctx, "TOKENS") == 3
+        assert await read(ctx, "FRAMING_ERRORS") == 2
+        assert await read(ctx, "ORTH_INPUTS") == 0
+        assert await read(ctx, "SATURATIONS") == ctx.get(dut.top.status_saturations)
+        if algo == "vla":
+            assert await read(ctx, "REFRESHES") == 1     # tokens 0, 1, 2 with refresh_period 2
+        assert await axil_write(ctx, dut, regs["CTRL"], 0b10) == OKAY       # clear counters
+        assert await read(ctx, "TOKENS") == 0
+        assert await read(ctx, "FRAMING_ERRORS") == 0
+        assert ctx.get(dut.top.status_tokens) == 3                          # the core keeps counting
+        await send(ctx, 1)
+        await idle(ctx, 4 * out_bpt)
+        assert await read(ctx, "TOKENS") == 1
+        if algo == "vla":
+            assert await read(ctx, "REFRESHES") == 1     # token 3 ends the second period
+        assert await axil_write(ctx, dut, regs["CTRL"], 0b01) == OKAY       # soft reset: the core restarts
+        for _ in range(3):
+            await ctx.tick()
+        assert ctx.get(dut.top.status_tokens) == 0
+        assert await read(ctx, "TOKENS") == 0
+        await send(ctx, 2)
+        await idle(ctx, 6 * out_bpt)
+        assert await read(ctx, "TOKENS") == 2
+        assert await read(ctx, "FRAMING_ERRORS") == 0
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(sink, background=True)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+@pytest.mark.parametrize("algo", ["vla", "gated-deltanet"])
+def test_rule_top_ports_and_lint(tmp_path, algo):
+    from specmem.rtl.generate import lint
+
+    dut = RuleCSRTop(algo, 8, 2)
+    names = set(dut.signature.members)
+    assert {"s_axil_awaddr", "s_axil_rdata", "s_axis_tdata", "m_axis_tlast"} <= names
+    assert ("m_axis_tuser" in names) == (algo == "vla")  # VLA's block exponent passes through
+    assert not any(n.startswith("status_") for n in names)
+    path = tmp_path / "t.v"
+    path.write_text(verilog.convert(dut, name="t"))
+    res = lint(path)
+    assert res.returncode == 0 and not res.warnings, res.output[-2000:]
+
+
+def test_rule_top_rejects_what_it_does_not_build():
+    with pytest.raises(ValueError, match="algo: one of vla"):
+        RuleCSRTop("annihilation", 8, 2)
+    with pytest.raises(ValueError, match="format: the vla RTL implements"):
+        RuleCSRTop("vla", 8, 2, "int8")
