@@ -141,7 +141,8 @@ def integration_files(manifest: dict, out_dir) -> dict:
         from .csr import core_register_map
 
         p = manifest["parameters"]
-        write_all(core_register_map(manifest["algo"], int(p["d"]), int(p["k"]), manifest["preset"]), str(out))
+        write_all(core_register_map(manifest["algo"], int(p["d"]), int(p["k"]), manifest["preset"],
+                                    heads=int(p.get("heads", 1))), str(out))
         for kind, ftype, what in (("header", "cSource", "C header: register offsets, fields, reset values"),
                                   ("markdown", "user", "register map for people"),
                                   ("systemrdl", "systemRDLSource", "SystemRDL 2.0 description of the register map"),

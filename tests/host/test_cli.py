@@ -188,6 +188,7 @@ def test_rtl_csr_writes_the_register_block_top_and_its_map(tmp_path, capsys):
     fields = {f["name"]: f for r in man["registers"]["registers"] if r["name"] == "PARAMS_CORE" for f in r["fields"]}
     assert (fields["format"]["reset"], fields["heads"]["reset"]) == (FORMAT_CODES["int8"], 2)
     assert {"specmem_csr.h", "registers.md", "specmem_csr.rdl", "specmem_csr.xml"} <= {p.name for p in out.iterdir()}
+    assert "| 23:16 | `heads` | RO (constant) | `0x2` |" in (out / "registers.md").read_text()  # the files' map too
     assert "csr: the engine has no register block" in _error(
         capsys, ["rtl", "--algo", "engine", "--d", "16", "--k", "4", "--csr", "--out", str(tmp_path / "e")])
     out = tmp_path / "dn"   # the other rules' tops: the same block, their own counters
