@@ -44,13 +44,15 @@ def register_chain(m, sig, shape, n: int, name: str, *, reset_less: bool = False
 def reduce_tree(m, values, pick, name: str):
     """``values`` (one per lane, one shape) reduced pairwise by ``pick(a, b)`` through
     ``ceil(log2 n)`` registered levels (the lane maxima and minima of the cores): the result a
-    fixed number of cycles after its inputs, no k-long compare chain."""
+    fixed number of cycles after its inputs, no k-long compare chain. Its registers hold data that
+    a valid tag beside the tree qualifies, so they have no reset (the shell's reset net to them
+    was the routed critical path of VLA at d = 64, k = 4)."""
     vals, lv = list(values), 0
     shape = vals[0].shape()
     while len(vals) > 1:
         lv += 1
         nxt = [pick(vals[i], vals[i + 1]) if i + 1 < len(vals) else vals[i] for i in range(0, len(vals), 2)]
-        vals = [register_chain(m, x, shape, 1, f"{name}_t{lv}_{i}") for i, x in enumerate(nxt)]
+        vals = [register_chain(m, x, shape, 1, f"{name}_t{lv}_{i}", reset_less=True) for i, x in enumerate(nxt)]
     return vals[0]
 
 
