@@ -17,8 +17,8 @@ from amaranth.hdl import Cat, Mux, signed, unsigned
 from .fixed import (abs_value, materialise, msb_index, round_shift, round_shift_var, select_code,
                     shift_code_table)
 
-__all__ = ["normalize_hw", "block_shift_hw", "abs_max_hw", "BLOCK_SHIFT_STAGES", "NORMALIZE_STAGES", "iv", "iv_neg", "iv_scale",
-           "iv_union", "su_f_range", "bit_len"]
+__all__ = ["normalize_hw", "block_shift_hw", "abs_max_hw", "BLOCK_SHIFT_STAGES", "NORMALIZE_STAGES", "iv", "iv_neg",
+           "iv_scale", "iv_union", "su_f_range", "bit_len"]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -80,8 +80,8 @@ from .saturate import count_tree
 from .presets import check_rtl_preset
 from .scalar_unit import ScalarOp, ScalarUnit
 from .shift import RoundShiftVar
-from .vector_ops import (BLOCK_SHIFT_STAGES, NORMALIZE_STAGES, abs_max_hw, bit_len, block_shift_hw, iv, iv_neg, iv_scale,
-                         iv_union, normalize_hw, su_f_range)
+from .vector_ops import (BLOCK_SHIFT_STAGES, NORMALIZE_STAGES, abs_max_hw, bit_len, block_shift_hw, iv, iv_neg,
+                         iv_scale, iv_union, normalize_hw, su_f_range)
 
 __all__ = ["VLACore"]
 

@@ -1,6 +1,7 @@
 """``rtl/csr_top.py``: the annihilation top (core v1 and core v2) and the other rules' tops (VLA,
-linear attention, DeltaNet, Gated DeltaNet) behind their register blocks, in Amaranth's simulator. Tokens stream through while the AXI4-Lite side reads the counters; clear
-and soft reset act on the real core; the Verilog lints clean."""
+linear attention, DeltaNet, Gated DeltaNet) behind their register blocks, in Amaranth's simulator.
+Tokens stream through while the AXI4-Lite side reads the counters; clear and soft reset act on the
+real core; the Verilog lints clean."""
 
 from __future__ import annotations
 
