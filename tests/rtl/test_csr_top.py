@@ -21,40 +21,49 @@ from .test_csr import OKAY, axil_read, axil_write
 TOKENS, FRAMING, STATUS, CTRL, PARAMS_CORE = 0x40, 0x4C, 0x20, 0x10, 0x0C
 
 
-@pytest.mark.parametrize("d,k,preset,heads", [(16, 4, "legacy-int8", 1), (16, 4, "int18", 1), (8, 2, "int8", 2)])
-def test_counters_clear_and_soft_reset_on_the_core(d, k, preset, heads):
-    """Core v1 and core v2 (one head, and two heads interleaved) behind the same register block."""
-    dut = AnnihilationCSRTop(d, k, preset, heads=heads)
-    assert dut.core_version == ("v1" if preset.startswith("legacy-") else "v2")
-    s_axis, m_axis = axis_view(dut, "s_axis"), axis_view(dut, "m_axis")
-    xw = dut.top.core.fmt["x"].width
-    bpt = d // k
-    rng = random.Random(7)
-    got = {"beats": 0}
+class _Stream:
+    """Token beats into ``s_axis`` (``bpt`` a token, tlast on the last unless the beat is in
+    ``wrong``), output beats counted from ``m_axis``, and a wait for STATUS.busy to fall."""
 
-    def word(last):
-        v = sum((rng.choice([rng.randint(-100, -1), rng.randint(1, 100)]) & ((1 << xw) - 1)) << (xw * l)
-                for l in range(k))
-        return v | (int(last) << (xw * k))
+    def __init__(self, dut, k, xw, bpt, rng, element, max_cycles):
+        self.dut, self.k, self.xw, self.bpt, self.rng, self.element = dut, k, xw, bpt, rng, element
+        self.s_axis, self.m_axis = axis_view(dut, "s_axis"), axis_view(dut, "m_axis")
+        self.max_cycles, self.beats = max_cycles, 0
 
-    async def send(ctx, n_tokens, wrong=()):
-        for n in range(n_tokens * bpt):
-            last = (n % bpt == bpt - 1) != (n in wrong)
-            await stream_put(ctx, s_axis, word(last))
+    def word(self, last):
+        xw = self.xw
+        v = sum((self.element(self.rng) & ((1 << xw) - 1)) << (xw * l) for l in range(self.k))
+        return v | (int(last) << (xw * self.k))
 
-    async def idle(ctx, beats):
-        for _ in range(20000):
-            if got["beats"] >= beats:
-                status, _ = await axil_read(ctx, dut, STATUS)
+    async def send(self, ctx, n_tokens, wrong=()):
+        for n in range(n_tokens * self.bpt):
+            last = (n % self.bpt == self.bpt - 1) != (n in wrong)
+            await stream_put(ctx, self.s_axis, self.word(last))
+
+    async def idle(self, ctx, beats):
+        for _ in range(self.max_cycles):
+            if self.beats >= beats:
+                status, _ = await axil_read(ctx, self.dut, STATUS)
                 if not status & 1:  # STATUS.busy
                     return
             await ctx.tick()
         raise AssertionError("the core did not go idle")
 
-    async def sink(ctx):
+    async def sink(self, ctx):
         while True:
-            await stream_get(ctx, m_axis)
-            got["beats"] += 1
+            await stream_get(ctx, self.m_axis)
+            self.beats += 1
+
+
+@pytest.mark.parametrize("d,k,preset,heads", [(16, 4, "legacy-int8", 1), (16, 4, "int18", 1), (8, 2, "int8", 2)])
+def test_counters_clear_and_soft_reset_on_the_core(d, k, preset, heads):
+    """Core v1 and core v2 (one head, and two heads interleaved) behind the same register block."""
+    dut = AnnihilationCSRTop(d, k, preset, heads=heads)
+    assert dut.core_version == ("v1" if preset.startswith("legacy-") else "v2")
+    bpt = d // k
+    st = _Stream(dut, k, dut.top.core.fmt["x"].width, bpt, random.Random(7),
+                 lambda r: r.choice([r.randint(-100, -1), r.randint(1, 100)]), 20000)
+    send, idle, sink = st.send, st.idle, st.sink
 
     async def bench(ctx):
         assert await axil_read(ctx, dut, 0x00) == (0x534D454D, OKAY)
@@ -94,16 +103,21 @@ def test_counters_clear_and_soft_reset_on_the_core(d, k, preset, heads):
     sim.run()
 
 
-def test_ports_and_lint(tmp_path):
+@pytest.mark.parametrize("make,tuser", [(lambda: AnnihilationCSRTop(16, 4), False),
+                                         (lambda: RuleCSRTop("vla", 8, 2), True),
+                                         (lambda: RuleCSRTop("gated-deltanet", 8, 2), False)],
+                         ids=["annihilation", "vla", "gated-deltanet"])
+def test_ports_and_lint(tmp_path, make, tuser):
     from specmem.rtl.generate import lint
 
-    dut = AnnihilationCSRTop(16, 4)
+    dut = make()
     names = set(dut.signature.members)
     assert {"s_axil_awaddr", "s_axil_rdata", "s_axis_tdata", "m_axis_tlast"} <= names
+    assert ("m_axis_tuser" in names) == tuser   # VLA's block exponent passes through
     assert not any(n.startswith("status_") for n in names)
     assert dut.manifest()["registers"]["registers"][0]["name"] == "ID"
-    path = tmp_path / "specmem_annihilation_csr.v"
-    path.write_text(verilog.convert(dut, name="specmem_annihilation_csr"))
+    path = tmp_path / "t.v"
+    path.write_text(verilog.convert(dut, name="t"))
     res = lint(path)
     assert res.returncode == 0 and not res.warnings, res.output[-2000:]
 
@@ -123,37 +137,12 @@ def test_rule_tops_count_clear_and_soft_reset(algo, d, k, params):
     errors from wrong tlast, VLA's refreshes: one per refresh_period tokens, the first at the
     period's last token), clear zeroes the registers, not the core; soft reset restarts the core."""
     dut = RuleCSRTop(algo, d, k, **params)
-    s_axis, m_axis = axis_view(dut, "s_axis"), axis_view(dut, "m_axis")
-    xw = dut.top.x_width
     bpt = 4 * (d // k) if algo == "vla" else dut.top.core.beats_per_token
     out_bpt = d // k
-    rng = random.Random(11)
-    got = {"beats": 0}
+    st = _Stream(dut, k, dut.top.x_width, bpt, random.Random(11), lambda r: r.randint(-40, 40), 40000)
+    send, idle, sink = st.send, st.idle, st.sink
     regs = {r.name: r.offset for r in dut.regmap.registers}
     assert (algo == "vla") == ("REFRESHES" in regs)
-
-    def word(last):
-        v = sum((rng.randint(-40, 40) & ((1 << xw) - 1)) << (xw * l) for l in range(k))
-        return v | (int(last) << (xw * k))
-
-    async def send(ctx, n_tokens, wrong=()):
-        for n in range(n_tokens * bpt):
-            last = (n % bpt == bpt - 1) != (n in wrong)
-            await stream_put(ctx, s_axis, word(last))
-
-    async def idle(ctx, beats):
-        for _ in range(40000):
-            if got["beats"] >= beats:
-                status, _ = await axil_read(ctx, dut, STATUS)
-                if not status & 1:  # STATUS.busy
-                    return
-            await ctx.tick()
-        raise AssertionError("the core did not go idle")
-
-    async def sink(ctx):
-        while True:
-            await stream_get(ctx, m_axis)
-            got["beats"] += 1
 
     async def read(ctx, name):
         v, resp = await axil_read(ctx, dut, regs[name])
@@ -197,21 +186,6 @@ def test_rule_tops_count_clear_and_soft_reset(algo, d, k, params):
     sim.add_testbench(sink, background=True)
     sim.add_testbench(bench)
     sim.run()
-
-
-@pytest.mark.parametrize("algo", ["vla", "gated-deltanet"])
-def test_rule_top_ports_and_lint(tmp_path, algo):
-    from specmem.rtl.generate import lint
-
-    dut = RuleCSRTop(algo, 8, 2)
-    names = set(dut.signature.members)
-    assert {"s_axil_awaddr", "s_axil_rdata", "s_axis_tdata", "m_axis_tlast"} <= names
-    assert ("m_axis_tuser" in names) == (algo == "vla")  # VLA's block exponent passes through
-    assert not any(n.startswith("status_") for n in names)
-    path = tmp_path / "t.v"
-    path.write_text(verilog.convert(dut, name="t"))
-    res = lint(path)
-    assert res.returncode == 0 and not res.warnings, res.output[-2000:]
 
 
 def test_rule_top_rejects_what_it_does_not_build():
