@@ -72,7 +72,7 @@ ENGINE_SWEEP = {"d": 128, "ks": (4, 8, 16), "presets": ("legacy-int8", "legacy-i
                 "dsps": ("fabric", "registered", "ecp5")}
 #: The VLA core (``rtl/vla.py``): its A and S memories and per-lane multipliers make it several
 #: times the annihilation core, so a few configurations rather than the full grid.
-VLA_SWEEP = {"configs": ((32, 4, "legacy-int8"), (32, 8, "legacy-int8"))}
+VLA_SWEEP = {"configs": ((32, 4, "legacy-int8"), (32, 8, "legacy-int8"), (64, 4, "legacy-int8"))}
 #: the delta-rule cores on the ECP5's own registers (MULT18X18D, DP16KD OUTREG): the grid of the
 #: VLA-family issue (d in {32, 64}, k in {4, 8, 16})
 RULE_SWEEP = {"algos": ("deltanet", "gated-deltanet"), "ds": (32, 64), "ks": (4, 8, 16), "preset": "legacy-int8",
