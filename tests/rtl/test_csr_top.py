@@ -130,7 +130,8 @@ def test_core_options_go_to_the_core_that_takes_them():
     assert AnnihilationCSRTop(16, 4, "int18", heads=3, chains=2).top.core.heads == 3
 
 
-@pytest.mark.parametrize("algo,d,k,params", [("vla", 8, 2, {"refresh_period": 2}), ("linear", 8, 4, {}),
+# VLA with eta = 100: the constant saturates, so its saturation count starts at 1 (the elements do not)
+@pytest.mark.parametrize("algo,d,k,params", [("vla", 8, 2, {"refresh_period": 2, "eta": 100.0}), ("linear", 8, 4, {}),
                                              ("deltanet", 8, 2, {}), ("gated-deltanet", 8, 4, {})])
 def test_rule_tops_count_clear_and_soft_reset(algo, d, k, params):
     """Tokens stream through the real core; the counters read over AXI4-Lite follow it (framing
@@ -139,7 +140,9 @@ def test_rule_tops_count_clear_and_soft_reset(algo, d, k, params):
     dut = RuleCSRTop(algo, d, k, **params)
     bpt = 4 * (d // k) if algo == "vla" else dut.top.core.beats_per_token
     out_bpt = d // k
-    st = _Stream(dut, k, dut.top.x_width, bpt, random.Random(11), lambda r: r.randint(-40, 40), 40000)
+    # full-scale elements: the cores saturate, so SATURATIONS has a nonzero count to carry
+    st = _Stream(dut, k, dut.top.x_width, bpt, random.Random(11), lambda r: r.choice([-128, 127, r.randint(-128, 127)]),
+                 40000)
     send, idle, sink = st.send, st.idle, st.sink
     regs = {r.name: r.offset for r in dut.regmap.registers}
     assert (algo == "vla") == ("REFRESHES" in regs)
@@ -159,7 +162,8 @@ def test_rule_tops_count_clear_and_soft_reset(algo, d, k, params):
         assert await read(ctx, "TOKENS") == 3
         assert await read(ctx, "FRAMING_ERRORS") == 2
         assert await read(ctx, "ORTH_INPUTS") == 0
-        assert await read(ctx, "SATURATIONS") == ctx.get(dut.top.status_saturations)
+        sats = ctx.get(dut.top.status_saturations)   # the core's count: checked against the model elsewhere
+        assert sats > 0 and await read(ctx, "SATURATIONS") == sats
         if algo == "vla":
             assert await read(ctx, "REFRESHES") == 1     # tokens 0, 1, 2 with refresh_period 2
         assert await axil_write(ctx, dut, regs["CTRL"], 0b10) == OKAY       # clear counters
