@@ -175,6 +175,8 @@ def _cmd_rtl(args) -> int:
     for name in ("heads", "chains", "norm_lanes"):
         if getattr(args, name) is not None:
             params[name] = getattr(args, name)
+    if args.fe_lanes is not None:
+        params["fe_lanes"] = args.fe_lanes
     if args.csr:
         params["csr"] = True
     fmt = args.format or ("legacy-int8" if args.algo != "annihilation" or args.core != "v2" else "int18")
@@ -185,6 +187,8 @@ def _cmd_rtl(args) -> int:
         for name in ("bram", "heads", "chains", "norm_lanes"):
             if name in params and args.algo != "annihilation":
                 raise ValueError(f"{name}: only the annihilation core v2 takes it, not {args.algo}")
+        if "fe_lanes" in params and args.algo != "vla":
+            raise ValueError(f"fe_lanes: only the VLA core takes it, not {args.algo}")
         if args.csr and args.algo == "engine":
             raise ValueError("csr: the engine has no register block (it is a datapath, not a core top)")
         if "dsp" in params and args.algo not in ("engine", "annihilation"):
@@ -453,6 +457,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="annihilation core v2 only: lanes of the token chain's block normalisers: 1..4 (serial, "
                         "2*ceil(k/lanes)+7 cycles a vector; default 2) or k (wide and pipelined: fewer cycles per "
                         "token, about 6.5k more LUT4 at k=8)")
+    g.add_argument("--fe-lanes", type=int, default=None,
+                   help="vla only: lanes of the front end (ELU+1, norms, scale passes), a divisor of k; each input "
+                        "beat goes through it in k/fe_lanes sub-beats (default: the fewest that provably keep up "
+                        "with the core, e.g. 1 at d=32 k=4, 2 at d=32 k=8)")
     g.add_argument("--csr", action="store_true",
                    help="every core but the engine: the top with its AXI4-Lite control/status registers "
                         "(specmem_<algo>_csr; the register map's C header, Markdown, SystemRDL and IP-XACT "

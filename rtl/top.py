@@ -323,6 +323,12 @@ class VLATop(wiring.Component):
                 "scalar_unit": {"count": 2, "latency": {op.name.lower(): v for op, v in c.su.latency.items()},
                                 **c.su_config.to_json()},
                 "widths": c.ranges(),
+                "front_end": {"lanes": c.fe_lanes, "bound_cycles_per_token": c.fe_bound(),
+                              "note": "ELU+1, the norms and the scale passes on fe_lanes lanes (each input beat "
+                                      "in k/fe_lanes sub-beats); bound_cycles_per_token adds up all its work per "
+                                      "token as if nothing overlapped; within the core's cycles per token the "
+                                      "front end never sets the token rate (above it, with fe_lanes given, it "
+                                      "may: tokens then take at most that many cycles)"},
             },
             "reset": "synchronous; after reset the core writes A = I/lambda0, S = 0 (d^2/k cycles) and zeroes zk",
             "latency": {

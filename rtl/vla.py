@@ -122,7 +122,7 @@ class VLACore(wiring.Component):
 
     def __init__(self, d: int, k: int, preset: str = "legacy-int8", *, lambda0: float = 0.1, eps: float = 1e-4,
                  refresh_period: int = 20, eta: float = 1e-3, u_scale: float | None = None,
-                 in_range: float | None = None):
+                 in_range: float | None = None, fe_lanes: int | None = None):
         for name, v in (("d", d), ("k", k)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name}: must be an integer >= 1, got {v!r}")
@@ -130,6 +130,9 @@ class VLACore(wiring.Component):
             raise ValueError(f"k: must be <= d ({d}), got {k}")
         if d % k:
             raise ValueError(f"d: must be a multiple of k ({k}), got {d}")
+        if fe_lanes is not None and (isinstance(fe_lanes, bool) or not isinstance(fe_lanes, int) or fe_lanes < 1
+                                     or k % fe_lanes):
+            raise ValueError(f"fe_lanes: must be a divisor of k ({k}), got {fe_lanes!r}")
         check_rtl_preset(preset)
         lambda0, eps, refresh_period, eta, u_scale = _check_params(d, lambda0, eps, refresh_period, eta, u_scale)
         self.d, self.k, self.dk, self.preset = d, k, d // k, preset
@@ -197,6 +200,13 @@ class VLACore(wiring.Component):
                        "mul": PipelinedMultiplier.latency_for("registered", *self.fe_mul_widths, input_register=True),
                        "tree": (k - 1).bit_length(), "shift": RoundShiftVar.latency,
                        "mu_norm": self.mu_norm.latency}
+        # the front end's lanes: the narrowest that provably keeps up with the core (its serial
+        # bound within the core's cycles per token), unless given
+        core_total = self.cycle_budget()["total"]
+        if fe_lanes is None:
+            fe_lanes = next((b for b in range(1, k + 1) if k % b == 0 and self.fe_bound(b) <= core_total), k)
+        self.fe_lanes, self.fdb = fe_lanes, d // fe_lanes
+        self.fe_lat["fe_tree"] = (fe_lanes - 1).bit_length()
 
         M = F["k"].width
         self.x_layout = data.ArrayLayout(signed(M), k)
@@ -345,14 +355,15 @@ class VLACore(wiring.Component):
 
         ``parts`` (they sum to ``full``):
 
-        * ``fe_norms`` ``Le + Lm + Lt + 2``: the registered last beat through the ELU+1 pipeline
-          (``Le`` = 9; the ``u`` beats ride beside it), the shared multipliers (``Lm``), the adder
-          tree (``Lt = ceil(log2 k)``) and the accumulator (``||u||²``); ``FE_IDLE`` sees it.
+        * ``fe_norms`` ``k/b - 1 + Le + Lm + Lb + 2`` (``b`` = ``fe_lanes``): the last beat's last
+          sub-beat (``k/b`` of ``b`` lanes each), registered, through the ELU+1 pipeline (``Le`` = 9;
+          the ``u`` sub-beats ride beside it), the shared multipliers (``Lm``), the adder tree
+          (``Lb = ceil(log2 b)``) and the accumulator (``||u||²``); ``FE_IDLE`` sees it.
         * ``fe_rsqrt_kf``, ``fe_rsqrt_u`` (``1 + Ls``), ``fe_recip_den`` (``1 + Lr``): each a
           request cycle (``FE_*_REQ``), then the front-end scalar unit's latency (``FE_*_WAIT``).
         * ``fe_mu_norm`` ``Ln + 1``: ``rsqrt(||u||²) u_scale`` normalised (``FE_NU_NORM``; ``Ln`` = 9,
           the one-lane block normaliser).
-        * ``fe_scale`` ``2 d/k + Lm + 8``: ``FE_SCALE_GRANT`` (the receiver stopped, no beat in
+        * ``fe_scale`` ``2 d/b + Lm + 8``: ``FE_SCALE_GRANT`` (the receiver stopped, no sub-beat in
           flight), ``kh``, then ``un`` (one issue pass each: the front end has one multiplier per
           lane), then the last through the multiplier, the rounding shifter (6) and the saturation
           register into the slot (``FE_SCALE_WAIT``).
@@ -373,18 +384,18 @@ class VLACore(wiring.Component):
 
         In closed form (``L``, ``Lv`` the pass and vector engines' latencies, ``Ls``/``Lr`` the
         scalar units' rsqrt/recip latencies, the front end's and the core's being equal):
-        ``d²/k + 5 d/k + L + 2 Lv + 4 Ls + Lr + 2 Lm + 2 Lt + 101``, i.e. ``cycle_budget()['total'] +
-        3 d/k + 2 Ls + Lr + 2 Lm + 2 Lt + 58``.
+        ``d²/k + 3 d/k + 2 d/b + k/b - 1 + L + 2 Lv + 4 Ls + Lr + 2 Lm + Lt + Lb + 101``, i.e.
+        ``cycle_budget()['total'] + d/k + 2 d/b + k/b - 1 + 2 Ls + Lr + 2 Lm + Lt + Lb + 58``.
         """
         dk, fl = self.dk, self.fe_lat
         Ls, Lr = self.su_fe.latency[ScalarOp.RSQRT], self.su_fe.latency[ScalarOp.RECIP]
         parts = {
-            "fe_norms": fl["elu"] + fl["mul"] + fl["tree"] + 2,
+            "fe_norms": self.k // self.fe_lanes - 1 + fl["elu"] + fl["mul"] + fl["fe_tree"] + 2,
             "fe_rsqrt_kf": 1 + Ls,
             "fe_rsqrt_u": 1 + Ls,
             "fe_mu_norm": fl["mu_norm"] + 1,
             "fe_recip_den": 1 + Lr,
-            "fe_scale": 1 + 2 * dk + fl["mul"] + fl["shift"] + 1,
+            "fe_scale": 1 + 2 * self.fdb + fl["mul"] + fl["shift"] + 1,
             "fe_done_idle": 2,
             "pass_and_chain": self.cycle_budget()["total"],
             "c2": 2 + self.STEP_STAGES["C2P"] + self.STEP_STAGES["C2"],
@@ -398,6 +409,20 @@ class VLACore(wiring.Component):
     @property
     def cycles_per_token(self) -> int:
         return self.cycle_budget()["total"]
+
+    def fe_bound(self, b: int | None = None) -> int:
+        """An upper bound on the front end's cycles per token with ``b`` lanes (default: its own),
+        inputs at full rate: everything it does for a token added up as if nothing overlapped:
+        receiving (4 d/b sub-beats, and the last beat's k/b), the norms' pipeline, the three
+        scalar requests and u's normaliser, the scale passes (2 d/b) and their pipeline, the
+        grant's drain of sub-beats in flight, FE_DONE and FE_IDLE. Where it is within
+        :meth:`cycle_budget`'s ``total`` the core, not the front end, sets the token rate."""
+        b = self.fe_lanes if b is None else b
+        fl, db, kb = self.fe_lat, self.d // b, self.k // b
+        Ls, Lr = self.su_fe.latency[ScalarOp.RSQRT], self.su_fe.latency[ScalarOp.RECIP]
+        return (4 * db + kb + fl["elu"] + fl["mul"] + (b - 1).bit_length() + 3
+                + 2 * (1 + Ls) + fl["mu_norm"] + 1 + 1 + Lr
+                + 1 + 2 * db + fl["mul"] + fl["shift"] + 1 + fl["elu"] + kb + 2 + 2)
 
 
     # ------------------------------------------------------------------------------------------
@@ -433,6 +458,9 @@ class VLACore(wiring.Component):
         m.submodules.su_fe = sfe = self.su_fe
 
         vec, rd, sel, saddr, incr = lane_helpers(m, k, dk)
+        # the front end's own b-lane vectors (d/b beats): kf, u and zk, which only it reads
+        b, db, kb = self.fe_lanes, self.fdb, self.k // self.fe_lanes
+        vecb, _, _, saddrb, _ = lane_helpers(m, b, db)
 
         # status
         tokens = Signal(32)
@@ -443,13 +471,19 @@ class VLACore(wiring.Component):
 
         # ======================================================================== token slots
         # the receiver writes kf, u, qf, v; the scale passes read kf, u and write kh, un; the core
-        # reads kh, un, qf, v (three slots: receiving, finishing, in the core)
-        kf_mem, kf_w = vec("slot_kf", signed(M), S * dk)
-        u_mem, u_w = vec("slot_u", signed(M), S * dk)
-        kh_mem, kh_w = vec("slot_kh", signed(M), S * dk)
-        un_mem, un_w = vec("slot_un", signed(M), S * dk)
-        qf_mem, qf_w = vec("slot_qf", signed(M), S * dk)
-        v_mem, v_w = vec("slot_v", signed(M), S * dk)
+        # reads kh, un, qf, v (three slots: receiving, finishing, in the core). The front end works
+        # on b lanes: kf and u are its own (b-lane words); it writes kh, un, qf, v b lanes at a time
+        # into the core's k-lane words (row i // k, lanes of group (i % k) // b of element i)
+        kf_mem, kf_w = vecb("slot_kf", signed(M), S * db)
+        u_mem, u_w = vecb("slot_u", signed(M), S * db)
+        kh_mem, kh_w = vec("slot_kh", signed(M), S * dk, granular=True)
+        un_mem, un_w = vec("slot_un", signed(M), S * dk, granular=True)
+        qf_mem, qf_w = vec("slot_qf", signed(M), S * dk, granular=True)
+        v_mem, v_w = vec("slot_v", signed(M), S * dk, granular=True)
+
+        def write_group(port, row, grp, lanes):  # b lanes into group grp of a k-lane word
+            m.d.comb += [port.addr.eq(row), port.en.eq(Const((1 << b) - 1, k) << (grp * b))]
+            m.d.comb += [port.data[l].eq(lanes[l % b]) for l in range(k)]
         slot_full = Signal(S)
         rden_m = [Signal(signed(P), name=f"rden_m{s}") for s in range(S)]
         rden_f = [Signal(signed(EW), name=f"rden_f{s}") for s in range(S)]
@@ -458,13 +492,21 @@ class VLACore(wiring.Component):
         pslot = Signal(range(S))   # the token whose scalars and scale passes the front end runs
 
         # ======================================================================== front end
-        zk_mem, zk_w = vec("zk", unsigned(F["zk"].width), dk)
+        DB2 = max(db, 2)
+        zk_mem, zk_w = vecb("zk", unsigned(F["zk"].width), db)
         zmax = self.zk_max
         phase = Signal(2)
         beat = Signal(range(DK2))
         recv_done = Signal()
-        r_v, r_phase, r_beat = Signal(), Signal(2), Signal(range(DK2))
-        r_x = Signal(self.x_layout, reset_less=True)
+        # each accepted beat goes out in k/b sub-beats (r_v, r_x: the sub-beat registered; r_beat
+        # its b-lane beat within the tensor, r_row and r_grp its k-lane word and lane group)
+        r_v, r_phase, r_beat = Signal(), Signal(2), Signal(range(DB2))
+        r_row, r_grp = Signal(range(DK2)), Signal(range(max(kb, 2)))
+        r_x = Signal(data.ArrayLayout(signed(M), b), reset_less=True)
+        r_buf = Signal(self.x_layout, reset_less=True)   # the accepted beat's sub-beats still to go
+        r_cnt = Signal(range(max(kb, 2)))                 # how many
+        e_phase, e_beat = Signal(2), Signal(range(DB2))   # the next sub-beat's tensor and beat
+        e_row, e_grp = Signal(range(DK2)), Signal(range(max(kb, 2)))
         nk2 = Signal(unsigned(bit_len(self.nk2_max)))
         nu2 = Signal(unsigned(bit_len(self.nu2_max)))
         den = Signal(unsigned(self.den_bits))
@@ -472,18 +514,35 @@ class VLACore(wiring.Component):
         pk2, pu2, pden = Signal.like(nk2, name="p_nk2"), Signal.like(nu2, name="p_nu2"), Signal.like(den, name="p_den")
         rk_m, rk_f = Signal(signed(P)), Signal(signed(EW))
         mu_m, mu_f = Signal(signed(P)), Signal(signed(EW))
-        sa = Signal(range(DK2))
-        fe_clr = Signal(range(DK2))
+        sa = Signal(range(max(db, 2)))   # the scale passes' b-lane beat, its k-lane word and group
+        sa_row, sa_grp = Signal(range(DK2)), Signal(range(max(self.k // self.fe_lanes, 2)))
+        fe_clr = Signal(range(max(db, 2)))
         fe_clear, fe_scale_k, fe_scale_u = Signal(), Signal(), Signal()
         fe_mul_req = Signal()   # the scale passes want the front end's multipliers: no new beats
         fe_pidle = Signal()
 
-        x_ok = materialise(m, ~fe_clear & ~fe_mul_req & ~recv_done & ~slot_full.bit_select(rslot, 1), "x_ok")
+        x_ok = materialise(m, ~fe_clear & ~fe_mul_req & ~recv_done & ~slot_full.bit_select(rslot, 1)
+                           & (r_cnt == 0), "x_ok")
         m.d.comb += self.x_in.ready.eq(x_ok)
         accept = self.x_in.valid & x_ok
-        m.d.sync += r_v.eq(accept)
+        emit = materialise(m, accept | (r_cnt != 0), "fe_emit")
+        m.d.sync += r_v.eq(emit)
+        with m.If(emit):
+            m.d.sync += [r_phase.eq(e_phase), r_beat.eq(e_beat), r_row.eq(e_row), r_grp.eq(e_grp),
+                         e_beat.eq(incr(e_beat, db - 1)), e_grp.eq(incr(e_grp, kb - 1))]
+            with m.If(e_beat == db - 1):
+                m.d.sync += e_phase.eq(e_phase + 1)
+            with m.If(e_grp == kb - 1):
+                m.d.sync += e_row.eq(incr(e_row, dk - 1))
         with m.If(accept):
-            m.d.sync += [r_phase.eq(phase), r_beat.eq(beat), r_x.eq(self.x_in.payload)]
+            m.d.sync += [r_x[l].eq(self.x_in.payload[l]) for l in range(b)]
+            m.d.sync += [r_buf[l].eq(self.x_in.payload[l + b]) for l in range(k - b)]
+            m.d.sync += r_cnt.eq(kb - 1)
+        with m.Elif(r_cnt != 0):
+            m.d.sync += [r_x[l].eq(r_buf[l]) for l in range(b)]
+            m.d.sync += [r_buf[l].eq(r_buf[l + b]) for l in range(k - b)]
+            m.d.sync += r_cnt.eq(r_cnt - 1)
+        with m.If(accept):
             with m.If(beat == dk - 1):
                 m.d.sync += [beat.eq(0), phase.eq(phase + 1)]
                 with m.If(phase == 3):
@@ -499,54 +558,57 @@ class VLACore(wiring.Component):
 
         # the registered beat through the pipelined ELU+1 (used for k and q); its tags and the raw
         # beat (for v and u) ride beside it; everything below happens at the ELU's output (stage F)
-        m.submodules.elu = elu = PipelinedElu1(k, F["k"], F["kf"], dp, coded_shift=True)
+        m.submodules.elu = elu = PipelinedElu1(b, F["k"], F["kf"], dp, coded_shift=True)
         LE = elu.latency
         m.d.comb += [elu.en.eq(1), elu.i_valid.eq(r_v)]
-        m.d.comb += [elu.i_data[l].eq(r_x[l]) for l in range(k)]
+        m.d.comb += [elu.i_data[l].eq(r_x[l]) for l in range(b)]
         f_v = elu.o_valid
         f_phase = delay(r_phase, 2, LE, "f_phase")
-        b_pre = delay(r_beat, range(DK2), LE - 1, "f_beat")   # a cycle early: zk is read into a register
-        f_beat = delay(b_pre, range(DK2), 1, "f_beatF")
-        f_x = ddelay(r_x, self.x_layout, LE, "f_x")
-        feat = [elu.o_data[l] for l in range(k)]
+        b_pre = delay(r_beat, range(DB2), LE - 1, "f_beat")   # a cycle early: zk is read into a register
+        f_beat = delay(b_pre, range(DB2), 1, "f_beatF")
+        f_row = delay(r_row, range(DK2), LE, "f_row")
+        f_grp = delay(r_grp, range(max(kb, 2)), LE, "f_grp")
+        f_x = ddelay(r_x, r_x.shape(), LE, "f_x")
+        feat = [elu.o_data[l] for l in range(b)]
         Wz = F["zk"].width
         zk_pre = rd(zk_mem, b_pre)
-        zk_rd = [Signal(unsigned(Wz), name=f"zk_r{l}", reset_less=True) for l in range(k)]
-        m.d.sync += [zk_rd[l].eq(zk_pre[l]) for l in range(k)]
-        zk_sum = [materialise(m, zk_rd[l] + feat[l].as_unsigned(), f"zk_sum{l}") for l in range(k)]
+        zk_rd = [Signal(unsigned(Wz), name=f"zk_r{l}", reset_less=True) for l in range(b)]
+        m.d.sync += [zk_rd[l].eq(zk_pre[l]) for l in range(b)]
+        zk_sum = [materialise(m, zk_rd[l] + feat[l].as_unsigned(), f"zk_sum{l}") for l in range(b)]
         zk_new = [materialise(m, Mux(zk_sum[l] > zmax, zmax + 1, zk_sum[l]), f"zk_new{l}", unsigned(Wz))
-                  for l in range(k)]
-        zk_val = [materialise(m, Mux(zk_rd[l] > zmax, zmax, zk_rd[l]), f"zk_val{l}", unsigned(Wz)) for l in range(k)]
-        slot_a = saddr(rslot, f_beat)  # the receiver's slot changes only after its last beat's norms
+                  for l in range(b)]
+        zk_val = [materialise(m, Mux(zk_rd[l] > zmax, zmax, zk_rd[l]), f"zk_val{l}", unsigned(Wz)) for l in range(b)]
+        slot_a = saddrb(rslot, f_beat)  # the receiver's slot changes only after its last beat's norms
+        slot_row = saddr(rslot, f_row)
         with m.If(f_v):
             with m.Switch(f_phase):
                 with m.Case(0):  # k: kf, zk += kf (exact, saturating)
                     m.d.comb += [kf_w.addr.eq(slot_a), kf_w.en.eq(1), zk_w.addr.eq(f_beat), zk_w.en.eq(1)]
-                    m.d.comb += [kf_w.data[l].eq(feat[l]) for l in range(k)]
-                    m.d.comb += [zk_w.data[l].eq(zk_new[l]) for l in range(k)]
+                    m.d.comb += [kf_w.data[l].eq(feat[l]) for l in range(b)]
+                    m.d.comb += [zk_w.data[l].eq(zk_new[l]) for l in range(b)]
                 with m.Case(1):  # v
-                    m.d.comb += [v_w.addr.eq(slot_a), v_w.en.eq(1), v_w.data.eq(f_x)]
+                    write_group(v_w, slot_row, f_grp, [f_x[l] for l in range(b)])
                 with m.Case(2):  # q: qf
-                    m.d.comb += [qf_w.addr.eq(slot_a), qf_w.en.eq(1)]
-                    m.d.comb += [qf_w.data[l].eq(feat[l]) for l in range(k)]
+                    write_group(qf_w, slot_row, f_grp, feat)
                 with m.Case(3):  # u
                     m.d.comb += [u_w.addr.eq(slot_a), u_w.en.eq(1), u_w.data.eq(f_x)]
-        for l in range(k):
+        for l in range(b):
             sat_flags.append(f_v & ((f_phase == 0) | (f_phase == 2)) & elu.o_ovf[l])
             sat_flags.append(f_v & (f_phase == 0) & (zk_sum[l] > zmax))
 
         # one pipelined multiplier per lane for the whole front end: ||kf||² (k beats), zkᵀqf
         # (q beats), ||u||² (u beats) at stage F, and the scale passes (kh, then un) of the token
         # before; a scale pass starts only when no accepted beat is on its way to stage F
-        # (``infl``), and no beat is accepted while it issues
+        # (``infl``, counted from each sub-beat's emission, so it is nonzero while an accepted beat
+        # still has sub-beats to go), and no beat is accepted while it issues
         infl = Signal(range(LE + 3))
-        m.d.sync += infl.eq(infl + accept - f_v)
-        kf_rd = rd(kf_mem, saddr(pslot, sa))
-        u_rd = rd(u_mem, saddr(pslot, sa))
+        m.d.sync += infl.eq(infl + emit - f_v)
+        kf_rd = rd(kf_mem, saddrb(pslot, sa))
+        u_rd = rd(u_mem, saddrb(pslot, sa))
         Wfa, Wfb = self.fe_mul_widths
-        fe_a = [Signal(signed(Wfa), name=f"fe_a{l}") for l in range(k)]
-        fe_b = [Signal(signed(Wfb), name=f"fe_b{l}") for l in range(k)]
-        for l in range(k):
+        fe_a = [Signal(signed(Wfa), name=f"fe_a{l}") for l in range(b)]
+        fe_b = [Signal(signed(Wfb), name=f"fe_b{l}") for l in range(b)]
+        for l in range(b):
             with m.If(fe_scale_k):
                 m.d.comb += [fe_a[l].eq(kf_rd[l]), fe_b[l].eq(rk_m)]
             with m.Elif(fe_scale_u):
@@ -558,7 +620,7 @@ class VLACore(wiring.Component):
             with m.Else():
                 m.d.comb += [fe_a[l].eq(feat[l]), fe_b[l].eq(feat[l])]
         fe_mul = []
-        for l in range(k):
+        for l in range(b):
             mm = PipelinedMultiplier(Wfa, Wfb, input_register=True)
             m.submodules[f"fe_mul{l}"] = mm
             m.d.comb += [mm.a.eq(fe_a[l]), mm.b.eq(fe_b[l]), mm.en.eq(1)]
@@ -569,7 +631,7 @@ class VLACore(wiring.Component):
         n_v = delay(f_v & (f_phase != 1), 1, LM, "n_v")
         n_ph = delay(f_phase, 2, LM, "n_ph")
         n_first = delay(f_beat == 0, 1, LM, "n_first")
-        n_last = delay(f_beat == dk - 1, 1, LM, "n_last")
+        n_last = delay(f_beat == db - 1, 1, LM, "n_last")
         terms, TL = list(fe_p), 0
         while len(terms) > 1:
             TL += 1
@@ -595,33 +657,34 @@ class VLACore(wiring.Component):
         # issue (sa), the multiplier, RoundShiftVar, one saturation into a register, the write
         ml_sc = max(self.ml_kh, self.ml_un, 1)
         sw = max(EW + 2, ml_sc.bit_length() + 2)
-        m.submodules.fe_rsv = rsv = RoundShiftVar(k, Wfa + Wfb, max_left=ml_sc, shift_width=sw, rounding=rnd)
+        m.submodules.fe_rsv = rsv = RoundShiftVar(b, Wfa + Wfb, max_left=ml_sc, shift_width=sw, rounding=rnd)
         sc_v = delay(fe_scale_k | fe_scale_u, 1, LM, "sc_v")
         sc_u = delay(fe_scale_u, 1, LM, "sc_u")
-        sc_a = delay(sa, range(DK2), LM, "sc_a")
-        sc_last = delay(fe_scale_u & (sa == dk - 1), 1, LM, "sc_last")
+        sc_a = delay(sa_row, range(DK2), LM, "sc_a")
+        sc_g = delay(sa_grp, range(max(kb, 2)), LM, "sc_g")
+        sc_last = delay(fe_scale_u & (sa == db - 1), 1, LM, "sc_last")
         sh_kh = materialise(m, rk_f + (ff - fh), "sh_kh", signed(sw))
         sh_un = materialise(m, mu_f + (fin - fun), "sh_un", signed(sw))
         m.d.comb += [rsv.en.eq(1), rsv.i_valid.eq(sc_v), rsv.i_shift.eq(Mux(sc_u, sh_un, sh_kh))]
-        m.d.comb += [rsv.i_data[l].eq(fe_p[l]) for l in range(k)]
+        m.d.comb += [rsv.i_data[l].eq(fe_p[l]) for l in range(b)]
         LR = rsv.latency
         o_u, o_a, o_last = (delay(sc_u, 1, LR, "sco_u"), delay(sc_a, range(DK2), LR, "sco_a"),
                             delay(sc_last, 1, LR, "sco_last"))
-        kh_sc = [saturate(m, rsv.o_data[l], F["kh"], name=f"sc_khs{l}") for l in range(k)]
-        un_sc = [saturate(m, rsv.o_data[l], F["un"], name=f"sc_uns{l}") for l in range(k)]
+        o_g = delay(sc_g, range(max(kb, 2)), LR, "sco_g")
+        kh_sc = [saturate(m, rsv.o_data[l], F["kh"], name=f"sc_khs{l}") for l in range(b)]
+        un_sc = [saturate(m, rsv.o_data[l], F["un"], name=f"sc_uns{l}") for l in range(b)]
         w_v, w_u = delay(rsv.o_valid, 1, 1, "scw_v"), delay(o_u, 1, 1, "scw_u")
         w_a, w_last = delay(o_a, range(DK2), 1, "scw_a"), delay(o_last, 1, 1, "scw_last")
-        w_kh = [ddelay(kh_sc[l][0], kh_sc[l][0].shape(), 1, f"scw_kh{l}") for l in range(k)]
-        w_un = [ddelay(un_sc[l][0], un_sc[l][0].shape(), 1, f"scw_un{l}") for l in range(k)]
-        w_okh = [ddelay(kh_sc[l][1], 1, 1, f"scw_okh{l}") for l in range(k)]
-        w_oun = [ddelay(un_sc[l][1], 1, 1, f"scw_oun{l}") for l in range(k)]
+        w_g = delay(o_g, range(max(kb, 2)), 1, "scw_g")
+        w_kh = [ddelay(kh_sc[l][0], kh_sc[l][0].shape(), 1, f"scw_kh{l}") for l in range(b)]
+        w_un = [ddelay(un_sc[l][0], un_sc[l][0].shape(), 1, f"scw_un{l}") for l in range(b)]
+        w_okh = [ddelay(kh_sc[l][1], 1, 1, f"scw_okh{l}") for l in range(b)]
+        w_oun = [ddelay(un_sc[l][1], 1, 1, f"scw_oun{l}") for l in range(b)]
         with m.If(w_v & ~w_u):
-            m.d.comb += [kh_w.addr.eq(saddr(pslot, w_a)), kh_w.en.eq(1)]
-            m.d.comb += [kh_w.data[l].eq(w_kh[l]) for l in range(k)]
+            write_group(kh_w, saddr(pslot, w_a), w_g, w_kh)
         with m.If(w_v & w_u):
-            m.d.comb += [un_w.addr.eq(saddr(pslot, w_a)), un_w.en.eq(1)]
-            m.d.comb += [un_w.data[l].eq(w_un[l]) for l in range(k)]
-        for l in range(k):
+            write_group(un_w, saddr(pslot, w_a), w_g, w_un)
+        for l in range(b):
             sat_flags += [w_v & ~w_u & w_okh[l], w_v & w_u & w_oun[l]]
         scale_done = w_v & w_last
 
@@ -644,6 +707,11 @@ class VLACore(wiring.Component):
         else:
             den_x, den_fr = den_c, Const(2 * ff, signed(self.su_fe_frac_w))
 
+        def sa_step():  # the next b-lane beat of the scale passes
+            m.d.sync += [sa.eq(incr(sa, db - 1)), sa_grp.eq(incr(sa_grp, kb - 1))]
+            with m.If(sa_grp == kb - 1):
+                m.d.sync += sa_row.eq(incr(sa_row, dk - 1))
+
         def fe_req(x, frac, op, nxt):
             m.d.comb += [sfe.i.valid.eq(1), sfe.i.payload.x.eq(x), sfe.i.payload.frac.eq(frac),
                          sfe.i.payload.op.eq(op)]
@@ -653,9 +721,9 @@ class VLACore(wiring.Component):
         with m.FSM(init="FE_CLEAR", name="fe") as fe_fsm:
             with m.State("FE_CLEAR"):  # zk = 0 after reset
                 m.d.comb += [fe_clear.eq(1), zk_w.addr.eq(fe_clr), zk_w.en.eq(1)]
-                m.d.comb += [zk_w.data[l].eq(0) for l in range(k)]
-                m.d.sync += fe_clr.eq(incr(fe_clr, dk - 1))
-                with m.If(fe_clr == dk - 1):
+                m.d.comb += [zk_w.data[l].eq(0) for l in range(b)]
+                m.d.sync += fe_clr.eq(incr(fe_clr, db - 1))
+                with m.If(fe_clr == db - 1):
                     m.next = "FE_IDLE"
             with m.State("FE_IDLE"):
                 m.d.comb += fe_pidle.eq(1)
@@ -690,7 +758,7 @@ class VLACore(wiring.Component):
                     for s in range(S):
                         with m.If(pslot == s):
                             m.d.sync += [rden_m[s].eq(sfe.o.payload.m), rden_f[s].eq(sfe.o.payload.f)]
-                    m.d.sync += sa.eq(0)
+                    m.d.sync += [sa.eq(0), sa_row.eq(0), sa_grp.eq(0)]
                     m.next = "FE_SCALE_GRANT"
             with m.State("FE_SCALE_GRANT"):  # the multipliers: beats stop, those in flight pass stage F
                 m.d.comb += fe_mul_req.eq(1)
@@ -698,13 +766,13 @@ class VLACore(wiring.Component):
                     m.next = "FE_SCALE"
             with m.State("FE_SCALE"):  # kh = kf rsqrt(||kf||²)
                 m.d.comb += [fe_scale_k.eq(1), fe_mul_req.eq(1)]
-                m.d.sync += sa.eq(incr(sa, dk - 1))
-                with m.If(sa == dk - 1):
+                sa_step()
+                with m.If(sa == db - 1):
                     m.next = "FE_SCALE_U"
             with m.State("FE_SCALE_U"):  # un = u (rsqrt(||u||²) u_scale), on the same multipliers
                 m.d.comb += [fe_scale_u.eq(1), fe_mul_req.eq(1)]
-                m.d.sync += sa.eq(incr(sa, dk - 1))
-                with m.If(sa == dk - 1):
+                sa_step()
+                with m.If(sa == db - 1):
                     m.next = "FE_SCALE_WAIT"
             with m.State("FE_SCALE_WAIT"):  # the last un written
                 with m.If(scale_done):

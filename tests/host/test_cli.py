@@ -1,5 +1,6 @@
 """The command line: run/vectors round trip, parameter parsing, and one clear error line for bad input."""
 
+import json
 import os
 
 import numpy as np
@@ -198,6 +199,19 @@ def test_rtl_csr_writes_the_register_block_top_and_its_map(tmp_path, capsys):
     assert {"s_axil_araddr", "s_axis_tdata"} <= {p["name"] for p in man["ports"]}
     assert [r["name"] for r in man["registers"]["registers"]][-4:] == ["TOKENS", "SATURATIONS", "ORTH_INPUTS",
                                                                         "FRAMING_ERRORS"]
+
+
+def test_rtl_fe_lanes_sets_the_vla_front_end(tmp_path, capsys):
+    """``--fe-lanes`` reaches the VLA core (its manifest names the lanes) and is refused, with
+    one line, for a non-divisor of k and for the other rules."""
+    vla = ["rtl", "--algo", "vla", "--d", "8", "--k", "4", "--no-lint", "--out", str(tmp_path / "v")]
+    assert "fe_lanes: must be a divisor of k (4), got 3" in _error(capsys, vla + ["--fe-lanes", "3"])
+    assert "fe_lanes: only the VLA core takes it, not linear" in _error(
+        capsys, ["rtl", "--algo", "linear", "--d", "8", "--k", "4", "--fe-lanes", "2", "--out", str(tmp_path / "l")])
+    assert not (tmp_path / "v").exists() and not (tmp_path / "l").exists()
+    assert main(vla + ["--fe-lanes", "2"]) == 0
+    man = json.loads((tmp_path / "v" / "specmem_vla.json").read_text())
+    assert man["engines"]["front_end"]["lanes"] == 2
 
 
 def test_rtl_command_defaults_are_legacy_int8():

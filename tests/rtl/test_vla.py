@@ -145,6 +145,38 @@ def test_core_bit_exact_refresh_gaps_backpressure():
     check(res, g, rp)
 
 
+@pytest.mark.parametrize("d,k,b,stream", [
+    pytest.param(8, 4, 1, "random", id="d8-k4-one-lane"),
+    pytest.param(8, 4, 2, "saturating", id="d8-k4-two-lanes-saturating"),
+    pytest.param(12, 6, 3, "random", id="d12-k6-three-lanes"),
+])
+def test_core_narrow_front_end_bit_exact(d, k, b, stream):
+    """The front end on ``b`` of the ``k`` lanes (each input beat in k/b sub-beats, kh, un, qf,
+    v written b lanes at a time into the core's k-lane words): bit-exact outputs, counters and
+    final state under input gaps and output backpressure, refreshes included."""
+    T, rp = 7, 2
+    params = {"refresh_period": rp, "eta": 3.0 if stream == "saturating" else 0.05}
+    x = make_saturating(5, T, d) if stream == "saturating" else make_stream(5, T, d)
+    g, Xq = golden(x, **params)
+    if stream == "saturating":
+        assert g["sat"]["kh"] > 0 and g["sat"]["a"] > 0
+    res = run_core(Xq, k, idle=0.3, stall=0.3, seed=d + b, fe_lanes=b, **params)
+    assert res["dut"].fe_lanes == b
+    check(res, g, rp)
+
+
+def test_core_front_end_lanes_default():
+    """By default the front end takes the fewest lanes whose serial bound on its cycles per token
+    is within the core's (so the core sets the rate): one lane at d = 32, k = 4 and d = 64, k = 8,
+    two at d = 32, k = 8; all k where no narrower one is bounded (d = 4, k = 4)."""
+    for (d, k), b in {(32, 4): 1, (64, 8): 1, (32, 8): 2, (16, 4): 2, (4, 4): 4}.items():
+        core = VLACore(d, k)
+        assert core.fe_lanes == b, (d, k, core.fe_lanes)
+        total = core.cycle_budget()["total"]
+        assert core.fe_bound() <= total or b == k
+        assert all(core.fe_bound(n) > total for n in range(1, b) if k % n == 0)
+
+
 def test_core_bit_exact_saturating():
     """kh, e, A and its multiplier copy saturate (A grows under a large refresh every token);
     the eps clamps of ||kf||, ||u|| and zkᵀqf and the all-zero alpha path are taken."""
@@ -439,10 +471,12 @@ def test_top_latency_equals_manifest(d, k, preset, idle, params):
     dk, L, Lv = d // k, core.e_au.latency, core.ev.latency
     Ls, Lr = core.su.latency[ScalarOp.RSQRT], core.su.latency[ScalarOp.RECIP]
     Lm, Lt = core.fe_lat["mul"], (k - 1).bit_length()
+    b = core.fe_lanes   # the front end's lanes: d/b beats per tensor, k/b sub-beats per input beat
+    db, kb, Ltf = d // b, k // b, (b - 1).bit_length()
     assert core.su_fe.latency == core.su.latency
     assert man == {**core.latency(), "note": man["note"]} and sum(man["parts"].values()) == man["full"]
-    assert man["full"] == d * dk + 5 * dk + L + 2 * Lv + 4 * Ls + Lr + 2 * Lm + 2 * Lt + 101
-    assert man["full"] == core.cycle_budget()["total"] + 3 * dk + 2 * Ls + Lr + 2 * Lm + 2 * Lt + 58
+    assert man["full"] == d * dk + 3 * dk + 2 * db + kb - 1 + L + 2 * Lv + 4 * Ls + Lr + 2 * Lm + Lt + Ltf + 101
+    assert man["full"] == core.cycle_budget()["total"] + dk + 2 * db + kb - 1 + 2 * Ls + Lr + 2 * Lm + Lt + Ltf + 58
     print(f"latency at d={d}, k={k}, {preset}: {res['latency']} (manifest {man['full']}); "
           f"refreshes after each token {res['refreshes']}")
 
@@ -455,6 +489,9 @@ def test_top_latency_equals_manifest(d, k, preset, idle, params):
     ({"d": 16, "k": 4, "preset": "int8"}, "^preset: the RTL implements legacy-int8"),
     ({"d": 16, "k": 4, "lambda0": -1.0}, "lambda0"),
     ({"d": 16, "k": 4, "refresh_period": -2}, "refresh_period"),
+    ({"d": 16, "k": 4, "fe_lanes": 3}, "fe_lanes: must be a divisor of k"),
+    ({"d": 16, "k": 4, "fe_lanes": 0}, "fe_lanes: must be a divisor of k"),
+    ({"d": 16, "k": 4, "fe_lanes": True}, "fe_lanes: must be a divisor of k"),
 ])
 def test_core_rejects_bad_generics(kwargs, match):
     with pytest.raises(ValueError, match=match):
