@@ -862,13 +862,21 @@ class VLACore(wiring.Component):
         v_on, va = Signal(), Signal(range(DK2))
         va_nx = Signal(range(DK2), name="va_nx")   # va in the next cycle (VP issue runs dk cycles from 0)
         vp2_on = Signal()   # VP2's datapath: set when its issue starts (in BOUND), cleared at its end
+        vp2_set, vp2_clr = Signal(), Signal()
+        m.d.sync += vp2_on.eq(Mux(vp2_set, 1, Mux(vp2_clr, 0, vp2_on)))
+        # a copy per lane for the write multipliers' operand selects (the one register fanning out
+        # to every lane's operand bits was the routed critical path at 70.3 MHz); each copy holds
+        # itself, so no synthesis pass merges them
+        vp2_l = [Signal(name=f"vp2_on{l}") for l in range(k)]
+        for l in range(k):
+            m.d.sync += vp2_l[l].eq(Mux(vp2_set, 1, Mux(vp2_clr, 0, vp2_l[l])))
         zsm_rd = rd(zsm_mem, va_nx)   # read a cycle ahead of VP2's issue, into a register
         zsm_v = [Signal(zsm_rd[l].shape(), name=f"zsm_v{l}", reset_less=True) for l in range(k)]
         m.d.sync += [zsm_v[l].eq(zsm_rd[l]) for l in range(k)]
         pw_a = [Signal(signed(Wb), name=f"pw_a{l}") for l in range(k)]
         pw_b = [Signal(signed(max(Wb, P)), name=f"pw_b{l}") for l in range(k)]
         for l in range(k):
-            m.d.comb += [pw_a[l].eq(Mux(vp2_on, zsm_v[l], w_row)), pw_b[l].eq(Mux(vp2_on, rd_m, w_lane[l]))]
+            m.d.comb += [pw_a[l].eq(Mux(vp2_l[l], zsm_v[l], w_row)), pw_b[l].eq(Mux(vp2_l[l], rd_m, w_lane[l]))]
         pe_a = [Signal(signed(max(We + P, Wb)), name=f"pe_a{l}") for l in range(k)]
         pe_b = [Signal(signed(max(Wb, P)), name=f"pe_b{l}") for l in range(k)]
         s2_pw = [Signal(signed(Wb + max(Wb, P)), name=f"s2_pw{l}", reset_less=True) for l in range(k)]
@@ -1105,8 +1113,8 @@ class VLACore(wiring.Component):
         # 6: A kh - round(w cw); 7: alpha); alpha_n = its block by the bound (8: the shifters;
         # 9: the rounding add, registered), into the bank and the two reductions
         for l in range(k):
-            m.d.comb += [pe_a[l].eq(Mux(vp2_on, vr[l][:Wb].as_signed(), s1_er)),
-                         pe_b[l].eq(Mux(vp2_on, cw_m, an_lane[l]))]
+            m.d.comb += [pe_a[l].eq(Mux(vp2_l[l], vr[l][:Wb].as_signed(), s1_er)),
+                         pe_b[l].eq(Mux(vp2_l[l], cw_m, an_lane[l]))]
         v3, a3 = delay(vr_v, 1, 1, "vp2_v3"), delay(vr_a, range(DK2), 1, "vp2_a3")
         v4, a4 = delay(v3, 1, 1, "vp2_v4"), delay(a3, range(DK2), 1, "vp2_a4")
         v5, a5 = delay(v4, 1, 5, "vp2_v9"), delay(a4, range(DK2), 5, "vp2_a9")   # stage 9
@@ -1283,7 +1291,7 @@ class VLACore(wiring.Component):
             with m.State("BOUND"):  # |alpha| <= max|A kh| + round(max|w| |wᵀkh|) [+ round(max|kh| eta)]
                 with m.If(scnt == self.VP2_LEAD - 1):  # VP2 issues while BOUND and SH_AL finish
                     start_vp()
-                    m.d.sync += vp2_on.eq(1)
+                    m.d.comb += vp2_set.eq(1)
                 with m.If(step_done("BOUND")):
                     m.d.sync += bound.eq(b_sum + Mux(refresh, eta_b, 0))
                     step_next("SH_AL")
@@ -1293,7 +1301,8 @@ class VLACore(wiring.Component):
                     step_next("VP2")
             with m.State("VP2"):  # w; alpha; alpha_n; ||alpha_n||², alpha_nᵀqf (issued from BOUND)
                 with m.If(ev.o.valid):  # ||alpha_n||² requested from the (idle) unit at once
-                    m.d.sync += [vsum.eq(ev.o.payload.sum), anq.eq(ev2.o.payload.sum), vp2_on.eq(0)]
+                    m.d.sync += [vsum.eq(ev.o.payload.sum), anq.eq(ev2.o.payload.sum)]
+                    m.d.comb += vp2_clr.eq(1)
                     m.next = "RA_REQ"
                     su_req(ev.o.payload.sum.as_unsigned(), 2 * fan, "RA_WAIT")
             with m.State("RA_REQ"):
