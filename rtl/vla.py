@@ -805,10 +805,12 @@ class VLACore(wiring.Component):
         zkh = Signal(signed(self.ev2.acc_width))   # zsmᵀkh, exact
         delta = Signal(unsigned(F["delta"].width))
         rd_m, rd_f = Signal(signed(P)), Signal(signed(EW))
-        sh_w, fw = Signal(signed(EW)), Signal(signed(EW))
+        fw = Signal(signed(EW))
         cw_m, cw_f, s_wa = Signal(signed(P)), Signal(signed(EW)), Signal(signed(EW))
         ra_m, ra_f, s_ws = Signal(signed(P)), Signal(signed(EW)), Signal(signed(EW))
-        s6 = Signal(signed(EW))
+        # VP6's shift (set at C2) and then the output's (set at BLK_O) in one register: the two
+        # never overlap, and both shift the output multiplier's product on one shifter per lane
+        s6o = Signal(signed(EW))
         vsum = Signal(signed(self.ev.acc_width))    # ||alpha_n||²
         anq = Signal(signed(self.ev2.acc_width))    # alpha_nᵀqf
 
@@ -883,7 +885,12 @@ class VLACore(wiring.Component):
         s2_pe = [Signal(signed(len(pe_a[0]) + len(pe_b[0])), name=f"s2_pe{l}", reset_less=True) for l in range(k)]
         # the chain's shifts that fan out to every lane, captured decoded (ShiftCode: the
         # negation and the clamps in the capture cycle, not in the lanes' shifter cycle)
-        sh_z_c = ShiftCode.held(signed(EW), Wza, max_left=Wb - 2, name="sh_z")
+        # VP1's zsm = block(A un) and VP2's w = block(zsm rd) on one k-lane shifter (the passes never
+        # overlap; both are Wb-bit block vectors with the same left-shift clamp): its code holds
+        # sh_z from SH_Z's capture and sh_w from BLK_W's, for values of Wx bits (round_shift_var's
+        # result does not depend on the width it is computed at)
+        Wx = max(Wza, Wb + max(Wb, P))
+        vx_c = ShiftCode.held(signed(EW), Wx, max_left=Wb - 2, name="vx_sh")
         # fw + cw_f - Fa registered (fw, cw_f hold through S3, so it is final in S3's last cycle),
         # and decoded from the register: the add, clamps and mask tables in one cycle were the
         # routed critical path at 76.3 MHz
@@ -1044,7 +1051,7 @@ class VLACore(wiring.Component):
 
         # output stage; its multiplier also forms VP6's e (ahᵀqf) (VP6 runs only while no o streams)
         o_busy, oa = Signal(), Signal(range(DK2))
-        o_sh, o_fr = Signal(signed(EW)), Signal(signed(self.o_frac_width))
+        o_fr = Signal(signed(self.o_frac_width))
         # the output and VP6 never overlap (the tail launches once o has issued its last element;
         # o starts at BLK_O, after VP6's last issue), so the multiplier takes one operand register
         # per side: x holds num (the output) or e (VP6), read a cycle ahead of issue at the address
@@ -1080,30 +1087,30 @@ class VLACore(wiring.Component):
             with m.If(oa == dk - 1):
                 m.d.sync += o_busy.eq(0)
         op1 = [vreg(out_p[l], out_p[l].shape(), f"o1_p{l}") for l in range(k)]
-        # o_sh decoded into registers a cycle after BLK_O (where the delayed shift was)
-        sh1 = shift_code(m, o_sh, len(op1[0]), max_left=Wo - 2, name="o1_sh", reg=vreg)
+        # the shift decoded into registers a cycle after C2 / BLK_O, when the first product reaches
+        # the shifters; one clamp for both (a block output shifted further left than Wo - 2 would
+        # not fit, and num's left shifts reach ml6 at most)
+        sh1 = shift_code(m, s6o, len(op1[0]), max_left=max(self.ml6, Wo - 2), name="o1_sh", reg=vreg)
+        o6 = [round_shift_var(m, op1[l], sh1, rnd, max_left=max(self.ml6, Wo - 2), name=f"o{l}", reg=vreg)
+              for l in range(k)]
         fr1 = ddelay(o_fr, o_fr.shape(), 1, "o1_fr")
         ov2, last2 = delay(o_issue, 1, 2, "o_v"), delay(oa == dk - 1, 1, 2, "o_last")
         o_word = Signal(self.o_layout)
         for l in range(k):
-            m.d.comb += o_word.o[l].eq(round_shift_var(m, op1[l], sh1, rnd, max_left=Wo - 2, name=f"o{l}", reg=vreg))
+            m.d.comb += o_word.o[l].eq(o6[l])
         m.d.comb += [o_word.o_frac.eq(ddelay(fr1, fr1.shape(), 1, "o2_fr")), o_word.last.eq(last2),
                      o_fifo.w_data.eq(o_word.as_value()), o_fifo.w_en.eq(ov2),
                      self.o_out.valid.eq(o_fifo.r_rdy), self.o_out.payload.as_value().eq(o_fifo.r_data),
                      o_fifo.r_en.eq(self.o_out.ready)]
 
-        # element-wise operations at stages X, X2 (VP1 zsm, VP2 w, VP6 num)
-        za_x, sq_x = rd(za_mem, vx_a), rd(sq_mem, vx_a)
-        op_zsm = [round_shift_var(m, za_x[l], sh_z_c, rnd, max_left=Wb - 2, name=f"vp1_{l}", reg=vreg)
-                  for l in range(k)]
-        sh_w_c = shift_code(m, sh_w, len(s2_pw[0]), max_left=Wb - 2, name="sh_w_c", reg=vreg)  # VP2 starts later
-        op_w = [round_shift_var(m, s2_pw[l], sh_w_c, rnd, max_left=Wb - 2, name=f"vp2_{l}", reg=vreg)
-                for l in range(k)]
-        # s6 is captured as VP6 issues; its code a cycle later, when the first product reaches X
-        s6_c = shift_code(m, s6, len(op1[0]), max_left=self.ml6, name="s6_c", reg=vreg)
-        op_num = [materialise(m, vreg(sq_x[l], sq_x[l].shape(), f"vp6_sq{l}")
-                              + round_shift_var(m, op1[l], s6_c, rnd, max_left=self.ml6, name=f"vp6_{l}", reg=vreg),
-                              f"vp6o_{l}") for l in range(k)]
+        # element-wise operations at stages X, X2 (VP1 zsm, VP2 w, VP6 num); A un read at issue
+        # into a register, so the shared shifter's operand select is between two registers
+        za_r = [ddelay(x, x.shape(), 1, f"vp1_za{l}") for l, x in enumerate(rd(za_mem, va))]
+        sq_x = rd(sq_mem, vx_a)
+        x_vx = [materialise(m, Mux(vp2_l[l], s2_pw[l], za_r[l]), f"vx_in{l}", signed(Wx)) for l in range(k)]
+        op_zsm = op_w = [round_shift_var(m, x_vx[l], vx_c, rnd, max_left=Wb - 2, name=f"vx_{l}", reg=vreg)
+                         for l in range(k)]
+        op_num = [materialise(m, vreg(sq_x[l], sq_x[l].shape(), f"vp6_sq{l}") + o6[l], f"vp6o_{l}") for l in range(k)]
         # reduction operands at the register stage
         un_r = rd(un_mem, saddr(cslot, vr_a))
         kh_r = rd(kh_mem, saddr(cslot, vr_a))
@@ -1165,15 +1172,16 @@ class VLACore(wiring.Component):
         def ffx(value, name):  # a free-running register of the expression's own shape
             return ff_(value, value.shape(), name)
 
-        blk_z, (z_code,) = block_shift_hw(m, za_max, Wb, rnd, EW, "blk_z", reg=ff_, codes=[(Wza, Wb - 2)])
+        blk_z, (z_code,) = block_shift_hw(m, za_max, Wb, rnd, EW, "blk_z", reg=ff_, codes=[(Wx, Wb - 2)])
 
         dsh = shift_code(m, fz + (fun - fd), len(dacc), max_left=self.ml_delta, name="delta_sh", reg=ff_)
         dl = ffx(round_shift_var(m, dacc, dsh, rnd, max_left=self.ml_delta, name="delta_r", reg=ff_), "delta_rr")
         delta_c, delta_ovf = saturate(m, dl + (1 << fd), F["delta"], name="delta_sat")
         delta_c, delta_ovf = ff_(delta_c, delta_c.shape(), "delta_cr"), ff_(delta_ovf, 1, "delta_ovfr")
         delta_v = materialise(m, Mux(delta_c < self.eps_d, self.eps_d, delta_c), "delta_v", delta.shape())
-        blk_w, (w_code,) = block_shift_hw(m, ff_(vmax[:Wb] * rd_m.as_unsigned(), unsigned(Wb + P), "mx_w"), Wb, rnd,
-                                          EW, "blk_w", reg=ff_, codes=[(Wb + P + 1, Wb - 2)])
+        blk_w, (w_code, w_code_x) = block_shift_hw(m, ff_(vmax[:Wb] * rd_m.as_unsigned(), unsigned(Wb + P), "mx_w"),
+                                                   Wb, rnd, EW, "blk_w", reg=ff_,
+                                                   codes=[(Wb + P + 1, Wb - 2), (Wx, Wb - 2)])
         fzr = ffx(fz + rd_f, "fz_rd")
         Wp = self.ev2.acc_width + P
         p_hi, p_lo = Signal(signed(Wb + P + 1), name="p_hi"), Signal(signed(Wb + P + 1), name="p_lo")
@@ -1252,7 +1260,7 @@ class VLACore(wiring.Component):
                 with m.If(scnt == st["SH_Z"] - 1):  # VP1's first shifters meet sh_z a cycle after issue
                     start_vp()
                 with m.If(step_done("SH_Z")):
-                    m.d.sync += [*sh_z_c.eq(z_code),
+                    m.d.sync += [*vx_c.eq(z_code),
                                  fz.eq(fam + fun - blk_z)]
                     step_next("VP1")
             with m.State("VP1"):  # zsm = block(A un); unᵀzsm, zsmᵀkh; max, min zsm; max |kh|
@@ -1275,8 +1283,8 @@ class VLACore(wiring.Component):
                     m.next = "BLK_W"
             with m.State("BLK_W"):  # w = block(zsm rsqrt(delta)): the shift from max|zsm| * m
                 with m.If(step_done("BLK_W")):
-                    m.d.sync += [sh_w.eq(blk_w), fw.eq(fzr - blk_w), p_hi.eq(ph_r), p_lo.eq(pl_r),
-                                 *sh_w_hl.eq(w_code)]
+                    m.d.sync += [fw.eq(fzr - blk_w), p_hi.eq(ph_r), p_lo.eq(pl_r),
+                                 *sh_w_hl.eq(w_code), *vx_c.eq(w_code_x)]
                     step_next("CW")
             with m.State("CW"):  # wᵀkh = rd (zsmᵀkh) as a floating scalar; max |w|
                 with m.If(step_done("CW")):
@@ -1353,7 +1361,7 @@ class VLACore(wiring.Component):
                     step_next("C2", tcnt)
             with m.State("C2"):  # c2 = ahᵀqf = ra (alpha_nᵀqf) as a floating scalar
                 with m.If(step_done("C2", tcnt)):
-                    m.d.sync += [om.eq(c2_nm), s6.eq(c2_nf + (fe - Fs))]
+                    m.d.sync += [om.eq(c2_nm), s6o.eq(c2_nf + (fe - Fs))]
                     start_vp()
                     step_next("VP6", tcnt)
             with m.State("VP6"):  # num = S qf + round(e (ahᵀqf)); max |num|
@@ -1363,7 +1371,7 @@ class VLACore(wiring.Component):
                     m.next = "BLK_O"
             with m.State("BLK_O"):  # o = block(num / zkᵀqf): the shift from max|num| * m
                 with m.If(step_done("BLK_O", tcnt)):
-                    m.d.sync += [o_busy.eq(1), oa.eq(0), om.eq(t_rden_m), o_sh.eq(blk_o),
+                    m.d.sync += [o_busy.eq(1), oa.eq(0), om.eq(t_rden_m), s6o.eq(blk_o),
                                  o_fr.eq(Fs + t_rden_f - blk_o), tokens.eq(tokens + 1)]
                     step_next("TAIL_IDLE", tcnt)
 
