@@ -805,6 +805,12 @@ class VLACore(wiring.Component):
         zkh = Signal(signed(self.ev2.acc_width))   # zsmᵀkh, exact
         delta = Signal(unsigned(F["delta"].width))
         rd_m, rd_f = Signal(signed(P)), Signal(signed(EW))
+        # rd's mantissa copied per lane for VP2's zsm rd on the A-write multipliers (the one
+        # register fanning out to every lane's multiplier was the routed critical path at 73.5 MHz)
+        rd_ld = Signal()
+        rd_l = [Signal(signed(P), name=f"rd_m{l}") for l in range(k)]
+        for l in range(k):
+            m.d.sync += rd_l[l].eq(Mux(rd_ld, su.o.payload.m, rd_l[l]))
         fw = Signal(signed(EW))
         cw_m, cw_f, s_wa = Signal(signed(P)), Signal(signed(EW)), Signal(signed(EW))
         ra_m, ra_f, s_ws = Signal(signed(P)), Signal(signed(EW)), Signal(signed(EW))
@@ -878,7 +884,7 @@ class VLACore(wiring.Component):
         pw_a = [Signal(signed(Wb), name=f"pw_a{l}") for l in range(k)]
         pw_b = [Signal(signed(max(Wb, P)), name=f"pw_b{l}") for l in range(k)]
         for l in range(k):
-            m.d.comb += [pw_a[l].eq(Mux(vp2_l[l], zsm_v[l], w_row)), pw_b[l].eq(Mux(vp2_l[l], rd_m, w_lane[l]))]
+            m.d.comb += [pw_a[l].eq(Mux(vp2_l[l], zsm_v[l], w_row)), pw_b[l].eq(Mux(vp2_l[l], rd_l[l], w_lane[l]))]
         pe_a = [Signal(signed(max(We + P, Wb)), name=f"pe_a{l}") for l in range(k)]
         pe_b = [Signal(signed(max(Wb, P)), name=f"pe_b{l}") for l in range(k)]
         s2_pw = [Signal(signed(Wb + max(Wb, P)), name=f"s2_pw{l}", reset_less=True) for l in range(k)]
@@ -1280,6 +1286,7 @@ class VLACore(wiring.Component):
                 m.d.comb += su.o.ready.eq(1)
                 with m.If(su.o.valid):
                     m.d.sync += [rd_m.eq(su.o.payload.m), rd_f.eq(su.o.payload.f)]
+                    m.d.comb += rd_ld.eq(1)
                     m.next = "BLK_W"
             with m.State("BLK_W"):  # w = block(zsm rsqrt(delta)): the shift from max|zsm| * m
                 with m.If(step_done("BLK_W")):
