@@ -136,6 +136,10 @@ def build(algo: str, d: int, k: int, preset: str = "legacy-int8", **params) -> B
     elif params and algo not in ("vla", "linear", "deltanet", "gated-deltanet"):
         raise ValueError(f"{next(iter(params))}: not a parameter of {algo}")
     check_rtl_preset(preset)  # the RTL is bit-exact with the legacy formats only
+    if algo == "vla":
+        from .vla import check_fe_lanes
+
+        check_fe_lanes(k, params.get("fe_lanes"))  # before a top exists (an unused one warns)
     if params.pop("csr", False):  # the same top, wrapped in the AXI4-Lite register block
         from .csr_top import RuleCSRTop
 

@@ -86,6 +86,14 @@ from .vector_ops import (BLOCK_SHIFT_STAGES, NORMALIZE_STAGES, abs_max_hw, bit_l
 __all__ = ["VLACore"]
 
 
+def check_fe_lanes(k: int, fe_lanes) -> None:
+    """``fe_lanes`` (the front end's lanes) must be ``None`` (the default rule) or a divisor of ``k``;
+    checked before anything is constructed."""
+    if fe_lanes is not None and (isinstance(fe_lanes, bool) or not isinstance(fe_lanes, int) or fe_lanes < 1
+                                 or k % fe_lanes):
+        raise ValueError(f"fe_lanes: must be a divisor of k ({k}), got {fe_lanes!r}")
+
+
 class VLACore(wiring.Component):
     """VLA engine for dimension ``d`` with ``k`` lanes per matrix, one preset.
 
@@ -130,9 +138,7 @@ class VLACore(wiring.Component):
             raise ValueError(f"k: must be <= d ({d}), got {k}")
         if d % k:
             raise ValueError(f"d: must be a multiple of k ({k}), got {d}")
-        if fe_lanes is not None and (isinstance(fe_lanes, bool) or not isinstance(fe_lanes, int) or fe_lanes < 1
-                                     or k % fe_lanes):
-            raise ValueError(f"fe_lanes: must be a divisor of k ({k}), got {fe_lanes!r}")
+        check_fe_lanes(k, fe_lanes)
         check_rtl_preset(preset)
         lambda0, eps, refresh_period, eta, u_scale = _check_params(d, lambda0, eps, refresh_period, eta, u_scale)
         self.d, self.k, self.dk, self.preset = d, k, d // k, preset
