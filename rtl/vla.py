@@ -1186,7 +1186,10 @@ class VLACore(wiring.Component):
 
         blk_z, (z_code,) = block_shift_hw(m, za_max, Wb, rnd, EW, "blk_z", reg=ff_, codes=[(Wx, Wb - 2)])
 
-        dsh = shift_code(m, fz + (fun - fd), len(dacc), max_left=self.ml_delta, name="delta_sh", reg=ff_)
+        # fz holds from SH_Z's capture through VP1: its sum registered before the decode (the sum
+        # and the decode in one cycle were the routed critical path at 74.0 MHz)
+        dsh = shift_code(m, ffx(fz + (fun - fd), "delta_sh0"), len(dacc), max_left=self.ml_delta, name="delta_sh",
+                         reg=ff_)
         dl = ffx(round_shift_var(m, dacc, dsh, rnd, max_left=self.ml_delta, name="delta_r", reg=ff_), "delta_rr")
         delta_c, delta_ovf = saturate(m, dl + (1 << fd), F["delta"], name="delta_sat")
         delta_c, delta_ovf = ff_(delta_c, delta_c.shape(), "delta_cr"), ff_(delta_ovf, 1, "delta_ovfr")
