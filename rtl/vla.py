@@ -521,7 +521,7 @@ class VLACore(wiring.Component):
         rk_m, rk_f = Signal(signed(P)), Signal(signed(EW))
         mu_m, mu_f = Signal(signed(P)), Signal(signed(EW))
         sa = Signal(range(max(db, 2)))   # the scale passes' b-lane beat, its k-lane word and group
-        sa_row, sa_grp = Signal(range(DK2)), Signal(range(max(self.k // self.fe_lanes, 2)))
+        sa_row, sa_grp = Signal(range(DK2)), Signal(range(max(kb, 2)))
         fe_clr = Signal(range(max(db, 2)))
         fe_clear, fe_scale_k, fe_scale_u = Signal(), Signal(), Signal()
         fe_mul_req = Signal()   # the scale passes want the front end's multipliers: no new beats
