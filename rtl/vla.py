@@ -570,14 +570,21 @@ class VLACore(wiring.Component):
         m.d.comb += [elu.i_data[l].eq(r_x[l]) for l in range(b)]
         f_v = elu.o_valid
         f_phase = delay(r_phase, 2, LE, "f_phase")
-        b_pre = delay(r_beat, range(DB2), LE - 1, "f_beat")   # a cycle early: zk is read into a register
+        # zk is read two cycles early into two registers: at d/b >= 64 words Yosys puts the bank in
+        # block RAM, whose read (one register absorbed into it) then feeding zk's add, clamp and
+        # write-back was the routed critical path at 60.3 MHz (d = 64, k = 4). A q sub-beat reads
+        # the word its token's k sub-beat wrote 2 d/b sub-beats before: two cycles early needs
+        # d/b >= 2 (at d/b = 1, one cycle, as before)
+        early = 2 if db >= 2 else 1
+        b_pre2 = delay(r_beat, range(DB2), LE - early, "f_beat")
+        b_pre = delay(b_pre2, range(DB2), early - 1, "f_beatP")
         f_beat = delay(b_pre, range(DB2), 1, "f_beatF")
         f_row = delay(r_row, range(DK2), LE, "f_row")
         f_grp = delay(r_grp, range(max(kb, 2)), LE, "f_grp")
         f_x = ddelay(r_x, r_x.shape(), LE, "f_x")
         feat = [elu.o_data[l] for l in range(b)]
         Wz = F["zk"].width
-        zk_pre = rd(zk_mem, b_pre)
+        zk_pre = [ddelay(x, x.shape(), early - 1, f"zk_p{l}") for l, x in enumerate(rd(zk_mem, b_pre2))]
         zk_rd = [Signal(unsigned(Wz), name=f"zk_r{l}", reset_less=True) for l in range(b)]
         m.d.sync += [zk_rd[l].eq(zk_pre[l]) for l in range(b)]
         zk_sum = [materialise(m, zk_rd[l] + feat[l].as_unsigned(), f"zk_sum{l}") for l in range(b)]

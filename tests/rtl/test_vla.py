@@ -149,6 +149,8 @@ def test_core_bit_exact_refresh_gaps_backpressure():
     pytest.param(8, 4, 1, "random", id="d8-k4-one-lane"),
     pytest.param(8, 4, 2, "saturating", id="d8-k4-two-lanes-saturating"),
     pytest.param(12, 6, 3, "random", id="d12-k6-three-lanes"),
+    pytest.param(4, 4, 4, "random", id="d4-k4-one-word-per-tensor"),   # zk read one cycle early (d/b = 1)
+    pytest.param(4, 4, 2, "random", id="d4-k4-two-words-per-tensor"),  # two cycles early, the closest k -> q
 ])
 def test_core_narrow_front_end_bit_exact(d, k, b, stream):
     """The front end on ``b`` of the ``k`` lanes (each input beat in k/b sub-beats, kh, un, qf,
