@@ -68,12 +68,15 @@ BLOCK_SHIFT_STAGES = 4
 NORMALIZE_STAGES = 5
 
 
-def normalize_hw(m, x, frac, p_bits: int, ew: int, name: str, reg=None):
+def normalize_hw(m, x, frac, p_bits: int, ew: int, name: str, reg=None, f_offset=None):
     """``ScalarUnit.normalize``: a signed integer as a floating scalar ``(m, f)``, the magnitude
     rounded (rne) to a ``P``-bit mantissa in ``[2^(P-2), 2^(P-1))``; zero gives ``(0, 0)``.
     Shared because every rule turns an exact dot product (``kfᵀqf``, ``knᵀqn``, ``wᵀkh``) into a
     scalar multiplier this way. ``reg``: :data:`NORMALIZE_STAGES` register stages (magnitude;
-    leading one; shift; shifters; rounding add), ``x`` and ``frac`` held."""
+    leading one; shift; shifters; rounding add), ``x`` and ``frac`` held. ``f_offset`` (with
+    ``reg``; a constant): ``f + f_offset`` is returned instead of ``f``, its two candidates
+    (``frac - sh + f_offset`` and one less) registered beside the shifters, so the exponent is a
+    select after the rounding add, not two carry chains."""
     if reg is not None:
         x = materialise(m, x, f"{name}_x")
     mag = abs_value(m, x, name=f"{name}_abs")
@@ -96,6 +99,10 @@ def normalize_hw(m, x, frac, p_bits: int, ew: int, name: str, reg=None):
     over = materialise(m, r[p_bits - 1:] != 0, f"{name}_over")  # r >= 2^(P-1): an OR, not a compare
     mm = materialise(m, Mux(over, r >> 1, r), f"{name}_mm", unsigned(p_bits))
     mant = materialise(m, Mux(x < 0, -mm, mm), f"{name}_m", signed(p_bits))
+    if f_offset is not None and reg is not None:
+        fb = reg(frac - sh + f_offset, signed(ew + 2), f"{name}_fb")
+        fb1 = reg(frac - sh + (f_offset - 1), signed(ew + 2), f"{name}_fb1")
+        return mant, materialise(m, Mux(zero, f_offset, Mux(over, fb1, fb)), f"{name}_f", signed(ew))
     f = materialise(m, Mux(zero, 0, frac - sh - over), f"{name}_f", signed(ew))
     return mant, f
 

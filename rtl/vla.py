@@ -1227,7 +1227,9 @@ class VLACore(wiring.Component):
         b_sum = ff_(aa_max + t_wc, unsigned(Wal), "b_sum")
         blk_al, (al_code,) = block_shift_hw(m, bound, Wb, rnd, EW, "blk_al", reg=ff_, codes=[(Wal, Wb - 2)])
         pc2_r = ff_(anq * ra_m, p_c2.shape(), "p_c2_r")
-        c2_nm, c2_nf = normalize_hw(m, p_c2, fan + ra_f + ff, P, EW, "c2", reg=ff_)
+        # c2's exponent with VP6's shift offset added (the capture into s6o was the routed critical
+        # path at 66.7-77.8 MHz: c2's exponent and the offset, two carry chains, in one cycle)
+        c2_nm, c2_s6 = normalize_hw(m, p_c2, fan + ra_f + ff, P, EW, "c2", reg=ff_, f_offset=fe - Fs)
         rden_mc = Signal(signed(P))
         rden_fc = Signal(signed(EW))
         m.d.comb += [rden_mc.eq(Array(rden_m)[cslot]), rden_fc.eq(Array(rden_f)[cslot])]
@@ -1384,7 +1386,7 @@ class VLACore(wiring.Component):
                     step_next("C2", tcnt)
             with m.State("C2"):  # c2 = ahᵀqf = ra (alpha_nᵀqf) as a floating scalar
                 with m.If(step_done("C2", tcnt)):
-                    m.d.sync += [om.eq(c2_nm), s6o.eq(c2_nf + (fe - Fs))]
+                    m.d.sync += [om.eq(c2_nm), s6o.eq(c2_s6)]
                     start_vp()
                     step_next("VP6", tcnt)
             with m.State("VP6"):  # num = S qf + round(e (ahᵀqf)); max |num|

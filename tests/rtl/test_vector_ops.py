@@ -101,10 +101,11 @@ def test_normalize_staged_equals_golden(in_width, p_bits):
     x = Signal(signed(in_width))
     cm, cf = normalize_hw(m, x, 7, p_bits, 8, "c")
     sm, sf = normalize_hw(m, x, 7, p_bits, 8, "s", reg=free_register(m))
+    om, of = normalize_hw(m, x, 7, p_bits, 8, "o", reg=free_register(m), f_offset=-5)  # f - 5, precomputed
     rng = np.random.default_rng(in_width + p_bits)
     mags = _edge_values(in_width - 1, rng, 120)
     vals = mags + [-v for v in mags if v] + [-(1 << (in_width - 1))]
-    got = _run(m, x, [cm, cf, sm, sf], vals, NORMALIZE_STAGES)
+    got = _run(m, x, [cm, cf, sm, sf, om, of], vals, NORMALIZE_STAGES)
     a = np.array(vals, dtype=np.int64)
     mag = np.abs(a)
     sh = np.where(mag > 0, msb(np.maximum(mag, 1)) - (p_bits - 2), 0)
@@ -117,6 +118,8 @@ def test_normalize_staged_equals_golden(in_width, p_bits):
     np.testing.assert_array_equal(got[:, 1], want_f)
     np.testing.assert_array_equal(got[:, 2], want_m)
     np.testing.assert_array_equal(got[:, 3], want_f)
+    np.testing.assert_array_equal(got[:, 4], want_m)
+    np.testing.assert_array_equal(got[:, 5], want_f - 5)   # zero included: its f is 0, so -5
 
 
 @pytest.mark.parametrize("width", [4, 5])
