@@ -11,9 +11,11 @@ Structure (one token; the names are the FSM states of :class:`VLACore`):
   saturating), ``||kf||²``, ``zkᵀqf``, ``||u||²``, then hands the token over and takes the
   next one while the front end's scalar work runs three scalar-unit operations (``rsqrt
   ||kf||²``, ``rsqrt ||u||²`` times the ``u_scale`` constant, ``1 / zkᵀqf``) and two scale
-  passes writing ``kh``, then ``un``, into the slot. One multiplier per lane serves all five
-  products (the norms take turns by beat phase; the scale passes stop the receiver while they
-  issue).
+  passes writing ``kh``, then ``un``, into the slot. The front end has ``fe_lanes`` (``b``)
+  lanes of its own, a divisor of ``k``: each beat goes through it in ``k/b`` sub-beats (by
+  default ``b`` is the fewest lanes that provably keep up with the core, :meth:`VLACore.fe_bound`).
+  One multiplier per front-end lane serves all five products (the norms take turns by beat
+  phase; the scale passes stop the receiver while they issue).
 * **Fused pass** ``PASS`` over ``A`` and ``S`` (``d²/k`` cycles, one address of ``k`` elements of
   each matrix per cycle): element ``(i, j)`` is read, token ``t``'s rank-one updates are applied
   (``A -= round(w_i w_j) [+ eta on the diagonal]``, ``S += round(e_i ra alpha_n_j)`` with
