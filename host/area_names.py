@@ -11,7 +11,7 @@ own names, ``vx_3_q``), then summed per name stem (digits as ``#``: the lanes of
 together) and per block (a stem's first word). Multipliers (DSPs) and flip-flops are counted apart. It is an estimate of the mapped
 LUT count, not a replacement for it: the synthesis table's LUTs come from nextpnr.
 
-``python -m specmem.area_names --algo vla --d 32 --k 4 [--top 30]`` prints the stems.
+``python -m specmem.area_names --algo vla --d 32 --k 4 [--top 30] [--stems]`` prints the blocks (or stems).
 """
 
 from __future__ import annotations
@@ -77,7 +77,8 @@ def _named(name: str) -> bool:
 
 
 def estimate(netlist: dict) -> dict:
-    """``{"luts": total, "ffs": flip-flop bits, "multipliers": count, "stems": {stem: luts}}`` of
+    """``{"luts": total, "ffs": flip-flop bits, "multipliers": count, "blocks": {block: luts},
+    "stems": {stem: luts}}`` of
     a coarse netlist (Yosys ``write_json``), its largest module (the flattened top)."""
     mod = max((m for m in netlist["modules"].values() if m.get("cells")), key=lambda m: len(m["cells"]))
     bit_name = {}
@@ -164,9 +165,11 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="also write the whole estimate here")
     args = ap.parse_args(argv)
     params = {} if args.fe_lanes is None else {"fe_lanes": args.fe_lanes}
+    from specmem.synth import SynthError
+
     try:
         r = run(args.algo, args.d, args.k, args.format, **params)
-    except ValueError as exc:
+    except (ValueError, SynthError) as exc:
         print(f"specmem.area_names: error: {exc}", file=sys.stderr)
         return 2
     print(f"{args.algo} d={args.d} k={args.k} {args.format}: about {r['luts']:,} LUT4 (estimate), "

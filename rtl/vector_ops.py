@@ -77,6 +77,8 @@ def normalize_hw(m, x, frac, p_bits: int, ew: int, name: str, reg=None, f_offset
     ``reg``; a constant): ``f + f_offset`` is returned instead of ``f``, its two candidates
     (``frac - sh + f_offset`` and one less) registered beside the shifters, so the exponent is a
     select after the rounding add, not two carry chains."""
+    if f_offset is not None and reg is None:
+        raise ValueError("normalize_hw: f_offset needs reg (its candidates take the shifters' stages)")
     if reg is not None:
         x = materialise(m, x, f"{name}_x")
     mag = abs_value(m, x, name=f"{name}_abs")
@@ -99,7 +101,7 @@ def normalize_hw(m, x, frac, p_bits: int, ew: int, name: str, reg=None, f_offset
     over = materialise(m, r[p_bits - 1:] != 0, f"{name}_over")  # r >= 2^(P-1): an OR, not a compare
     mm = materialise(m, Mux(over, r >> 1, r), f"{name}_mm", unsigned(p_bits))
     mant = materialise(m, Mux(x < 0, -mm, mm), f"{name}_m", signed(p_bits))
-    if f_offset is not None and reg is not None:
+    if f_offset is not None:
         fb = reg(frac - sh + f_offset, signed(ew + 2), f"{name}_fb")
         fb1 = reg(frac - sh + (f_offset - 1), signed(ew + 2), f"{name}_fb1")
         return mant, materialise(m, Mux(zero, f_offset, Mux(over, fb1, fb)), f"{name}_f", signed(ew))

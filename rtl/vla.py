@@ -500,7 +500,7 @@ class VLACore(wiring.Component):
         pslot = Signal(range(S))   # the token whose scalars and scale passes the front end runs
 
         # ======================================================================== front end
-        DB2 = max(db, 2)
+        DB2, KB2 = max(db, 2), max(kb, 2)   # counter ranges (never zero-width)
         zk_mem, zk_w = vecb("zk", unsigned(F["zk"].width), db)
         zmax = self.zk_max
         phase = Signal(2)
@@ -509,12 +509,12 @@ class VLACore(wiring.Component):
         # each accepted beat goes out in k/b sub-beats (r_v, r_x: the sub-beat registered; r_beat
         # its b-lane beat within the tensor, r_row and r_grp its k-lane word and lane group)
         r_v, r_phase, r_beat = Signal(), Signal(2), Signal(range(DB2))
-        r_row, r_grp = Signal(range(DK2)), Signal(range(max(kb, 2)))
+        r_row, r_grp = Signal(range(DK2)), Signal(range(KB2))
         r_x = Signal(data.ArrayLayout(signed(M), b), reset_less=True)
         r_buf = Signal(self.x_layout, reset_less=True)   # the accepted beat's sub-beats still to go
-        r_cnt = Signal(range(max(kb, 2)))                 # how many
+        r_cnt = Signal(range(KB2))                 # how many
         e_phase, e_beat = Signal(2), Signal(range(DB2))   # the next sub-beat's tensor and beat
-        e_row, e_grp = Signal(range(DK2)), Signal(range(max(kb, 2)))
+        e_row, e_grp = Signal(range(DK2)), Signal(range(KB2))
         nk2 = Signal(unsigned(bit_len(self.nk2_max)))
         nu2 = Signal(unsigned(bit_len(self.nu2_max)))
         den = Signal(unsigned(self.den_bits))
@@ -522,9 +522,9 @@ class VLACore(wiring.Component):
         pk2, pu2, pden = Signal.like(nk2, name="p_nk2"), Signal.like(nu2, name="p_nu2"), Signal.like(den, name="p_den")
         rk_m, rk_f = Signal(signed(P)), Signal(signed(EW))
         mu_m, mu_f = Signal(signed(P)), Signal(signed(EW))
-        sa = Signal(range(max(db, 2)))   # the scale passes' b-lane beat, its k-lane word and group
-        sa_row, sa_grp = Signal(range(DK2)), Signal(range(max(kb, 2)))
-        fe_clr = Signal(range(max(db, 2)))
+        sa = Signal(range(DB2))   # the scale passes' b-lane beat, its k-lane word and group
+        sa_row, sa_grp = Signal(range(DK2)), Signal(range(KB2))
+        fe_clr = Signal(range(DB2))
         fe_clear, fe_scale_k, fe_scale_u = Signal(), Signal(), Signal()
         fe_mul_req = Signal()   # the scale passes want the front end's multipliers: no new beats
         fe_pidle = Signal()
@@ -582,7 +582,7 @@ class VLACore(wiring.Component):
         b_pre = delay(b_pre2, range(DB2), early - 1, "f_beatP")
         f_beat = delay(b_pre, range(DB2), 1, "f_beatF")
         f_row = delay(r_row, range(DK2), LE, "f_row")
-        f_grp = delay(r_grp, range(max(kb, 2)), LE, "f_grp")
+        f_grp = delay(r_grp, range(KB2), LE, "f_grp")
         f_x = ddelay(r_x, r_x.shape(), LE, "f_x")
         feat = [elu.o_data[l] for l in range(b)]
         Wz = F["zk"].width
@@ -676,7 +676,7 @@ class VLACore(wiring.Component):
         sc_v = delay(fe_scale_k | fe_scale_u, 1, LM, "sc_v")
         sc_u = delay(fe_scale_u, 1, LM, "sc_u")
         sc_a = delay(sa_row, range(DK2), LM, "sc_a")
-        sc_g = delay(sa_grp, range(max(kb, 2)), LM, "sc_g")
+        sc_g = delay(sa_grp, range(KB2), LM, "sc_g")
         sc_last = delay(fe_scale_u & (sa == db - 1), 1, LM, "sc_last")
         sh_kh = materialise(m, rk_f + (ff - fh), "sh_kh", signed(sw))
         sh_un = materialise(m, mu_f + (fin - fun), "sh_un", signed(sw))
@@ -685,12 +685,12 @@ class VLACore(wiring.Component):
         LR = rsv.latency
         o_u, o_a, o_last = (delay(sc_u, 1, LR, "sco_u"), delay(sc_a, range(DK2), LR, "sco_a"),
                             delay(sc_last, 1, LR, "sco_last"))
-        o_g = delay(sc_g, range(max(kb, 2)), LR, "sco_g")
+        o_g = delay(sc_g, range(KB2), LR, "sco_g")
         kh_sc = [saturate(m, rsv.o_data[l], F["kh"], name=f"sc_khs{l}") for l in range(b)]
         un_sc = [saturate(m, rsv.o_data[l], F["un"], name=f"sc_uns{l}") for l in range(b)]
         w_v, w_u = delay(rsv.o_valid, 1, 1, "scw_v"), delay(o_u, 1, 1, "scw_u")
         w_a, w_last = delay(o_a, range(DK2), 1, "scw_a"), delay(o_last, 1, 1, "scw_last")
-        w_g = delay(o_g, range(max(kb, 2)), 1, "scw_g")
+        w_g = delay(o_g, range(KB2), 1, "scw_g")
         w_kh = [ddelay(kh_sc[l][0], kh_sc[l][0].shape(), 1, f"scw_kh{l}") for l in range(b)]
         w_un = [ddelay(un_sc[l][0], un_sc[l][0].shape(), 1, f"scw_un{l}") for l in range(b)]
         w_okh = [ddelay(kh_sc[l][1], 1, 1, f"scw_okh{l}") for l in range(b)]

@@ -122,6 +122,11 @@ def test_normalize_staged_equals_golden(in_width, p_bits):
     np.testing.assert_array_equal(got[:, 5], want_f - 5)   # zero included: its f is 0, so -5
 
 
+def test_normalize_offset_needs_registers():
+    with pytest.raises(ValueError, match="f_offset needs reg"):
+        normalize_hw(Module(), Signal(signed(8)), 7, 6, 8, "c", f_offset=-5)
+
+
 @pytest.mark.parametrize("width", [4, 5])
 def test_abs_max_equals_max_of_hi_and_minus_lo(width):
     """Every pair of signed extremes lo <= hi of ``width`` bits (the most negative included,

@@ -63,6 +63,6 @@ def test_vla_front_end_blocks_scale_with_its_lanes():
     assert sum(four["stems"].values()) == four["luts"]
 
 
-def test_main_prints_blocks_and_rejects_bad_parameters(capsys):
+def test_main_rejects_bad_parameters_in_one_line(capsys):
     assert main(["--algo", "vla", "--d", "8", "--k", "4", "--fe-lanes", "3"]) == 2
     assert "fe_lanes: must be a divisor of k (4), got 3" in capsys.readouterr().err
