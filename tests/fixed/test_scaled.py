@@ -274,3 +274,18 @@ def test_vla_lambda0_outside_the_checked_range_is_refused(lam):
     x = {n: rng.standard_normal((6, 8)) for n in "kvqu"}
     with pytest.raises(SpecmemInputError, match="^lambda0: the scaled fixed-point VLA model is checked for"):
         run_fixed("vla", x, "int8", {"lambda0": lam})
+
+
+def test_gated_state_and_norm_stay_finite_when_gamma_leaves_float64():
+    """g = 1/64 for 200 tokens: gamma = 2^-1200 and Ŝ ~ 2^1200 are each outside float64, their
+    product is not: the final state and ``s_norm`` come out finite and equal to the float model's
+    state (within int8's error), not inf * 0 = nan."""
+    vec = make_vectors("deltanet", 200, 8, 3)
+    vec["g"] = np.full(200, 1 / 64)
+    out = run_fixed("gated-deltanet", vec, "int8")
+    ref = gated_deltanet(**vec)
+    assert out["s_frac"].min() < -1000  # Ŝ's exponents really left float64's range
+    assert np.all(np.isfinite(out["s"])) and np.all(np.isfinite(out["s_norm"]))
+    assert np.linalg.norm(out["s"] - ref["s"]) < 0.05 * np.linalg.norm(ref["s"])
+    np.testing.assert_allclose(out["s_norm"][-1], np.linalg.norm(out["s"]), rtol=1e-9)
+

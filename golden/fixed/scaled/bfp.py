@@ -133,13 +133,19 @@ class RowBFP:
         self.frac = np.zeros((B, d), dtype=np.int64)
         self.sat = 0
 
-    def value(self) -> np.ndarray:
-        return to_float(self.mant, self.frac)
+    def value(self, frac_offset=0) -> np.ndarray:
+        """The matrix in float64, times ``2^-frac_offset`` (per matrix ``[B]``): a scale folded
+        into the exponents before they become floats (Gated DeltaNet's ``gamma`` takes ``Ŝ``
+        beyond float64 while ``gamma Ŝ`` is not)."""
+        off = np.asarray(frac_offset, dtype=np.int64)
+        return to_float(self.mant, self.frac + (off[:, None] if off.ndim else off))
 
-    def frob2(self) -> np.ndarray:
-        """Squared Frobenius norm per matrix ``[B]`` (float64, from the mantissas: no dense copy)."""
+    def frob2(self, frac_offset=0) -> np.ndarray:
+        """Squared Frobenius norm per matrix ``[B]`` (float64, from the mantissas: no dense copy),
+        of the matrix times ``2^-frac_offset`` as in :meth:`value`."""
+        off = np.asarray(frac_offset, dtype=np.int64)
         rows = np.einsum("bij,bij->bi", self.mant, self.mant).astype(np.float64)  # exact: < 2^(2 Ws + log2 n)
-        return np.einsum("bi,bi->b", rows, np.ldexp(1.0, -2 * self.frac))
+        return np.einsum("bi,bi->b", rows, np.ldexp(1.0, -2 * (self.frac + (off[:, None] if off.ndim else off))))
 
     def row_exp(self) -> np.ndarray:
         """Per row, ``E`` with every ``|element| < 2^E`` (from the row's stored msb)."""
@@ -183,10 +189,11 @@ def product_bound_exp(a_raw_max, a_frac, b_raw_max, b_frac) -> np.ndarray:
 
 def stream_outputs(batch: tuple, o_raw, o_frac, S: RowBFP, scale=None) -> dict:
     """The outputs every scaled model returns, reshaped to the leading ``batch`` dims: ``o``,
-    ``o_raw``, ``o_frac`` and the final state ``s`` (times ``scale`` per matrix when given),
-    ``s_raw``, ``s_frac``."""
+    ``o_raw``, ``o_frac`` and the final state ``s`` (times ``scale = (m, f)``, ``m 2^-f`` per
+    matrix, when given: the exponent joins the rows' before anything becomes a float), ``s_raw``,
+    ``s_frac``."""
     T, d = o_raw.shape[-2:]
-    s = S.value() if scale is None else S.value() * np.asarray(scale)[:, None, None]
+    s = S.value() if scale is None else S.value(scale[1]) * np.asarray(scale[0], dtype=np.float64)[:, None, None]
     return {
         "o": to_float(o_raw, o_frac).reshape(batch + (T, d)),
         "o_raw": o_raw.reshape(batch + (T, d)),

@@ -117,15 +117,16 @@ def deltanet_scaled(k, v, q, beta, g=None, preset: Preset | None = None, *, eps:
         bound_new = product_bound_exp(bh, fbh[:, None], kmax[:, t, None], f_kn[:, None])
         S.write([(S.mant, S.frac), (bh[:, :, None] * kn[:, None, :], (fbh + f_kn)[:, None])],
                 [S.row_exp(), bound_new])
-        s_norm[:, t] = np.sqrt(S.frob2())
-        if gated:
-            s_norm[:, t] *= np.ldexp(gam_m.astype(np.float64), -gam_f)
+        if gated:  # gamma's exponent joins the rows' first: Ŝ alone may pass float64's range
+            s_norm[:, t] = np.sqrt(S.frob2(gam_f)) * gam_m.astype(np.float64)
+        else:
+            s_norm[:, t] = np.sqrt(S.frob2())
         if trace:
             for name, val in (("e", to_float(e, fe)),):
                 lo, hi = float(np.min(val)), float(np.max(val))
                 cur = ranges.setdefault(name, [lo, hi])
                 cur[0], cur[1] = min(cur[0], lo), max(cur[1], hi)
-    scale = np.ldexp(gam_m.astype(np.float64), -gam_f) if gated else None
+    scale = (gam_m, gam_f) if gated else None
     return {
         **stream_outputs(batch, o_raw, o_frac, S, scale),
         "s_norm": s_norm.reshape(batch + (T,)),
