@@ -289,3 +289,26 @@ def test_gated_state_and_norm_stay_finite_when_gamma_leaves_float64():
     assert np.linalg.norm(out["s"] - ref["s"]) < 0.05 * np.linalg.norm(ref["s"])
     np.testing.assert_allclose(out["s_norm"][-1], np.linalg.norm(out["s"]), rtol=1e-9)
 
+
+@pytest.mark.parametrize("decay", [None, 0.5])
+def test_row_shifts_stay_inside_the_bounds_the_rtl_is_sized_by(decay):
+    """The row read's and write's shifts over Gaussian streams lie inside ``shift_bounds`` (what
+    ``rtl/row_bfp.py`` sizes its left shifts by); every exponent is traced."""
+    from specmem.golden.fixed.scaled.exponents import measure, shift_bounds
+
+    spans = measure(16, 300, 3, decay=decay)
+    for name, (lo, hi) in shift_bounds().items():
+        got = spans[name]
+        assert (lo is None or got[0] >= lo) and (hi is None or got[1] <= hi), (name, got, (lo, hi))
+    assert {"k", "v", "q", "kn", "qn", "e", "be", "bh", "o", "s_row"} <= set(spans)
+    assert ("gamma" in spans) == (decay is not None)
+
+
+def test_exponent_table_command(capsys):
+    from specmem.golden.fixed.scaled.exponents import main
+
+    assert main(["--d", "8", "--tokens", "40", "--seeds", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "| `write_shift_old` |" in out and "g ~ U(0.5, 1]" in out
+    with pytest.raises(SystemExit):
+        main(["--d", "0"])

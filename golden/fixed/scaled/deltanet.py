@@ -52,6 +52,14 @@ def _scalar_in(su, x):
     return np.where(over, mm >> 1, mm), (f - over).astype(np.int64)
 
 
+def _span(spans: dict, name: str, values) -> None:
+    """Widen ``spans[name] = [min, max]`` by the integers ``values`` (none: unchanged)."""
+    v = np.asarray(values)
+    if v.size:
+        cur = spans.setdefault(name, [int(v.min()), int(v.max())])
+        cur[0], cur[1] = min(cur[0], int(v.min())), max(cur[1], int(v.max()))
+
+
 def deltanet_scaled(k, v, q, beta, g=None, preset: Preset | None = None, *, eps: float = L2_EPS,
                     trace: bool = True) -> dict:
     """DeltaNet (``g=None``) or Gated DeltaNet in the scaled ``preset``; inputs as
@@ -59,7 +67,11 @@ def deltanet_scaled(k, v, q, beta, g=None, preset: Preset | None = None, *, eps:
 
     Returns ``o`` (dequantised), ``o_raw`` ``[..., T, d]``, ``o_frac`` ``[..., T]``, ``s`` (final,
     dequantised, gamma applied), ``s_raw`` ``[..., d, d]`` and ``s_frac`` ``[..., d]`` (Ŝ's
-    mantissas and row exponents), ``s_norm`` ``[..., T]``, ``sat``, ``ranges``, ``fmt``.
+    mantissas and row exponents), ``s_norm`` ``[..., T]``, ``sat``, ``ranges``, ``fmt``; with
+    ``trace`` also ``exponents``: ``[min, max]`` of every exponent and shift the hardware holds
+    (``s_row`` is ``S``'s row exponent, ``Ŝ``'s plus ``gamma``'s; the three shifts are the row
+    read's rounding shift and the write's two alignment shifts, right-positive, over nonzero
+    rows and products).
     """
     kk, vv, qq = _prepare(k, v, q)
     eps = check_scalar("eps", eps, lo=0, lo_open=True)
@@ -93,8 +105,11 @@ def deltanet_scaled(k, v, q, beta, g=None, preset: Preset | None = None, *, eps:
     o_frac = np.zeros((B, T), dtype=np.int64)
     s_norm = np.zeros((B, T))
     ranges: dict[str, list[float]] = {}
+    exps: dict[str, list[int]] = {}
     for t in range(T):
         kn, f_kn, qn, f_qn = KN[:, t], fkn[:, t], QN[:, t], fqn[:, t]
+        if trace:
+            old_frac = S.frac.copy()
         Rm, rf = S.read(M)
         sk = np.einsum("bij,bj->bi", Rm, kn)
         sq = np.einsum("bij,bj->bi", Rm, qn)
@@ -115,8 +130,21 @@ def deltanet_scaled(k, v, q, beta, g=None, preset: Preset | None = None, *, eps:
         else:
             bh, fbh = be, fbe
         bound_new = product_bound_exp(bh, fbh[:, None], kmax[:, t, None], f_kn[:, None])
+        if trace:
+            live = np.any(S.mant != 0, axis=-1)  # an all-zero row's exponent is never used
         S.write([(S.mant, S.frac), (bh[:, :, None] * kn[:, None, :], (fbh + f_kn)[:, None])],
                 [S.row_exp(), bound_new])
+        if trace:
+            g_f = gam_f if gated else np.zeros(B, dtype=np.int64)  # S = gamma Ŝ: the rows' own exponents
+            _span(exps, "s_row", S.frac + g_f[:, None])
+            _span(exps, "read_shift", (old_frac - rf)[live])
+            _span(exps, "write_shift_old", (old_frac - S.frac)[live])
+            _span(exps, "write_shift_prod", ((fbh + f_kn)[:, None] - S.frac)[bh != 0])
+            for name, f in (("k", fk[:, t]), ("v", fv[:, t]), ("q", fq[:, t]), ("kn", f_kn), ("qn", f_qn),
+                            ("e", fe), ("be", fbe), ("bh", fbh + g_f), ("o", o_frac[:, t])):
+                _span(exps, name, f)
+            if gated:
+                _span(exps, "gamma", gam_f)
         if gated:  # gamma's exponent joins the rows' first: Ŝ alone may pass float64's range
             s_norm[:, t] = np.sqrt(S.frob2(gam_f)) * gam_m.astype(np.float64)
         else:
@@ -132,5 +160,6 @@ def deltanet_scaled(k, v, q, beta, g=None, preset: Preset | None = None, *, eps:
         "s_norm": s_norm.reshape(batch + (T,)),
         "sat": {"s": S.sat},
         "ranges": ranges,
+        "exponents": exps,
         "fmt": fmt,
     }
