@@ -51,7 +51,7 @@ from amaranth.lib.wiring import In, Out
 
 from .pipeline import stage_register, tree4_levels
 
-__all__ = ["BlockNormaliser", "SerialBlockNormaliser"]
+__all__ = ["BlockNormaliser", "SerialBlockNormaliser", "StreamBlockNormaliser"]
 
 
 def _any(terms):
@@ -398,4 +398,173 @@ class SerialBlockNormaliser(wiring.Component):
                 m.d.sync += self.o_frac.eq(f6 - cy5)
         # the last beat shifts in at c = END, so o_data is obuf after that edge
         m.d.comb += [self.o_data[i].eq(obuf[i]) for i in range(n)]
+        return m
+
+
+class StreamBlockNormaliser(wiring.Component):
+    """The same ``block()`` on vectors that arrive as streams of beats: ``beats`` consecutive
+    accepted beats of ``lanes`` elements are one vector (a row of a row-BFP state as the pass
+    produces it, a per-row result vector as the engines emit it). One beat per cycle in and out,
+    vectors back to back: the arithmetic of :class:`SerialBlockNormaliser` with its two sweeps
+    overlapped. Sweep 1 ORs each beat's magnitudes and carry windows (registered 4:1 trees over
+    the lanes) into two accumulators while the beats go down a delay line; when a vector's last
+    beat is in, its controls (leading one, carry, fine shift) are formed and latched into per-lane
+    copies exactly as its first beat leaves the delay line, and stay there for its ``beats``
+    cycles of coarse shift, fine shift and rounding; the next vector's controls latch as its own
+    first beat arrives.
+
+    ``i_frac`` is read with a vector's first beat. A vector's beats must be accepted in
+    consecutive ``en`` cycles (the delay line is as long as one vector); bubbles between vectors
+    are free. A bubble inside a vector sets ``o_err`` (sticky until reset), so a caller that
+    breaks the contract is seen, not silently mis-normalised. Outputs: ``o_valid`` per beat,
+    ``o_first``/``o_last`` marking the vector's beats, ``o_frac`` held over them.
+    ``latency = beats + 7 + ceil(log4 lanes)`` cycles from a vector's first beat in to its first
+    beat out; ``en`` stalls the whole unit."""
+
+    def __init__(self, lanes: int, beats: int, in_width: int, M: int, frac_width: int = 16, rounding: str = "rne"):
+        for name, v, lo in (("lanes", lanes, 1), ("beats", beats, 1), ("in_width", in_width, 2), ("M", M, 3),
+                            ("frac_width", frac_width, 4)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise ValueError(f"{name}: must be an integer >= {lo}, got {v!r}")
+        if rounding != "rne":
+            raise ValueError(f"rounding: the block normaliser implements 'rne' (the presets' rounding), got {rounding!r}")
+        self.lanes, self.beats, self.in_width, self.M, self.frac_width = lanes, beats, in_width, M, frac_width
+        self.n = lanes * beats
+        self.or_levels = tree4_levels(lanes)
+        #: cycles from a vector's first beat accepted to its first beat out
+        self.latency = beats + 7 + self.or_levels
+        super().__init__({"en": In(1), "i_valid": In(1), "i_data": In(data.ArrayLayout(signed(in_width), lanes)),
+                          "i_frac": In(signed(frac_width)), "o_valid": Out(1), "o_first": Out(1), "o_last": Out(1),
+                          "o_data": Out(data.ArrayLayout(signed(M), lanes)), "o_frac": Out(signed(frac_width)),
+                          "o_err": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        w, B, W, M, FW, Lk = self.lanes, self.beats, self.in_width, self.M, self.frac_width, self.or_levels
+        en = self.en
+        gmax = (W - 1) // 4
+        tpos = list(range(M - 1, W))
+        sgs = [g for g in range(gmax + 1) if 4 * g >= M]
+        reg = stage_register(m, en)
+
+        def held(value, shape, load, name):
+            """A register that takes ``value`` only in a cycle with ``load`` (and ``en``)."""
+            r = Signal(shape, name=name)
+            with m.If(en & load):
+                m.d.sync += r.eq(value)
+            return r
+
+        def or_tree(vals, width, tag):
+            lv = 0
+            while len(vals) > 1:
+                lv += 1
+                vals = [reg(_any(vals[j:j + 4]), unsigned(width), f"{tag}{lv}_{j // 4}") for j in range(0, len(vals), 4)]
+            return vals[0]
+
+        def tags(v, first, last, n, tag):
+            """The beat's valid, first and last flags through ``n`` stage registers."""
+            for i in range(n):
+                v, first, last = (reg(v, 1, f"{tag}{i}_v"), reg(first, 1, f"{tag}{i}_first"),
+                                  reg(last, 1, f"{tag}{i}_last"))
+            return v, first, last
+
+        # input framing: which accepted beat of its vector this is
+        cnt = Signal(range(max(B, 2)))
+        first_in, last_in = cnt == 0, cnt == B - 1
+        with m.If(en):
+            with m.If(self.i_valid):
+                m.d.sync += cnt.eq(Mux(last_in, 0, cnt + 1))
+            with m.Elif(cnt != 0):
+                m.d.sync += self.o_err.eq(1)
+
+        # sweep 1: beat magnitudes and windows, OR-ed over the lanes, accumulated over the beats
+        beat = [self.i_data[i] for i in range(w)]
+        ones = [reg(x.as_unsigned() ^ x[-1].replicate(W), unsigned(W), f"s1_ones{i}") for i, x in enumerate(beat)]
+        sgn = [reg(x[-1], 1, f"s1_sgn{i}") for i, x in enumerate(beat)]
+        v1, f1, l1 = tags(self.i_valid, first_in, last_in, 1, "s1")
+        fq = reg(self.i_frac + (M - 2), signed(FW), "s1_f")  # kept at the first beat (acc_f)
+        mags = [reg(o + s, unsigned(W), f"s2_mag{i}") for i, (o, s) in enumerate(zip(ones, sgn))]
+        v2, f2, l2 = tags(v1, f1, l1, 1, "s2")
+        fq2 = reg(fq, signed(FW), "s2_f")
+        beat_or = or_tree(mags, W, "or")
+        va, fa, la = tags(v2, f2, l2, Lk, "ort")
+        fqa = fq2
+        for i in range(Lk):
+            fqa = reg(fqa, signed(FW), f"ort{i}_f")
+        acc_or = Signal(unsigned(W))
+        acc_done = Signal()  # acc_or holds a whole vector (its last beat went in)
+        acc_f = Signal(signed(FW))
+        with m.If(en):
+            m.d.sync += acc_done.eq(va & la)
+            with m.If(va):
+                m.d.sync += acc_or.eq(Mux(fa, 0, acc_or) | beat_or)
+                with m.If(fa):
+                    m.d.sync += acc_f.eq(fqa)
+        cvec = None
+        if tpos:  # per-lane windows in two stages (ANDs of L-bit runs, then of a few runs), then the tree
+            L = min(4, M)
+            runs = [reg(Cat(*(a[j:j + L].all() for j in range(W - L + 1))), W - L + 1, f"s3_run{i}")
+                    for i, a in enumerate(mags)]
+
+            def window(r, t):
+                starts = sorted(set(list(range(t - M + 1, t - L + 2, L)) + [t - L + 1]))
+                return _all_of([r[j] for j in starts])
+
+            cws = [reg(Cat(*(window(r, t) for t in tpos)), unsigned(len(tpos)), f"s4_cw{i}")
+                   for i, r in enumerate(runs)]
+            beat_cv = or_tree(cws, len(tpos), "cor")
+            vc, fc, _ = tags(v2, f2, l2, 2 + Lk, "cvt")
+            cvec = Signal(unsigned(len(tpos)))  # complete two cycles after acc_or, when the controls read it
+            with m.If(en & vc):
+                m.d.sync += cvec.eq(Mux(fc, 0, cvec) | beat_cv)
+
+        # the controls of a vector, latched as its first beat reaches them: leading one in two
+        # stages, then carry, fine shift and top (per-lane copies of the coarse and fine selects)
+        l1_v = reg(acc_done, 1, "l1_v")
+        l1_gnz = reg(Cat(*(acc_or[4 * g:min(4 * g + 4, W)].any() for g in range(gmax + 1))), gmax + 1, "l1_gnz")
+        l1_loc = reg(Cat(*(acc_or[t] & ~acc_or[t + 1:min(4 * (t // 4) + 4, W)].any() if t + 1 < min(4 * (t // 4) + 4, W)
+                           else acc_or[t] for t in range(W))), W, "l1_loc")
+        l1_f = reg(acc_f, signed(FW), "l1_f")
+        g_hot = Cat(*(l1_gnz[g] & ~l1_gnz[g + 1:].any() if g < gmax else l1_gnz[g] for g in range(gmax + 1)))
+        gs = [held(g_hot, gmax + 1, l1_v, f"c_g{i}") for i in range(w)]
+        lead = held(Cat(*(l1_loc[t] & g_hot[t // 4] for t in range(W))), W, l1_v, "c_lead")
+        nz = held(l1_gnz.any(), 1, l1_v, "c_nz")
+        cf = held(l1_f, signed(FW), l1_v, "c_f")
+        g_v = reg(l1_v, 1, "c_v")
+        cy, ksel_v, top_v = _fine_control(lead, cvec, W, M)
+        ks = [held(ksel_v, 5, g_v, f"k_k{i}") for i in range(w)]
+        top = held(top_v, unsigned(len(top_v)), g_v, "k_top")
+        kcy = held(cy, 1, g_v, "k_cy")
+        knz = held(nz, 1, g_v, "k_nz")
+        kf = held(cf, signed(FW), g_v, "k_f")
+        of6 = reg(kf - Mux(knz, top, M - 2), signed(FW), "s6_of")
+        cy6 = reg(kcy, 1, "s6_cy")
+
+        # sweep 2: the beats out of the delay line (their vector's controls are latched by then),
+        # stickies, coarse shift, fine shift, increment
+        D = B + 3 + Lk
+        xs = beat
+        for s in range(D):
+            xs = [reg(x, signed(W), f"dl{s}_x{i}") for i, x in enumerate(xs)]
+        vd, fd, ld = tags(self.i_valid, first_in, last_in, D + 1, "dlt")
+        sts = [reg(_coarse_stickies(x, W, M), len(sgs), f"s4_st{i}") if sgs else None for i, x in enumerate(xs)]
+        xs = [reg(x, signed(W), f"s4_x{i}") for i, x in enumerate(xs)]
+        z1s, st1s = [], []
+        for i, (x, g1) in enumerate(zip(xs, gs)):
+            z, st = _coarse_shift(x, g1, sts[i], W, M)
+            z1s.append(reg(z, M + 5, f"s5_z{i}"))
+            st1s.append(reg(st, 1, f"s5_st{i}"))
+        v5, f5, l5 = tags(vd, fd, ld, 1, "s5")
+        rqs, sqs = [], []
+        for i, (z, k, st) in enumerate(zip(z1s, ks, st1s)):
+            rq, sq = _fine_shift(z, k, st, M)
+            rqs.append(reg(rq, signed(M + 1), f"s6_rq{i}"))
+            sqs.append(reg(sq, 1, f"s6_sq{i}"))
+        v6, f6, l6 = tags(v5, f5, l5, 1, "s6")
+        with m.If(en):
+            for i in range(w):
+                m.d.sync += self.o_data[i].eq((rqs[i] + sqs[i])[1:M + 1])
+            m.d.sync += [self.o_valid.eq(v6), self.o_first.eq(v6 & f6), self.o_last.eq(v6 & l6)]
+            with m.If(v6 & f6):
+                m.d.sync += self.o_frac.eq(of6 - cy6)
         return m

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from specmem.golden.fixed.scaled.bfp import block
-from specmem.rtl.block_norm import BlockNormaliser, SerialBlockNormaliser
+from specmem.rtl.block_norm import BlockNormaliser, SerialBlockNormaliser, StreamBlockNormaliser
 from specmem.rtl.testing import run_simulation
 
 
@@ -306,3 +306,127 @@ def test_serial_refuses_bad_parameters():
         SerialBlockNormaliser(8, 20, 8, lanes=0)
     with pytest.raises(ValueError, match="lanes: at most 4"):
         SerialBlockNormaliser(8, 20, 8, lanes=8)
+
+
+# -- the streaming arrangement: vectors as back-to-back beats (rows, per-row results)
+
+
+def _run_stream(dut, vecs, fracs, stall=0.0, gap=0.0, seed=0, bubble_at=None):
+    """Feed each vector as ``beats`` consecutive beats (gaps only between vectors, random whole-unit
+    stalls); collect ``(elements, frac)`` per output vector and check the beat flags. With
+    ``bubble_at = (vector, beat)`` an invalid cycle is put inside that vector (the contract broken)."""
+    rng = np.random.default_rng(seed)
+    w, B, W = dut.lanes, dut.beats, dut.in_width
+    got, cur, err = [], [], []
+    beats = [(i, b) for i in range(len(vecs)) for b in range(B)]
+
+    async def tb(ctx):
+        nonlocal cur
+        j, bubbled = 0, False
+        while len(got) < len(vecs):
+            en = rng.random() >= stall
+            i, b = beats[j] if j < len(beats) else (None, None)
+            feed = i is not None and (b > 0 or rng.random() >= gap)
+            if bubble_at == (i, b) and not bubbled:
+                feed, bubbled = False, en
+            ctx.set(dut.en, int(en))
+            ctx.set(dut.i_valid, int(feed))
+            for lane in range(w):
+                val = vecs[i][b * w + lane] if feed else int(rng.integers(-(1 << (W - 1)), 1 << (W - 1)))
+                ctx.set(dut.i_data[lane], int(val))
+            ctx.set(dut.i_frac, int(fracs[i]) if feed and b == 0 else int(rng.integers(-50, 50)))
+            await ctx.tick()
+            if en:
+                j += int(feed)
+                if ctx.get(dut.o_valid):
+                    assert ctx.get(dut.o_first) == (len(cur) == 0)
+                    cur += [ctx.get(dut.o_data[lane]) for lane in range(w)]
+                    assert ctx.get(dut.o_last) == (len(cur) == w * B)
+                    if len(cur) == w * B:
+                        got.append((cur, ctx.get(dut.o_frac)))
+                        cur = []
+        err.append(ctx.get(dut.o_err))
+
+    run_simulation(dut, tb, deadline_cycles=(20 + 4 * dut.latency) * len(vecs) + 200)
+    return got, err[0]
+
+
+@pytest.mark.parametrize("lanes,beats,W,M", [(1, 2, 5, 3), (2, 1, 5, 3), (1, 3, 4, 3)])
+def test_stream_exhaustive(lanes, beats, W, M):
+    vals = range(-(1 << (W - 1)), 1 << (W - 1))
+    vecs = [list(p) for p in itertools.product(vals, repeat=lanes * beats)]
+    fracs = [(i % 7) - 3 for i in range(len(vecs))]
+    got, err = _run_stream(StreamBlockNormaliser(lanes, beats, W, M, frac_width=8), vecs, fracs)
+    assert not err
+    assert _check(got, vecs, fracs, M) > 0
+
+
+@pytest.mark.parametrize("lanes,beats,W,M", [(4, 8, 21, 8), (8, 4, 21, 8), (16, 2, 24, 8), (5, 3, 39, 18),
+                                             (3, 5, 12, 4), (1, 1, 9, 8)])
+def test_stream_rounding_and_carry_corners(lanes, beats, W, M):
+    """Corner vectors (carries, ties, extremes, zeros, one lane set) back to back, with random
+    gaps between vectors and random stalls of the whole unit."""
+    rng = np.random.default_rng(W * 7 + M + lanes)
+    vecs = _corner_vectors(lanes * beats, W, M, rng)
+    fracs = [int(x) for x in rng.integers(-100, 100, len(vecs))]
+    dut = StreamBlockNormaliser(lanes, beats, W, M, frac_width=12)
+    got, err = _run_stream(dut, vecs, fracs, stall=0.2, gap=0.3, seed=M)
+    assert not err
+    assert _check(got, vecs, fracs, M) > 0 or W < M
+
+
+@pytest.mark.parametrize("lanes,beats", [(1, 1), (4, 8), (8, 2), (3, 3)])
+def test_stream_latency_is_declared_and_vectors_run_back_to_back(lanes, beats):
+    """Vectors fed on every cycle come out on every cycle, ``latency`` cycles after they went in."""
+    dut = StreamBlockNormaliser(lanes, beats, 20, 8)
+    assert dut.latency == beats + 7 + {1: 0, 3: 1, 4: 1, 8: 2}[lanes]  # ceil(log4 lanes) OR levels
+    rng = np.random.default_rng(lanes * 10 + beats)
+    vecs = [[int(x) for x in rng.integers(-40000, 40000, lanes * beats)] for _ in range(4)]
+    outs = []
+
+    async def tb(ctx):
+        ctx.set(dut.en, 1)
+        for t in range(len(vecs) * beats + dut.latency + 4):
+            i, b = divmod(t, beats)
+            feed = i < len(vecs)
+            ctx.set(dut.i_valid, int(feed))
+            ctx.set(dut.i_frac, 5 if feed else 0)
+            for lane in range(lanes):
+                ctx.set(dut.i_data[lane], vecs[i][b * lanes + lane] if feed else 0)
+            await ctx.tick()
+            if ctx.get(dut.o_valid):
+                outs.append((t + 1, [ctx.get(dut.o_data[lane]) for lane in range(lanes)]))
+
+    run_simulation(dut, tb, deadline_cycles=500)
+    assert [t for t, _ in outs] == [dut.latency + t for t in range(len(vecs) * beats)]
+    want, _ = block(np.array(vecs), np.full(len(vecs), 5), 8)
+    assert [x for _, o in outs for x in o] == want.reshape(-1).tolist()
+
+
+def test_stream_flags_a_bubble_inside_a_vector():
+    """A beat missing from the middle of a vector sets ``o_err``; the same stream without it does not."""
+    rng = np.random.default_rng(1)
+    vecs = [[int(x) for x in rng.integers(-1000, 1000, 8)] for _ in range(3)]
+    dut = StreamBlockNormaliser(2, 4, 12, 6)
+    assert _run_stream(dut, vecs, [0, 0, 0])[1] == 0
+    dut = StreamBlockNormaliser(2, 4, 12, 6)
+    assert _run_stream(dut, vecs, [0, 0, 0], bubble_at=(1, 2))[1] == 1
+
+
+def test_stream_refuses_bad_parameters():
+    with pytest.raises(ValueError, match="beats"):
+        StreamBlockNormaliser(4, 0, 20, 8)
+    with pytest.raises(ValueError, match="rounding"):
+        StreamBlockNormaliser(4, 2, 20, 8, rounding="floor")
+
+
+@pytest.mark.parametrize("lanes,beats,W,M", [(8, 8, 21, 8), (1, 1, 12, 6), (16, 2, 28, 18)])
+def test_stream_verilog_lints_clean(tmp_path, lanes, beats, W, M):
+    from amaranth.back import verilog
+
+    from specmem.rtl.generate import lint
+
+    path = tmp_path / "block_norm_stream.v"
+    path.write_text(verilog.convert(StreamBlockNormaliser(lanes, beats, W, M), name="block_norm_stream"))
+    res = lint(path)
+    assert res.returncode == 0 and not res.warnings, res.text
