@@ -12,10 +12,10 @@ Per row (taken with its first beat): ``frac``, ``msb`` and ``zero`` of the old r
 exponent, the msb of its largest magnitude, whether it is all zero), ``e_prod`` and ``p_zero``
 (the product row's bound and whether it is all zero), ``f_prod`` (the products' exponent). The
 controls, one step per registered stage (timing discipline, ``hardware.md``): ``E_row = msb +
-1 - frac``; the compare ``E_row > e_prod``; ``E`` = the larger of the live bounds; ``fnew = Ws -
+1 - frac``; the difference ``E_row - e_prod`` (its sign is the compare); ``E`` = the larger of the live bounds; ``fnew = Ws -
 2 - E`` (the old exponent when both rows are zero); the two shifts ``frac - fnew`` and ``f_prod
-- fnew``; their clamp to the shifters' range (a right shift past the word gives what ``W + 1``
-gives). They are held per stage while the row's beats pass, so each beat meets its own row's
+- fnew``; their clamp to the shifters' range by a sign-extension test (a right shift past the
+word gives what ``W + 1`` gives). They are held per stage while the row's beats pass, so each beat meets its own row's
 shifts. Then per lane the two rounding shifts (:class:`~specmem.rtl.shift.RoundShiftVar`), the
 sum, and the saturation to ``Ws`` bits with its count
 (:class:`~specmem.rtl.saturate.SaturatingNarrow`).
@@ -37,7 +37,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from .pipeline import stage_register, tree4_levels
-from .saturate import COUNT_WIDTH, SaturatingNarrow
+from .saturate import COUNT_WIDTH, SaturatingNarrow, fits_signed
 from .shift import RoundShiftVar
 
 __all__ = ["RowBFPWrite"]
@@ -118,10 +118,10 @@ class RowBFPWrite(wiring.Component):
         pz = held(self.i_p_zero, 1, load(0), "p_zero")
         fr = held(self.i_frac, signed(EW), load(0), "r_frac")
         fp = held(self.i_f_prod, signed(EW), load(0), "p_frac")
-        gt = held(e_row > ep, 1, load(1), "e_gt")
+        diff = held(e_row - ep, signed(EW + 1), load(1), "e_diff")  # one carry chain; its sign decides
         held1 = [held(x, x.shape(), load(1), f"h1_{x.name}") for x in (e_row, ep, rz, pz, fr, fp)]
         e_row1, ep1, rz1, pz1, fr1, fp1 = held1
-        E = held(Mux(rz1, ep1, Mux(pz1 | gt, e_row1, ep1)), signed(EW), load(2), "e_max")
+        E = held(Mux(rz1, ep1, Mux(pz1 | ~diff[-1], e_row1, ep1)), signed(EW), load(2), "e_max")
         dead = held(rz1 & pz1, 1, load(2), "dead")
         fr2 = held(fr1, signed(EW), load(2), "h2_frac")
         fp2 = held(fp1, signed(EW), load(2), "h2_pfrac")
@@ -134,7 +134,8 @@ class RowBFPWrite(wiring.Component):
         lo, hi = -(1 << (SW - 1)), (1 << (SW - 1)) - 1
 
         def clamp(x):
-            return Mux(x > hi, hi, Mux(x < lo, lo, x))[:SW].as_signed()
+            """``x`` saturated to ``SW`` bits by a sign-extension test (LUTs, no compare chain)."""
+            return Mux(fits_signed(x, SW), x[:SW], Mux(x[-1], lo, hi)).as_signed()
 
         sh_old = held(clamp(s_old), signed(SW), load(5), "sh_old")
         sh_prod = held(clamp(s_prod), signed(SW), load(5), "sh_prod")

@@ -211,3 +211,15 @@ def test_verilog_lints_clean(tmp_path, lanes, Ws, M):
     path.write_text(verilog.convert(RowBFPWrite(lanes, Ws, M), name="row_bfp_write"))
     res = lint(path)
     assert res.returncode == 0 and not res.warnings, res.warnings
+
+
+def test_exponents_far_apart_clamp_the_shifts():
+    """Old rows and products 40..120 binades apart: shifts past the shifters' 7-bit range give
+    what a shift past the word gives (zero or the rounding of the sign), as the model's."""
+    rng = np.random.default_rng(11)
+    dut = RowBFPWrite(2, 16, 8)
+    S, bh, fbh, kn, fkn = _case(rng, 32, 4, 16, 8, spread=60)
+    S.frac[0] = np.where(np.arange(32) % 2 == 0, S.frac[0] + 60, S.frac[0] - 60)
+    ins, _ = _check(dut, S, bh, fbh, kn, fkn)
+    gaps = [abs((r["msb"] + 1 - r["frac"]) - r["e_prod"]) for r in ins if not r["zero"] and not r["p_zero"]]
+    assert max(gaps) > 64
