@@ -4,6 +4,7 @@ resources: the same tools, device and I/O shell as ``specmem synth``'s cores.
     python -m specmem.synth_block bram --style ecp5 --depth 128 --width 18
     python -m specmem.synth_block block_norm --n 8 --in-width 24 --M 18
     python -m specmem.synth_block block_norm_stream --k 8 --beats 8 --in-width 21 --M 8
+    python -m specmem.synth_block row_bfp --k 8 --width 16 --M 8
     python -m specmem.synth_block saturate --k 8 --in-width 36 --out-width 18
     python -m specmem.synth_block round_shift --k 8 --in-width 36 --max-left 24
     python -m specmem.synth_block delay_line --style ecp5 --width 36 --n-stages 24
@@ -52,6 +53,11 @@ def _block_norm_stream(lanes=8, beats=8, in_width=21, M=8):
             f"block_norm_stream_l{lanes}_b{beats}_w{in_width}_m{M}")
 
 
+def _row_bfp(k=8, Ws=16, M=8):
+    from specmem.rtl.row_bfp import RowBFPWrite
+    return RowBFPWrite(k, Ws, M), f"row_bfp_write_k{k}_ws{Ws}_m{M}"
+
+
 def _saturate(k=8, in_width=36, out_width=18):
     from specmem.rtl.saturate import SaturatingNarrow
     return SaturatingNarrow(k, in_width, out_width), f"saturate_k{k}_w{in_width}_o{out_width}"
@@ -94,7 +100,7 @@ def _core_v2(d=64, k=8, preset="int18", dsp="registered", bram="ecp5", norm_lane
             f"core_v2_d{d}_k{k}_{preset}_{dsp}_{bram}{tag}")
 
 
-BLOCKS = {"bram": _bram, "delay_line": _delay_line, "block_norm": _block_norm, "block_norm_stream": _block_norm_stream, "saturate": _saturate, "lane_control": _lane_control,
+BLOCKS = {"bram": _bram, "delay_line": _delay_line, "block_norm": _block_norm, "block_norm_stream": _block_norm_stream, "row_bfp": _row_bfp, "saturate": _saturate, "lane_control": _lane_control,
           "round_shift": _round_shift, "row_unit": _row_unit, "token_chain": _token_chain, "core_v2": _core_v2}
 
 
@@ -152,11 +158,11 @@ def main(argv=None) -> int:
     p.add_argument("--style", default="ecp5", help="bram, delay_line and core_v2's RAMs: ecp5 or behavioural; "
                    "delay_line also registers (default ecp5)")
     p.add_argument("--depth", type=int, default=128, help="bram words (default 128)")
-    p.add_argument("--width", type=int, default=18, help="bram word bits (default 18)")
+    p.add_argument("--width", type=int, default=18, help="bram word bits, row_bfp state bits (default 18)")
     p.add_argument("--n", type=int, default=8, help="block_norm lanes (default 8)")
     p.add_argument("--in-width", type=int, default=24, help="block_norm input bits (default 24)")
     p.add_argument("--M", type=int, default=18, help="block_norm mantissa bits (default 18)")
-    p.add_argument("--k", type=int, default=8, help="saturate, block_norm_stream lanes (default 8)")
+    p.add_argument("--k", type=int, default=8, help="saturate, block_norm_stream, row_bfp lanes (default 8)")
     p.add_argument("--beats", type=int, default=8, help="block_norm_stream beats per vector (default 8)")
     p.add_argument("--d", type=int, default=64, help="row_unit, token_chain, core_v2 rows (default 64; lanes: --k)")
     p.add_argument("--preset", default="int18", help="row_unit, token_chain, core_v2 golden preset (default int18)")
@@ -200,6 +206,8 @@ def main(argv=None) -> int:
             comp, name = _core_v2(a.d, a.k, a.preset, a.dsp, a.style, a.norm_lanes, a.heads, a.chains)
         elif a.block == "block_norm_stream":
             comp, name = _block_norm_stream(a.k, a.beats, a.in_width, a.M)
+        elif a.block == "row_bfp":
+            comp, name = _row_bfp(a.k, a.width, a.M)
         elif a.block == "round_shift":
             comp, name = _round_shift(a.k, a.in_width, a.max_left)
         else:
