@@ -1,4 +1,5 @@
-"""Pipelined rounding shift by a run-time amount: ``k`` lanes, one shift per beat, bit-exact with
+"""Pipelined rounding shift by a run-time amount: ``k`` lanes, one shift per beat (or, with
+``per_lane``, one per lane: terms whose exponent differs per element), bit-exact with
 ``specmem.golden.fixed.fxtype.round_shift`` (``rne``, ``half_up`` or ``floor``).
 
 The pipelined cores narrow products whose binary point is a per-token block exponent (the
@@ -43,14 +44,15 @@ class RoundShiftVar(wiring.Component):
     """``k`` signed ``in_width``-bit lanes times ``2**-shift``, rounded; see the module docstring.
 
     Members: ``en``, ``i_valid``, ``i_data`` (``k`` x ``signed(in_width)``), ``i_shift``
-    (``signed(shift_width)``), ``o_valid``, ``o_data`` (``k`` x ``signed(out_width)``, with
-    ``out_width = in_width + max(max_left, 1) + 1``).
+    (``signed(shift_width)``; ``k`` of them with ``per_lane``: each lane its own shift, decoded in
+    its own copy of stages 0-1, for terms whose exponent differs per element), ``o_valid``,
+    ``o_data`` (``k`` x ``signed(out_width)``, with ``out_width = in_width + max(max_left, 1) + 1``).
     """
 
     latency = 6
 
     def __init__(self, k: int, in_width: int, *, max_left: int, shift_width: int = 8, rounding: str = "rne",
-                 max_right: int | None = None):
+                 max_right: int | None = None, per_lane: bool = False):
         for name, v, lo in (("k", k, 1), ("in_width", in_width, 2), ("max_left", max_left, 0),
                             ("shift_width", shift_width, 2), ("max_right", in_width + 1 if max_right is None
                                                               else max_right, 1)):
@@ -64,12 +66,13 @@ class RoundShiftVar(wiring.Component):
         self.k, self.in_width, self.max_left = k, in_width, max_left
         self.max_right = in_width + 1 if max_right is None else min(max_right, in_width + 1)
         self.shift_width, self.rounding = shift_width, rounding
+        self.per_lane = bool(per_lane)
         self.out_width = in_width + max(max_left, 1) + 1
         super().__init__({
             "en": In(1),
             "i_valid": In(1),
             "i_data": In(data.ArrayLayout(signed(in_width), k)),
-            "i_shift": In(signed(shift_width)),
+            "i_shift": In(data.ArrayLayout(signed(shift_width), k) if per_lane else signed(shift_width)),
             "o_valid": Out(1),
             "o_data": Out(data.ArrayLayout(signed(self.out_width), k)),
         })
@@ -82,23 +85,30 @@ class RoundShiftVar(wiring.Component):
 
         reg = stage_register(m, en)
 
-        # 1. lanes and the shift, decoded once: one compare chain per side, no negation (the left
-        #    amount is kept as ~s = -s - 1, plus a constant one-bit shift)
-        s = reg(self.i_shift, self.i_shift.shape(), "s0_s")  # the decode starts from a register
-        neg_s = s[-1]
-        rs = Mux(neg_s, 0, Mux(s > smax, smax, s))
+        # 1. lanes and the shift, decoded once (or once per lane): one compare chain per side, no
+        #    negation (the left amount is kept as ~s = -s - 1, plus a constant one-bit shift)
         ml = max(self.max_left, 1)
-        ls = Mux(s < -ml, ml - 1, (~s)[:max(1, (ml - 1).bit_length())])
-        rs_w = max(1, smax.bit_length())
-        rs1 = Signal(unsigned(rs_w), name="s0_rs")
-        ls1 = Signal(unsigned(max(1, (ml - 1).bit_length())), name="s0_ls")
-        m.d.comb += [rs1.eq(rs), ls1.eq(ls)]
         lc_max = (ml - 1) >> 3
-        rc = reg(rs1[3:], unsigned(max(1, rc_max.bit_length())), "s1_rc")
-        rf = reg(rs1[:3], unsigned(3), "s1_rf")
-        neg = reg(neg_s, 1, "s1_neg")
-        lc = reg(ls1[3:], unsigned(max(1, lc_max.bit_length())), "s1_lc")
-        lf = reg(ls1[:3], unsigned(3), "s1_lf")
+        rs_w = max(1, smax.bit_length())
+
+        def decode(shift, tag):
+            """Stage-1 registers of one shift: right coarse/fine, sign, left coarse/fine."""
+            s = reg(shift, shift.shape(), f"s0_s{tag}")  # the decode starts from a register
+            neg_s = s[-1]
+            rs = Mux(neg_s, 0, Mux(s > smax, smax, s))
+            ls = Mux(s < -ml, ml - 1, (~s)[:max(1, (ml - 1).bit_length())])
+            rs1 = Signal(unsigned(rs_w), name=f"s0_rs{tag}")
+            ls1 = Signal(unsigned(max(1, (ml - 1).bit_length())), name=f"s0_ls{tag}")
+            m.d.comb += [rs1.eq(rs), ls1.eq(ls)]
+            return (reg(rs1[3:], unsigned(max(1, rc_max.bit_length())), f"s1_rc{tag}"),
+                    reg(rs1[:3], unsigned(3), f"s1_rf{tag}"), reg(neg_s, 1, f"s1_neg{tag}"),
+                    reg(ls1[3:], unsigned(max(1, lc_max.bit_length())), f"s1_lc{tag}"),
+                    reg(ls1[:3], unsigned(3), f"s1_lf{tag}"))
+
+        if self.per_lane:
+            ctl1 = [decode(self.i_shift[i], str(i)) for i in range(k)]
+        else:
+            ctl1 = [decode(self.i_shift, "")] * k
         v1 = reg(reg(self.i_valid, 1, "s0_v"), 1, "s1_v")
         xs = [reg(reg(self.i_data[i], signed(W), f"s0_x{i}"), signed(W), f"s1_x{i}") for i in range(k)]
 
@@ -106,6 +116,7 @@ class RoundShiftVar(wiring.Component):
         cw = W + 1  # (2v): one guard bit below v
         coarse, groups, lcoarse = [], [], []
         for i, x in enumerate(xs):
+            rc, lc = ctl1[i][0], ctl1[i][3]
             g = Cat(Const(0, 1), x).as_signed()
             ext = Cat(x, x[-1].replicate(8 * rc_max + 8))  # v with sign bits, for the group ORs
             coarse.append(reg(g >> Cat(Const(0, 3), rc), signed(cw), f"s2_c{i}"))
@@ -115,17 +126,25 @@ class RoundShiftVar(wiring.Component):
                 lw = W + 1 + 8 * lc_max
                 lcoarse.append(reg((x << 1) << Cat(Const(0, 3), lc), signed(lw), f"s2_l{i}"))
         v2 = reg(v1, 1, "s2_v")
-        rf2, neg2, lf2 = reg(rf, unsigned(3), "s2_rf"), reg(neg, 1, "s2_neg"), reg(lf, unsigned(3), "s2_lf")
-        # tc2[c - 1] = (c <= rc): group c (bits 8c-9 .. 8c-2 of v) is dropped by the coarse shift
-        tc2 = reg(Cat(*[rc >= c for c in range(1, rc_max + 1)]) if rc_max else Const(0, 1),
-                  unsigned(max(1, rc_max)), "s2_tc")
-        # tf2[b] = (b < rf): guard-side bit b of the coarse value is below the rounding bit
-        tf2 = reg(Cat(*[rf > b for b in range(7)]), unsigned(7), "s2_tf")
+
+        def decode2(ctl, tag):
+            """Stage-2 registers: the fine amounts, the sign and the two thermometer masks."""
+            rc, rf, neg, _, lf = ctl
+            # tc2[c - 1] = (c <= rc): group c (bits 8c-9 .. 8c-2 of v) is dropped by the coarse shift
+            # tf2[b] = (b < rf): guard-side bit b of the coarse value is below the rounding bit
+            return (reg(rf, unsigned(3), f"s2_rf{tag}"), reg(neg, 1, f"s2_neg{tag}"),
+                    reg(lf, unsigned(3), f"s2_lf{tag}"),
+                    reg(Cat(*[rc >= c for c in range(1, rc_max + 1)]) if rc_max else Const(0, 1),
+                        unsigned(max(1, rc_max)), f"s2_tc{tag}"),
+                    reg(Cat(*[rf > b for b in range(7)]), unsigned(7), f"s2_tf{tag}"))
+
+        ctl2 = [decode2(ctl1[i], str(i)) for i in range(k)] if self.per_lane else [decode2(ctl1[0], "")] * k
 
         # 3. fine shift, rounding bit and sticky bit
         qw = W + 1
         qs, rbs, sts, lfine = [], [], [], []
         for i, c0 in enumerate(coarse):
+            rf2, _, lf2, tc2, tf2 = ctl2[i]
             c = Cat(c0, c0[-1].replicate(8)).as_signed()  # sign bits above, so every f selects
             q = (c >> 1) >> rf2               # log shifters: three 2:1 levels, not a chain of 8 muxes
             rb = c.bit_select(rf2, 1)
@@ -136,7 +155,9 @@ class RoundShiftVar(wiring.Component):
             if self.max_left:
                 lw = W + self.max_left
                 lfine.append(reg(lcoarse[i] << lf2, signed(lw), f"s3_l{i}"))
-        v3, neg3 = reg(v2, 1, "s3_v"), reg(neg2, 1, "s3_neg")
+        v3 = reg(v2, 1, "s3_v")
+        negs = [c[1] for c in ctl2]
+        neg3 = [reg(n, 1, f"s3_neg{i}") for i, n in enumerate(negs)] if self.per_lane else [reg(negs[0], 1, "s3_neg")] * k
 
         # 4. the rounding increment on the low half (a short carry chain), both candidates of the high half
         h = (qw + 1) // 2
@@ -153,12 +174,13 @@ class RoundShiftVar(wiring.Component):
             hi1 = reg(qs[i][h:].as_signed() + 1, signed(qw - h + 1), f"s4_hp{i}")
             lf4 = reg(lfine[i], lfine[i].shape(), f"s4_l{i}") if self.max_left else None
             outs.append((lo, hi, hi1, lf4))
-        v4, neg4 = reg(v3, 1, "s4_v"), reg(neg3, 1, "s4_neg")
+        v4 = reg(v3, 1, "s4_v")
+        neg4 = [reg(n, 1, f"s4_neg{i}") for i, n in enumerate(neg3)] if self.per_lane else [reg(neg3[0], 1, "s4_neg")] * k
 
         # 5. the carry selects the high half; or the left-shifted value
         for i, (lo, hi, hi1, lf4) in enumerate(outs):
             right = Cat(lo[:h], Mux(lo[h], hi1, hi)).as_signed()
-            out = Mux(neg4, lf4, right) if self.max_left else right
+            out = Mux(neg4[i], lf4, right) if self.max_left else right
             with m.If(en):
                 m.d.sync += self.o_data[i].eq(out)
         with m.If(en):

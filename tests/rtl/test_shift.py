@@ -95,11 +95,50 @@ def test_bad_generics(kw, match):
         RoundShiftVar(**kw)
 
 
-def test_verilog_lints_clean(tmp_path):
+@pytest.mark.parametrize("per_lane", [False, True])
+def test_verilog_lints_clean(tmp_path, per_lane):
     from amaranth.back import verilog
     from specmem.rtl.generate import lint
 
     path = tmp_path / "rsv.v"
-    path.write_text(verilog.convert(RoundShiftVar(4, 36, max_left=24), name="rsv"))
+    path.write_text(verilog.convert(RoundShiftVar(4, 36, max_left=24, per_lane=per_lane), name="rsv"))
     res = lint(path)
     assert res.returncode == 0 and not res.warnings, res.text
+
+
+def _simulate_per_lane(dut, beats, *, stall=0.0, seed=0):
+    """Feed ``beats`` ``(valid, [k shifts], [k values])``; return the valid outputs in order."""
+    def drive(ctx, payload):
+        ss, xs = payload
+        for lane, (s, val) in enumerate(zip(ss, xs)):
+            ctx.set(dut.i_shift[lane], s)
+            ctx.set(dut.i_data[lane], val)
+
+    return run_stalled_pipeline(dut, [(v, (ss, xs)) for v, ss, xs in beats], stall=stall, seed=seed, drive=drive)
+
+
+@pytest.mark.parametrize("rounding", ["rne", "half_up", "floor"])
+def test_per_lane_shifts_exhaustive_small(rounding):
+    """Every 6-bit value, each lane at its own shift from -3 to 9 (the lanes' shifts rotate, so
+    every lane meets every shift next to different ones)."""
+    W, ML, k = 6, 3, 4
+    vals = list(range(-(1 << (W - 1)), 1 << (W - 1)))
+    shifts = list(range(-ML, 10))
+    beats = [(1, [shifts[(r + 3 * lane) % len(shifts)] for lane in range(k)], vals[j:j + k])
+             for r in range(len(shifts)) for j in range(0, len(vals), k)]
+    dut = RoundShiftVar(k, W, max_left=ML, shift_width=5, rounding=rounding, per_lane=True)
+    want = [[int(round_shift(np.array([x], dtype=object), s, rounding)[0]) for s, x in zip(ss, xs)]
+            for _, ss, xs in beats]
+    assert _simulate_per_lane(dut, beats) == want
+
+
+def test_per_lane_shifts_random_wide_with_stalls():
+    rng = random.Random(7)
+    k, W, ML = 8, 25, 12
+    lo, hi = -(1 << (W - 1)), (1 << (W - 1)) - 1
+    beats = [(int(rng.random() < 0.85), [rng.randint(-ML, W + 4) for _ in range(k)],
+              [rng.randint(lo, hi) for _ in range(k)]) for _ in range(300)]
+    dut = RoundShiftVar(k, W, max_left=ML, per_lane=True)
+    want = [[int(round_shift(np.array([x], dtype=object), s, "rne")[0]) for s, x in zip(ss, xs)]
+            for v, ss, xs in beats if v]
+    assert _simulate_per_lane(dut, beats, stall=0.25, seed=3) == want
