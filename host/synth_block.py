@@ -5,6 +5,7 @@ resources: the same tools, device and I/O shell as ``specmem synth``'s cores.
     python -m specmem.synth_block block_norm --n 8 --in-width 24 --M 18
     python -m specmem.synth_block block_norm_stream --k 8 --beats 8 --in-width 21 --M 8
     python -m specmem.synth_block row_bfp --k 8 --width 16 --M 8
+    python -m specmem.synth_block align --k 8 --beats 8 --M 8 --in-width 22 --style registers
     python -m specmem.synth_block saturate --k 8 --in-width 36 --out-width 18
     python -m specmem.synth_block round_shift --k 8 --in-width 36 --max-left 24
     python -m specmem.synth_block delay_line --style ecp5 --width 36 --n-stages 24
@@ -58,6 +59,13 @@ def _row_bfp(k=8, Ws=16, M=8):
     return RowBFPWrite(k, Ws, M), f"row_bfp_write_k{k}_ws{Ws}_m{M}"
 
 
+def _align(lanes=8, beats=8, M=8, sk_width=22, style="registers"):
+    """The delta rules' ``e = v - gamma sk``: an ``M``-bit block vector and per-row dot products."""
+    from specmem.rtl.align import StreamAlignBlock
+    return (StreamAlignBlock(lanes, beats, ((M, False), (sk_width, True)), M, delay_style=style),
+            f"align_l{lanes}_b{beats}_m{M}_w{sk_width}_{style}")
+
+
 def _saturate(k=8, in_width=36, out_width=18):
     from specmem.rtl.saturate import SaturatingNarrow
     return SaturatingNarrow(k, in_width, out_width), f"saturate_k{k}_w{in_width}_o{out_width}"
@@ -100,7 +108,8 @@ def _core_v2(d=64, k=8, preset="int18", dsp="registered", bram="ecp5", norm_lane
             f"core_v2_d{d}_k{k}_{preset}_{dsp}_{bram}{tag}")
 
 
-BLOCKS = {"bram": _bram, "delay_line": _delay_line, "block_norm": _block_norm, "block_norm_stream": _block_norm_stream, "row_bfp": _row_bfp, "saturate": _saturate, "lane_control": _lane_control,
+BLOCKS = {"bram": _bram, "delay_line": _delay_line, "block_norm": _block_norm, "block_norm_stream": _block_norm_stream, "row_bfp": _row_bfp,
+          "align": _align, "saturate": _saturate, "lane_control": _lane_control,
           "round_shift": _round_shift, "row_unit": _row_unit, "token_chain": _token_chain, "core_v2": _core_v2}
 
 
@@ -156,14 +165,17 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m specmem.synth_block", description=__doc__.split("\n\n")[0])
     p.add_argument("block", choices=sorted(BLOCKS))
     p.add_argument("--style", default="ecp5", help="bram, delay_line and core_v2's RAMs: ecp5 or behavioural; "
-                   "delay_line also registers (default ecp5)")
+                   "delay_line and align's wait also registers (default ecp5)")
     p.add_argument("--depth", type=int, default=128, help="bram words (default 128)")
     p.add_argument("--width", type=int, default=18, help="bram word bits, row_bfp state bits (default 18)")
     p.add_argument("--n", type=int, default=8, help="block_norm lanes (default 8)")
-    p.add_argument("--in-width", type=int, default=24, help="block_norm input bits (default 24)")
-    p.add_argument("--M", type=int, default=18, help="block_norm mantissa bits (default 18)")
-    p.add_argument("--k", type=int, default=8, help="saturate, block_norm_stream, row_bfp lanes (default 8)")
-    p.add_argument("--beats", type=int, default=8, help="block_norm_stream beats per vector (default 8)")
+    p.add_argument("--in-width", type=int, default=24, help="block_norm input bits, align's per-row term "
+                   "(default 24)")
+    p.add_argument("--M", type=int, default=18, help="block_norm, align mantissa bits (default 18)")
+    p.add_argument("--k", type=int, default=8, help="saturate, block_norm_stream, row_bfp, align lanes "
+                   "(default 8)")
+    p.add_argument("--beats", type=int, default=8, help="block_norm_stream, align beats per vector "
+                   "(default 8)")
     p.add_argument("--d", type=int, default=64, help="row_unit, token_chain, core_v2 rows (default 64; lanes: --k)")
     p.add_argument("--preset", default="int18", help="row_unit, token_chain, core_v2 golden preset (default int18)")
     p.add_argument("--dsp", default="registered", help="row_unit, token_chain and core_v2 multipliers: registered, "
@@ -206,6 +218,8 @@ def main(argv=None) -> int:
             comp, name = _core_v2(a.d, a.k, a.preset, a.dsp, a.style, a.norm_lanes, a.heads, a.chains)
         elif a.block == "block_norm_stream":
             comp, name = _block_norm_stream(a.k, a.beats, a.in_width, a.M)
+        elif a.block == "align":
+            comp, name = _align(a.k, a.beats, a.M, a.in_width, a.style)
         elif a.block == "row_bfp":
             comp, name = _row_bfp(a.k, a.width, a.M)
         elif a.block == "round_shift":

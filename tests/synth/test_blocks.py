@@ -49,10 +49,13 @@ def test_router_choice_reaches_nextpnr_and_is_checked():
 
 
 def test_scaled_format_blocks_are_registered():
-    """The scaled formats' streaming normaliser and row-BFP write are selectable blocks."""
+    """The scaled formats' streaming normaliser, row-BFP write and alignment are selectable blocks."""
     from specmem.synth_block import BLOCKS
 
     norm, name = BLOCKS["block_norm_stream"](8, 4, 21, 8)
     assert name == "block_norm_stream_l8_b4_w21_m8" and (norm.lanes, norm.beats, norm.in_width, norm.M) == (8, 4, 21, 8)
     write, name = BLOCKS["row_bfp"](4, 16, 8)
     assert name == "row_bfp_write_k4_ws16_m8" and (write.lanes, write.Ws, write.M) == (4, 16, 8)
+    align, name = BLOCKS["align"](4, 2, 8, 22, "ecp5")
+    assert name == "align_l4_b2_m8_w22_ecp5" and (align.lanes, align.beats, align.terms) == (4, 2, ((8, False), (22, True)))
+    assert align.delay_style == "ecp5"
