@@ -1,0 +1,246 @@
+"""The fused pass of the scaled delta rules over their row-BFP state: token ``t``'s rank-one write
+of every row, then, as the written row streams out, token ``t + 1``'s two reads of it.
+
+``golden/fixed/scaled/deltanet.py`` per token: ``sk = Ŝ kn``, ``sq = Ŝ qn`` from the state read
+at ``M`` bits (``RowBFP.read``: ``block()`` per row), then ``Ŝ <- Ŝ + bh knᵀ`` (``RowBFP.write``
+with the row bound ``product_bound_exp(bh_i, kmax)``). A write of row ``i`` for token ``t`` is
+followed by no other use of that row before token ``t + 1``'s read, so one pass over the state
+does both: the written row goes back to block RAM and, beat for beat, into the read's
+normaliser and the two dot products. That is ``d²/k`` cycles per token for both matrices'
+worth of work, the cycle floor of ``hardware.md``.
+
+Per pass (the caller holds them for the pass): the write's ``bh`` (``d`` ``M``-bit elements,
+exponent ``fbh``) and ``knw`` (the previous token's ``kn``, exponent ``fknw``), and the reads'
+``kn`` and ``qn`` with their exponents. Out, one per row in row order: ``sk_i``, ``sq_i`` (exact,
+``2 M + log2 d`` bits) and the row's read exponent ``rf_i`` (``sk_i``'s exponent is
+``rf_i + fkn``); and the written rows' beats with their exponent (the state, for a read-out).
+
+Pipeline, one beat (``k`` elements of a row) per cycle, rows of ``B = d/k`` beats:
+
+* address ``i B + b`` into :class:`~specmem.rtl.bram.RegisteredRAM` (two read registers) and two
+  delay registers; the row's side information (exponent, msb of its largest magnitude, all-zero
+  flag: registers, reset to an all-zero state) read and held; a zero row's RAM word is masked
+  (the RAM is never cleared); ``bh_i`` and ``knw``'s beat selected into registers, ``bh_i``'s
+  magnitude and msb (its row bound ``msb(bh_i) + msb(kmax) + 2 - fbh - fknw``), the ``k``
+  products registered;
+* :class:`~specmem.rtl.row_bfp.RowBFPWrite`: the new row's beats, its exponent, msb and zero flag
+  (written back to the RAM and the side registers);
+* :class:`~specmem.rtl.block_norm.StreamBlockNormaliser` (``Ws`` to ``M`` bits, the row's read
+  exponent); ``kn``'s and ``qn``'s beats selected into registers; ``2 k`` products, two registered
+  adder trees, the sums over the row's beats.
+
+``msb(kmax)`` is formed once per pass before the first row (a registered OR tree over ``knw``'s
+magnitudes, :attr:`DeltaPass.prep_cycles`). The pass runs at one beat per cycle without stalls:
+the rows' results come out ``latency`` cycles after their first beat went in, and ``done`` pulses
+after the last. A pass starts only when the previous one is done, so a row's side registers are
+written before they are read again whatever ``d`` is.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from .block_norm import StreamBlockNormaliser
+from .bram import BRAM_READ_LATENCY, BRAM_STYLES, RegisteredRAM
+from .pipeline import free_register, tree4_levels
+from .row_bfp import RowBFPWrite
+from .saturate import COUNT_WIDTH
+
+__all__ = ["DeltaPass"]
+
+#: cycles from a beat's address to its RowBFPWrite input (the RAM's two read registers, the mask's)
+FRONT_STAGES = BRAM_READ_LATENCY + 1
+
+
+class DeltaPass(wiring.Component):
+    """The fused write-then-read pass over a ``d x d`` row-BFP state on ``k`` lanes; see the module
+    docstring. ``Ws``: state mantissa bits; ``M``: operand bits; ``exp_width``: signed exponent
+    bits; ``ram``: :data:`~specmem.rtl.bram.BRAM_STYLES`; ``ram_init``: the behavioural RAM's
+    contents after reset (tests: garbage the all-zero side flags must mask)."""
+
+    def __init__(self, d: int, k: int, Ws: int, M: int, *, exp_width: int = 12, ram: str = "behavioural",
+                 ram_init=None):
+        for name, v, lo in (("d", d, 1), ("k", k, 1), ("Ws", Ws, 4), ("M", M, 3), ("exp_width", exp_width, 6)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise ValueError(f"{name}: must be an integer >= {lo}, got {v!r}")
+        if d % k:
+            raise ValueError(f"d: must be a multiple of k = {k}, got {d}")
+        if ram not in BRAM_STYLES:
+            raise ValueError(f"ram: must be one of {', '.join(BRAM_STYLES)}, got {ram!r}")
+        self.d, self.k, self.Ws, self.M, self.exp_width, self.ram = d, k, Ws, M, exp_width, ram
+        self.ram_init = ram_init
+        self.B = d // k
+        self.dot_width = 2 * M + max(1, (d - 1).bit_length())
+        self.write = RowBFPWrite(k, Ws, M, exp_width=exp_width)
+        self.norm = StreamBlockNormaliser(k, self.B, Ws, M, frac_width=exp_width)
+        self.tree_levels = max(0, (k - 1).bit_length())
+        #: cycles from ``start`` to the first row's address: ``msb(kmax)`` through its OR tree
+        self.prep_cycles = 4 + tree4_levels(d)
+        #: cycles from a row's first address to its ``o_valid`` (sk, sq)
+        self.latency = (FRONT_STAGES + self.write.latency + self.norm.latency + 2 + self.tree_levels + self.B)
+        EW = exp_width
+        vec = data.ArrayLayout(signed(M), d)
+        super().__init__({
+            "start": In(1), "busy": Out(1), "done": Out(1),
+            "i_bh": In(vec), "i_fbh": In(signed(EW)), "i_knw": In(vec), "i_fknw": In(signed(EW)),
+            "i_kn": In(vec), "i_fkn": In(signed(EW)), "i_qn": In(vec), "i_fqn": In(signed(EW)),
+            "o_valid": Out(1), "o_sk": Out(signed(self.dot_width)), "o_sq": Out(signed(self.dot_width)),
+            "o_rf": Out(signed(EW)),
+            "o_wvalid": Out(1), "o_wfirst": Out(1), "o_wdata": Out(data.ArrayLayout(signed(Ws), k)),
+            "o_wfrac": Out(signed(EW)), "count": Out(COUNT_WIDTH),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        d, k, B, Ws, M, EW = self.d, self.k, self.B, self.Ws, self.M, self.exp_width
+        reg = free_register(m)
+
+        def chain(x, shape, n, tag):
+            for i in range(n):
+                x = reg(x, shape, f"{tag}_d{i}")
+            return x
+
+        # the sequencer: prep (msb(kmax)), then d x B beats, then the drain to the last row out
+        aw = max(1, (d * B - 1).bit_length())
+        prep = Signal(range(self.prep_cycles + 1), name="prep")
+        run = Signal(name="run")
+        row = Signal(range(max(d, 2)), name="row")
+        beat = Signal(range(max(B, 2)), name="beat")
+        addr = Signal(aw, name="addr")
+        rows_out = Signal(range(d + 1), name="rows_out")
+        busy = Signal(name="busy_r")
+        m.d.comb += self.busy.eq(busy)
+        m.d.sync += self.done.eq(0)
+        with m.If(~busy & self.start):
+            m.d.sync += [busy.eq(1), prep.eq(self.prep_cycles), rows_out.eq(0)]
+        with m.If(busy & (prep != 0)):
+            m.d.sync += prep.eq(prep - 1)
+            with m.If(prep == 1):
+                m.d.sync += [run.eq(1), row.eq(0), beat.eq(0), addr.eq(0)]
+        last_beat = (beat == B - 1) & (row == d - 1)
+        with m.If(run):
+            m.d.sync += [addr.eq(addr + 1), beat.eq(Mux(beat == B - 1, 0, beat + 1))]
+            with m.If(beat == B - 1):
+                m.d.sync += row.eq(row + 1)
+            with m.If(last_beat):
+                m.d.sync += run.eq(0)
+        with m.If(self.o_valid):
+            m.d.sync += rows_out.eq(rows_out + 1)
+            with m.If(rows_out == d - 1):
+                m.d.sync += [busy.eq(0), self.done.eq(1)]
+
+        # per pass: msb(max |knw|) through a registered OR tree, the row bound's constant part
+        mags = [reg(Mux(x[-1], -x, x)[:M], unsigned(M), f"km{j}") for j, x in
+                enumerate(self.i_knw[j] for j in range(d))]
+        lv = 0
+        while len(mags) > 1:
+            lv += 1
+            mags = [reg(_or(mags[j:j + 4]), unsigned(M), f"kor{lv}_{j // 4}") for j in range(0, len(mags), 4)]
+        kmsb = reg(_msb_of(mags[0], M), unsigned(max(1, (M - 1).bit_length())), "kmsb")
+        kzero = reg(mags[0] == 0, 1, "kzero")
+        ep_c = reg(kmsb + 2 - self.i_fbh - self.i_fknw, signed(EW + 2), "ep_c")  # e_prod = msb(bh_i) + ep_c
+        f_prod = reg(self.i_fbh + self.i_fknw, signed(EW), "f_prod")
+
+        # front: RAM read, side registers, bh_i and knw's beat, the row bound, the products
+        m.submodules.ram = ram = RegisteredRAM(d * B, k * Ws, self.ram, init=self.ram_init)
+        m.d.comb += [ram.rd_addr.eq(addr), ram.rd_en.eq(1), ram.rd_oce.eq(1)]
+        side_f = Array(Signal(signed(EW), name=f"sf{i}") for i in range(d))
+        side_m = Array(Signal(range(Ws), name=f"sm{i}") for i in range(d))
+        side_z = Array(Signal(init=1, name=f"sz{i}") for i in range(d))
+        v0, f0, l0 = run, beat == 0, beat == B - 1
+        v1, f1, l1 = reg(v0, 1, "v1"), reg(f0, 1, "f1"), reg(l0, 1, "l1")
+        r_f1 = reg(side_f[row], signed(EW), "r_f1")
+        r_m1 = reg(side_m[row], range(Ws), "r_m1")
+        r_z1 = reg(side_z[row], 1, "r_z1")
+        bh1 = reg(Array(self.i_bh[i] for i in range(d))[row], signed(M), "bh1")
+        kw1 = [reg(Array(self.i_knw[b * k + j] for b in range(B))[beat], signed(M), f"kw1_{j}") for j in range(k)]
+        v2, f2, l2 = reg(v1, 1, "v2"), reg(f1, 1, "f2"), reg(l1, 1, "l2")
+        r_f2, r_m2, r_z2 = reg(r_f1, signed(EW), "r_f2"), reg(r_m1, range(Ws), "r_m2"), reg(r_z1, 1, "r_z2")
+        bh_mag2 = reg(Mux(bh1[-1], -bh1, bh1)[:M], unsigned(M), "bh_mag2")
+        prod2 = [reg(bh1 * x, signed(2 * M), f"prod2_{j}") for j, x in enumerate(kw1)]
+        v3, f3, l3 = reg(v2, 1, "v3"), reg(f2, 1, "f3"), reg(l2, 1, "l3")
+        r_f3, r_m3, r_z3 = reg(r_f2, signed(EW), "r_f3"), reg(r_m2, range(Ws), "r_m3"), reg(r_z2, 1, "r_z3")
+        bh_msb3 = reg(_msb_of(bh_mag2, M), unsigned(max(1, (M - 1).bit_length())), "bh_msb3")
+        bh_z3 = reg(bh_mag2 == 0, 1, "bh_z3")
+        prod3 = [reg(p, signed(2 * M), f"prod3_{j}") for j, p in enumerate(prod2)]
+        old3 = [reg(Mux(r_z2, 0, ram.rd_data[j * Ws:(j + 1) * Ws].as_signed()), signed(Ws), f"old3_{j}")
+                for j in range(k)]
+
+        m.submodules.write = wr = self.write
+        m.d.comb += [wr.en.eq(1), wr.i_valid.eq(v3), wr.i_first.eq(v3 & f3), wr.i_last.eq(v3 & l3),
+                     wr.i_frac.eq(r_f3), wr.i_msb.eq(r_m3), wr.i_zero.eq(r_z3),
+                     wr.i_e_prod.eq(bh_msb3 + ep_c), wr.i_p_zero.eq(bh_z3 | kzero), wr.i_f_prod.eq(f_prod)]
+        m.d.comb += [wr.i_old[j].eq(x) for j, x in enumerate(old3)]
+        m.d.comb += [wr.i_prod[j].eq(p) for j, p in enumerate(prod3)]
+        w_addr = chain(addr, aw, FRONT_STAGES + self.write.latency, "wad")
+        m.d.comb += [ram.wr_addr.eq(w_addr), ram.wr_en.eq(wr.o_valid),
+                     ram.wr_data.eq(Cat(*[wr.o_data[j] for j in range(k)]))]
+        # the side registers: the row's exponent from its first beat, msb and zero after its last
+        w_row = Signal(range(max(d, 2)), name="w_row")
+        with m.If(wr.o_last):
+            m.d.sync += w_row.eq(Mux(w_row == d - 1, 0, w_row + 1))
+        with m.If(~busy & self.start):
+            m.d.sync += w_row.eq(0)
+        fin_row = chain(w_row, range(max(d, 2)), self.write.row_latency, "fr")
+        fin_frac = chain(wr.o_frac, signed(EW), self.write.row_latency, "ff")
+        with m.If(wr.o_row_valid):
+            m.d.sync += [side_f[fin_row].eq(fin_frac), side_m[fin_row].eq(wr.o_row_msb),
+                         side_z[fin_row].eq(wr.o_row_zero)]
+        m.d.comb += [self.o_wvalid.eq(wr.o_valid), self.o_wfirst.eq(wr.o_first), self.o_wfrac.eq(wr.o_frac),
+                     self.count.eq(wr.count)]
+        m.d.comb += [self.o_wdata[j].eq(wr.o_data[j]) for j in range(k)]
+
+        # the read: the written row to M bits, kn's and qn's beats, the two dot products
+        m.submodules.norm = nb = self.norm
+        m.d.comb += [nb.en.eq(1), nb.i_valid.eq(wr.o_valid), nb.i_frac.eq(wr.o_frac)]
+        m.d.comb += [nb.i_data[j].eq(wr.o_data[j]) for j in range(k)]
+        rb = Signal(range(max(B, 2)), name="rbeat")
+        with m.If(nb.o_valid):
+            m.d.sync += rb.eq(Mux(nb.o_last, 0, rb + 1))
+        bsel = Mux(nb.o_first, 0, rb)
+        kn1 = [reg(Array(self.i_kn[b * k + j] for b in range(B))[bsel], signed(M), f"kn1_{j}") for j in range(k)]
+        qn1 = [reg(Array(self.i_qn[b * k + j] for b in range(B))[bsel], signed(M), f"qn1_{j}") for j in range(k)]
+        x1 = [reg(nb.o_data[j], signed(M), f"rx1_{j}") for j in range(k)]
+        rv1, rf1, rl1 = reg(nb.o_valid, 1, "rv1"), reg(nb.o_first, 1, "rf1"), reg(nb.o_last, 1, "rl1")
+        rexp1 = reg(nb.o_frac, signed(EW), "rexp1")
+        ps = [reg(x * y, signed(2 * M), f"pk{j}") for j, (x, y) in enumerate(zip(x1, kn1))]
+        qs = [reg(x * y, signed(2 * M), f"pq{j}") for j, (x, y) in enumerate(zip(x1, qn1))]
+        rv, rf_, rl = reg(rv1, 1, "rv2"), reg(rf1, 1, "rf2"), reg(rl1, 1, "rl2")
+        rexp = reg(rexp1, signed(EW), "rexp2")
+        DW = self.dot_width
+        lv = 0
+        while len(ps) > 1:
+            lv += 1
+            ps = [reg(ps[j] + ps[j + 1] if j + 1 < len(ps) else ps[j], signed(DW), f"tk{lv}_{j // 2}")
+                  for j in range(0, len(ps), 2)]
+            qs = [reg(qs[j] + qs[j + 1] if j + 1 < len(qs) else qs[j], signed(DW), f"tq{lv}_{j // 2}")
+                  for j in range(0, len(qs), 2)]
+            rv, rf_, rl = reg(rv, 1, f"rt{lv}_v"), reg(rf_, 1, f"rt{lv}_f"), reg(rl, 1, f"rt{lv}_l")
+            rexp = reg(rexp, signed(EW), f"rt{lv}_e")
+        acc_k = Signal(signed(DW), name="acc_sk")
+        acc_q = Signal(signed(DW), name="acc_sq")
+        with m.If(rv):
+            m.d.sync += [acc_k.eq(Mux(rf_, 0, acc_k) + ps[0]), acc_q.eq(Mux(rf_, 0, acc_q) + qs[0])]
+        m.d.sync += [self.o_valid.eq(rv & rl)]
+        m.d.comb += [self.o_sk.eq(acc_k), self.o_sq.eq(acc_q)]
+        with m.If(rv & rl):
+            m.d.sync += self.o_rf.eq(rexp)
+        return m
+
+
+def _or(values):
+    acc = values[0]
+    for x in values[1:]:
+        acc = acc | x
+    return acc
+
+
+def _msb_of(x, W):
+    """Index of the leading one of the unsigned ``W``-bit ``x`` (0 for 0): a priority select, for
+    the narrow operands (``M`` bits) of the per-row and per-pass bounds."""
+    out = 0
+    for b in range(W):
+        out = Mux(x[b], b, out)
+    return out
