@@ -1,0 +1,299 @@
+"""DeltaNet in the scaled ``int8`` format (``golden/fixed/scaled/deltanet.deltanet_scaled``) on the
+pipelined blocks: the first core whose int8 keeps the memory (block vectors, a row-BFP state).
+
+Per token ``t`` (the model's order, rounding for rounding):
+
+* **front end**, off the loop, one token ahead: ``kn = unit_block(k)``, ``qn = unit_block(q)``
+  (two :class:`~specmem.rtl.unit_norm.UnitNormaliser`), ``C = knᵀ qn`` (exact, ``k`` multipliers
+  and a registered tree as the units' beats come out);
+* **pass** (:class:`~specmem.rtl.delta_pass.DeltaPass`, ``d²/k`` cycles): token ``t - 1``'s write
+  ``Ŝ += bh knᵀ`` of every row and, as each written row streams out, token ``t``'s reads
+  ``sk = Ŝ kn``, ``sq = Ŝ qn`` with the rows' read exponents, into two ``d``-entry buffers;
+* **chain**: ``e = align(v - sk)`` (:class:`~specmem.rtl.align.StreamAlignBlock`), ``be =
+  block(beta e)`` (``k`` multipliers, :class:`~specmem.rtl.block_norm.StreamBlockNormaliser`),
+  written into the ``bh`` register for the next pass and, beat for beat, ``o = align(sq + be C)``
+  (``k`` multipliers, a second alignment to ``Wo`` bits) into the output buffer.
+
+DeltaNet's ``bh`` is ``be``. The last token's write happens in the next pass, so a *flush*
+(a token slot with ``i_flush`` set) runs a write-only pass whose written rows come out on the
+``s_*`` ports: the state for a read-out, bit for bit the model's ``s_raw`` / ``s_frac``.
+
+Cycles per token: ``prep + d²/k + latency`` of the pass, then the chain (two alignments and a
+normaliser, ``~3 d/k + 60``) before the next pass, whose writes need the whole ``bh``. The
+front end and the output run beside them. That misses ``1.05 d²/k + 32`` by the chain: two heads
+interleaved on the datapath would hide it (``docs/hardware.md``, the scaled cores' schedule);
+this core is the one-memory step, measured by :meth:`DeltaNetScaledCore.cycles_per_token`.
+
+Interfaces: a token (``i_k``, ``i_v``, ``i_q``: ``d`` ``M``-bit mantissas each with one exponent
+``i_f*``; ``i_beta`` an ``M``-bit mantissa with ``i_fbeta``; or ``i_flush``) with ``i_valid`` /
+``i_ready``; the output ``o`` as ``d/k`` beats of ``k`` ``Wo``-bit elements with its exponent,
+``o_valid`` / ``o_ready`` (backpressure holds the next chain, never loses a token); ``sat`` and
+``tokens`` counters.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Array, Module, Mux, Signal, signed
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from specmem.golden.fixed.formats import PRESETS
+
+from .align import StreamAlignBlock
+from .block_norm import StreamBlockNormaliser
+from .delta_pass import DeltaPass
+from .pipeline import free_register
+from .saturate import COUNT_WIDTH
+from .unit_norm import UnitNormaliser
+
+__all__ = ["DeltaNetScaledCore"]
+
+
+class DeltaNetScaledCore(wiring.Component):
+    """DeltaNet in a scaled preset on ``k`` lanes, state ``d x d``; see the module docstring.
+
+    ``preset``: a scaled preset name (``int8``: ``M`` = 8, ``Ws`` = 16, ``Wo`` = 16, a 12-bit
+    scalar unit); ``ram``: the state's block-RAM style; ``exp_width``: signed exponent bits."""
+
+    def __init__(self, d: int, k: int, preset: str = "int8", *, ram: str = "behavioural", exp_width: int = 12):
+        for name, v, lo in (("d", d, 2), ("k", k, 1)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise ValueError(f"{name}: must be an integer >= {lo}, got {v!r}")
+        if d % k:
+            raise ValueError(f"d: must be a multiple of k = {k}, got {d}")
+        p = PRESETS.get(preset)
+        if p is None or p.scheme != "scaled":
+            raise ValueError(f"preset: the scaled core takes a scaled preset "
+                             f"({', '.join(n for n, q in PRESETS.items() if q.scheme == 'scaled')}), got {preset!r}")
+        self.d, self.k, self.B, self.preset, self.exp_width = d, k, d // k, preset, exp_width
+        self.M, self.Ws, self.Wo = p.mul_bits, p.state_bits, p.out_bits
+        M, B, EW = self.M, self.B, exp_width
+        self.su = p.scalar_unit()
+        self.pass_ = DeltaPass(d, k, self.Ws, M, exp_width=EW, ram=ram)
+        DW = self.pass_.dot_width
+        self.dot_width = DW
+        self.unit_k = UnitNormaliser(k, B, M, self.su, exp_width=EW)
+        self.unit_q = UnitNormaliser(k, B, M, self.su, exp_width=EW)
+        self.align_e = StreamAlignBlock(k, B, ((M, False), (DW + 1, True)), M, exp_width=EW)
+        self.norm_be = StreamBlockNormaliser(k, B, 2 * M, M, frac_width=EW)
+        self.align_o = StreamAlignBlock(k, B, ((DW, True), (M + DW, False)), self.Wo, exp_width=EW)
+        vec = data.ArrayLayout(signed(M), d)
+        super().__init__({
+            "i_valid": In(1), "i_ready": Out(1), "i_flush": In(1),
+            "i_k": In(vec), "i_fk": In(signed(EW)), "i_v": In(vec), "i_fv": In(signed(EW)),
+            "i_q": In(vec), "i_fq": In(signed(EW)), "i_beta": In(signed(M)), "i_fbeta": In(signed(EW)),
+            "o_valid": Out(1), "o_ready": In(1), "o_first": Out(1), "o_last": Out(1),
+            "o_data": Out(data.ArrayLayout(signed(self.Wo), k)), "o_frac": Out(signed(EW)),
+            "s_valid": Out(1), "s_first": Out(1), "s_data": Out(data.ArrayLayout(signed(self.Ws), k)),
+            "s_frac": Out(signed(EW)),
+            "tokens": Out(32), "sat": Out(COUNT_WIDTH), "err": Out(1),
+        })
+
+    def cycles_per_token(self) -> int:
+        """Cycles from one pass's start to the next's when the front end and the output never
+        hold it: the sequencer's start (2), the pass's prep, its rows up to the last row's
+        results (``(d - 1) B + latency``) and ``done`` (1), the hold and the chain's first beat
+        (2), ``e``'s alignment, ``beta e``'s product (1), its normaliser to ``bh``'s last beat
+        (``latency + B - 1``) and the return to idle (1)."""
+        pa, ae, nb = self.pass_, self.align_e, self.norm_be
+        return (2 + pa.prep_cycles + (self.d - 1) * self.B + pa.latency + 1 + 2 + ae.latency + 1
+                + nb.latency + self.B - 1 + 1)
+
+    def elaborate(self, platform):
+        m = Module()
+        d, k, B, M, EW, Wo = self.d, self.k, self.B, self.M, self.exp_width, self.Wo
+        DW = self.dot_width
+        reg = free_register(m)
+
+        def beat_of(vec, idx, j):
+            """Element ``j`` of beat ``idx`` of a ``d``-element register vector (a ``B``:1 select)."""
+            return Array(vec[b * k + j] for b in range(B))[idx]
+
+        def vreg(name, shape=signed(M)):
+            return [Signal(shape, name=f"{name}{i}") for i in range(d)]
+
+        uk, uq = self.unit_k, self.unit_q
+        pa, ae, nb, ao = self.pass_, self.align_e, self.norm_be, self.align_o
+        m.submodules.unit_k, m.submodules.unit_q = uk, uq
+        m.submodules.pass_ = pa
+        m.submodules.align_e, m.submodules.norm_be, m.submodules.align_o = ae, nb, ao
+        m.d.comb += [uk.en.eq(1), uq.en.eq(1), ae.en.eq(1), nb.en.eq(1), ao.en.eq(1)]
+        err = Signal()
+        m.d.comb += self.err.eq(err | uk.o_err | uq.o_err | ae.o_err | nb.o_err | ao.o_err)
+
+        # -- front end: one token ahead into the "next" registers
+        fe_busy, next_full, next_flush = Signal(name="fe_busy"), Signal(name="next_full"), Signal(name="next_flush")
+        fe_k, fe_q = vreg("fe_k"), vreg("fe_q")
+        fe_fk, fe_fq = Signal(signed(EW), name="fe_fk"), Signal(signed(EW), name="fe_fq")
+        nx_v, nx_kn, nx_qn = vreg("nx_v"), vreg("nx_kn"), vreg("nx_qn")
+        nx_fv, nx_fkn, nx_fqn = (Signal(signed(EW), name=n) for n in ("nx_fv", "nx_fkn", "nx_fqn"))
+        nx_beta, nx_fb = Signal(signed(M), name="nx_beta"), Signal(signed(EW), name="nx_fb")
+        nx_c = Signal(signed(DW), name="nx_c")
+        feed = Signal(range(B + 1), name="fe_feed")
+        m.d.comb += self.i_ready.eq(~fe_busy & ~next_full)
+        with m.If(self.i_valid & self.i_ready):
+            with m.If(self.i_flush):
+                m.d.sync += [next_full.eq(1), next_flush.eq(1)]
+            with m.Else():
+                m.d.sync += [fe_busy.eq(1), next_flush.eq(0), feed.eq(B), fe_fk.eq(self.i_fk), fe_fq.eq(self.i_fq),
+                             nx_fv.eq(self.i_fv), nx_beta.eq(self.i_beta), nx_fb.eq(self.i_fbeta)]
+                m.d.sync += [fe_k[i].eq(self.i_k[i]) for i in range(d)]
+                m.d.sync += [fe_q[i].eq(self.i_q[i]) for i in range(d)]
+                m.d.sync += [nx_v[i].eq(self.i_v[i]) for i in range(d)]
+        fb_idx = B - feed
+        with m.If(feed != 0):
+            m.d.sync += feed.eq(feed - 1)
+        m.d.comb += [uk.i_valid.eq(feed != 0), uq.i_valid.eq(feed != 0), uk.i_frac.eq(fe_fk), uq.i_frac.eq(fe_fq)]
+        m.d.comb += [uk.i_data[j].eq(beat_of(fe_k, fb_idx, j)) for j in range(k)]
+        m.d.comb += [uq.i_data[j].eq(beat_of(fe_q, fb_idx, j)) for j in range(k)]
+        ob = Signal(range(max(B, 2)), name="fe_ob")
+        with m.If(uk.o_valid):
+            m.d.sync += ob.eq(Mux(uk.o_last, 0, ob + 1))
+            for b in range(B):
+                with m.If(Mux(uk.o_first, 0, ob) == b):
+                    m.d.sync += [nx_kn[b * k + j].eq(uk.o_data[j]) for j in range(k)]
+                    m.d.sync += [nx_qn[b * k + j].eq(uq.o_data[j]) for j in range(k)]
+            with m.If(uk.o_first):
+                m.d.sync += [nx_fkn.eq(uk.o_frac), nx_fqn.eq(uq.o_frac)]
+        with m.If(uk.o_valid != uq.o_valid):
+            m.d.sync += err.eq(1)  # the two units run in lockstep by construction
+        # C = kn . qn as the beats come out: products, a registered tree, the sum over the beats
+        cv, cf, cl = reg(uk.o_valid, 1, "c1_v"), reg(uk.o_first, 1, "c1_f"), reg(uk.o_last, 1, "c1_l")
+        cp = [reg(uk.o_data[j] * uq.o_data[j], signed(2 * M), f"c1_p{j}") for j in range(k)]
+        lv = 0
+        while len(cp) > 1:
+            lv += 1
+            cp = [reg(cp[j] + cp[j + 1] if j + 1 < len(cp) else cp[j], signed(DW), f"c{lv + 1}_t{j // 2}")
+                  for j in range(0, len(cp), 2)]
+            cv, cf, cl = reg(cv, 1, f"c{lv + 1}_v"), reg(cf, 1, f"c{lv + 1}_f"), reg(cl, 1, f"c{lv + 1}_l")
+        c_acc = Signal(signed(DW), name="c_acc")
+        with m.If(cv):
+            m.d.sync += c_acc.eq(Mux(cf, 0, c_acc) + cp[0])
+        fe_done = reg(cv & cl, 1, "fe_done")
+        with m.If(fe_done):
+            m.d.sync += [nx_c.eq(c_acc), fe_busy.eq(0), next_full.eq(1)]
+
+        # -- the token sequencer: pass, then chain; the current token's registers
+        cur_v, kn, qn, knw, bh = vreg("cur_v"), vreg("kn"), vreg("qn"), vreg("knw"), vreg("bh")
+        cur_fv, fkn, fqn, fknw, fbh = (Signal(signed(EW), name=n) for n in ("cur_fv", "fkn", "fqn", "fknw", "fbh"))
+        beta, fb = Signal(signed(M), name="beta"), Signal(signed(EW), name="fb")
+        cval = Signal(signed(DW), name="c")
+        cur_flush = Signal(name="cur_flush")
+        for port, vec in ((pa.i_bh, bh), (pa.i_knw, knw), (pa.i_kn, kn), (pa.i_qn, qn)):
+            m.d.comb += [port[i].eq(vec[i]) for i in range(d)]
+        m.d.comb += [pa.i_fbh.eq(fbh), pa.i_fknw.eq(fknw), pa.i_fkn.eq(fkn), pa.i_fqn.eq(fqn)]
+        sk_b, sq_b = vreg("sk_b", signed(DW)), vreg("sq_b", signed(DW))
+        rf_b = vreg("rf_b", signed(EW))
+        prow = Signal(range(d + 1), name="prow")
+        with m.If(pa.o_valid):
+            m.d.sync += prow.eq(prow + 1)
+            for i in range(d):
+                with m.If(prow == i):
+                    m.d.sync += [sk_b[i].eq(pa.o_sk), sq_b[i].eq(pa.o_sq), rf_b[i].eq(pa.o_rf)]
+        o_pending = Signal(name="o_pending")
+        e_feed = Signal(range(B + 1), name="e_feed")
+        tokens = Signal(32, name="tokens_r")
+        m.d.comb += [self.tokens.eq(tokens), self.sat.eq(pa.count)]
+        go = Signal(name="pass_go")
+        m.d.sync += go.eq(0)
+        m.d.comb += pa.start.eq(go)
+        with m.FSM(init="IDLE"):
+            with m.State("IDLE"):
+                with m.If(next_full & ~pa.busy):
+                    m.d.sync += [next_full.eq(0), cur_flush.eq(next_flush), go.eq(1), prow.eq(0),
+                                 fknw.eq(fkn)]
+                    m.d.sync += [knw[i].eq(kn[i]) for i in range(d)]
+                    with m.If(next_flush):
+                        m.d.sync += [fkn.eq(0), fqn.eq(0)]
+                        m.d.sync += [kn[i].eq(0) for i in range(d)] + [qn[i].eq(0) for i in range(d)]
+                    with m.Else():
+                        m.d.sync += [fkn.eq(nx_fkn), fqn.eq(nx_fqn), cur_fv.eq(nx_fv), beta.eq(nx_beta),
+                                     fb.eq(nx_fb), cval.eq(nx_c), tokens.eq(tokens + 1)]
+                        m.d.sync += [kn[i].eq(nx_kn[i]) for i in range(d)] + [qn[i].eq(nx_qn[i]) for i in range(d)]
+                        m.d.sync += [cur_v[i].eq(nx_v[i]) for i in range(d)]
+                    m.next = "START"
+            with m.State("START"):  # the pass takes go this cycle
+                m.next = "PASS"
+            with m.State("PASS"):
+                with m.If(pa.done):
+                    with m.If(cur_flush):  # bh stays: the next pass writes bh knᵀ with the flush's kn = 0
+                        m.next = "IDLE"
+                    with m.Else():
+                        m.next = "HOLD"
+            with m.State("HOLD"):  # the previous output must be out before this chain makes one
+                with m.If(~o_pending):
+                    m.d.sync += [o_pending.eq(1), e_feed.eq(B)]
+                    m.next = "CHAIN"
+            with m.State("CHAIN"):
+                with m.If(e_feed != 0):
+                    m.d.sync += e_feed.eq(e_feed - 1)
+                with m.If(nb.o_valid & nb.o_last):
+                    m.next = "IDLE"
+
+        # -- chain: e = align(v - sk), be = block(beta e) into bh, o = align(sq + be C)
+        eb = B - e_feed
+        m.d.comb += [ae.i_valid.eq(e_feed != 0), ae.i_f0.eq(cur_fv)]
+        for j in range(k):
+            m.d.comb += [ae.i_x0[j].eq(beat_of(cur_v, eb, j)), ae.i_x1[j].eq(-beat_of(sk_b, eb, j)),
+                         ae.i_f1[j].eq(beat_of(rf_b, eb, j) + fkn)]
+        bv, bf, bl = reg(ae.o_valid, 1, "be_v"), reg(ae.o_first, 1, "be_f"), reg(ae.o_last, 1, "be_l")
+        bp = [reg(ae.o_data[j] * beta, signed(2 * M), f"be_p{j}") for j in range(k)]
+        bfr = reg(ae.o_frac + fb, signed(EW), "be_fr")
+        m.d.comb += [nb.i_valid.eq(bv), nb.i_frac.eq(bfr)]
+        m.d.comb += [nb.i_data[j].eq(x) for j, x in enumerate(bp)]
+        del bf, bl
+        wb = Signal(range(max(B, 2)), name="bh_beat")
+        wsel = Mux(nb.o_first, 0, wb)
+        with m.If(nb.o_valid):
+            m.d.sync += wb.eq(Mux(nb.o_last, 0, wb + 1))
+            for b in range(B):
+                with m.If(wsel == b):
+                    m.d.sync += [bh[b * k + j].eq(nb.o_data[j]) for j in range(k)]
+            with m.If(nb.o_first):
+                m.d.sync += fbh.eq(nb.o_frac)
+        # o's terms: sq's beat with per-row exponents, be C with one exponent
+        ov1 = reg(nb.o_valid, 1, "o1_v")
+        be1 = [reg(nb.o_data[j], signed(M), f"o1_be{j}") for j in range(k)]
+        sq1 = [reg(beat_of(sq_b, wsel, j), signed(DW), f"o1_sq{j}") for j in range(k)]
+        sf1 = [reg(beat_of(rf_b, wsel, j) + fqn, signed(EW), f"o1_sf{j}") for j in range(k)]
+        fbc1 = Signal(signed(EW), name="o1_fbc")  # be's exponent + fkn + fqn, held from its first beat
+        fbc_now = nb.o_frac + fkn + fqn
+        with m.If(nb.o_valid & nb.o_first):
+            m.d.sync += fbc1.eq(fbc_now)
+        ov2 = reg(ov1, 1, "o2_v")
+        bc2 = [reg(x * cval, signed(M + DW), f"o2_bc{j}") for j, x in enumerate(be1)]
+        sq2 = [reg(x, signed(DW), f"o2_sq{j}") for j, x in enumerate(sq1)]
+        sf2 = [reg(x, signed(EW), f"o2_sf{j}") for j, x in enumerate(sf1)]
+        m.d.comb += [ao.i_valid.eq(ov2), ao.i_f1.eq(fbc1)]
+        for j in range(k):
+            m.d.comb += [ao.i_x0[j].eq(sq2[j]), ao.i_f0[j].eq(sf2[j]), ao.i_x1[j].eq(bc2[j])]
+
+        # -- the output buffer, read out as beats with backpressure
+        obuf = [Signal(signed(Wo), name=f"obuf{i}") for i in range(d)]
+        ofrac = Signal(signed(EW), name="ofrac")
+        oin = Signal(range(max(B, 2)), name="o_in")
+        ofull = Signal(name="o_full")
+        with m.If(ao.o_valid):
+            isel = Mux(ao.o_first, 0, oin)
+            m.d.sync += oin.eq(Mux(ao.o_last, 0, oin + 1))
+            for b in range(B):
+                with m.If(isel == b):
+                    m.d.sync += [obuf[b * k + j].eq(ao.o_data[j]) for j in range(k)]
+            with m.If(ao.o_first):
+                m.d.sync += ofrac.eq(ao.o_frac)
+            with m.If(ao.o_last):
+                m.d.sync += ofull.eq(1)
+        orb = Signal(range(max(B, 2)), name="o_rd")
+        m.d.comb += [self.o_valid.eq(ofull), self.o_first.eq(orb == 0), self.o_last.eq(orb == B - 1),
+                     self.o_frac.eq(ofrac)]
+        m.d.comb += [self.o_data[j].eq(beat_of(obuf, orb, j)) for j in range(k)]
+        with m.If(self.o_valid & self.o_ready):
+            m.d.sync += orb.eq(Mux(orb == B - 1, 0, orb + 1))
+            with m.If(orb == B - 1):
+                m.d.sync += [ofull.eq(0), o_pending.eq(0)]
+
+        # -- the state read-out: the rows a flush pass writes
+        m.d.comb += [self.s_valid.eq(pa.o_wvalid & cur_flush), self.s_first.eq(pa.o_wfirst),
+                     self.s_frac.eq(pa.o_wfrac)]
+        m.d.comb += [self.s_data[j].eq(pa.o_wdata[j]) for j in range(k)]
+        return m
