@@ -6,6 +6,8 @@ resources: the same tools, device and I/O shell as ``specmem synth``'s cores.
     python -m specmem.synth_block block_norm_stream --k 8 --beats 8 --in-width 21 --M 8
     python -m specmem.synth_block row_bfp --k 8 --width 16 --M 8
     python -m specmem.synth_block align --k 8 --beats 8 --M 8 --in-width 22 --style registers
+    python -m specmem.synth_block unit_norm --k 8 --beats 8
+    python -m specmem.synth_block deltanet_scaled --d 32 --k 4 --style ecp5
     python -m specmem.synth_block saturate --k 8 --in-width 36 --out-width 18
     python -m specmem.synth_block round_shift --k 8 --in-width 36 --max-left 24
     python -m specmem.synth_block delay_line --style ecp5 --width 36 --n-stages 24
@@ -66,6 +68,20 @@ def _align(lanes=8, beats=8, M=8, sk_width=22, style="registers"):
             f"align_l{lanes}_b{beats}_m{M}_w{sk_width}_{style}")
 
 
+def _unit_norm(lanes=8, beats=8, preset="int8"):
+    """The delta rules' kn / qn unit (scalar unit included) in a scaled preset."""
+    from specmem.golden.fixed.formats import PRESETS
+    from specmem.rtl.unit_norm import UnitNormaliser
+    p = PRESETS[preset]
+    return UnitNormaliser(lanes, beats, p.mul_bits, p.scalar_unit()), f"unit_norm_l{lanes}_b{beats}_{preset}"
+
+
+def _deltanet_scaled(d=32, k=4, preset="int8", ram="ecp5"):
+    """The scaled DeltaNet core (front end, fused pass, chain)."""
+    from specmem.rtl.deltanet_scaled import DeltaNetScaledCore
+    return DeltaNetScaledCore(d, k, preset, ram=ram), f"deltanet_scaled_d{d}_k{k}_{preset}_{ram}"
+
+
 def _saturate(k=8, in_width=36, out_width=18):
     from specmem.rtl.saturate import SaturatingNarrow
     return SaturatingNarrow(k, in_width, out_width), f"saturate_k{k}_w{in_width}_o{out_width}"
@@ -109,7 +125,7 @@ def _core_v2(d=64, k=8, preset="int18", dsp="registered", bram="ecp5", norm_lane
 
 
 BLOCKS = {"bram": _bram, "delay_line": _delay_line, "block_norm": _block_norm, "block_norm_stream": _block_norm_stream, "row_bfp": _row_bfp,
-          "align": _align, "saturate": _saturate, "lane_control": _lane_control,
+          "align": _align, "unit_norm": _unit_norm, "deltanet_scaled": _deltanet_scaled, "saturate": _saturate, "lane_control": _lane_control,
           "round_shift": _round_shift, "row_unit": _row_unit, "token_chain": _token_chain, "core_v2": _core_v2}
 
 
@@ -176,7 +192,8 @@ def main(argv=None) -> int:
                    "(default 8)")
     p.add_argument("--beats", type=int, default=8, help="block_norm_stream, align beats per vector "
                    "(default 8)")
-    p.add_argument("--d", type=int, default=64, help="row_unit, token_chain, core_v2 rows (default 64; lanes: --k)")
+    p.add_argument("--d", type=int, default=64, help="row_unit, token_chain, core_v2, deltanet_scaled rows "
+                   "(default 64; lanes: --k)")
     p.add_argument("--preset", default="int18", help="row_unit, token_chain, core_v2 golden preset (default int18)")
     p.add_argument("--dsp", default="registered", help="row_unit, token_chain and core_v2 multipliers: registered, "
                    "ecp5 or fabric "
@@ -218,6 +235,10 @@ def main(argv=None) -> int:
             comp, name = _core_v2(a.d, a.k, a.preset, a.dsp, a.style, a.norm_lanes, a.heads, a.chains)
         elif a.block == "block_norm_stream":
             comp, name = _block_norm_stream(a.k, a.beats, a.in_width, a.M)
+        elif a.block == "unit_norm":
+            comp, name = _unit_norm(a.k, a.beats)
+        elif a.block == "deltanet_scaled":
+            comp, name = _deltanet_scaled(a.d, a.k, "int8", a.style)
         elif a.block == "align":
             comp, name = _align(a.k, a.beats, a.M, a.in_width, a.style)
         elif a.block == "row_bfp":

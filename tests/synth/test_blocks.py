@@ -59,3 +59,7 @@ def test_scaled_format_blocks_are_registered():
     align, name = BLOCKS["align"](4, 2, 8, 22, "ecp5")
     assert name == "align_l4_b2_m8_w22_ecp5" and (align.lanes, align.beats, align.terms) == (4, 2, ((8, False), (22, True)))
     assert align.delay_style == "ecp5"
+    unit, name = BLOCKS["unit_norm"](4, 2)
+    assert name == "unit_norm_l4_b2_int8" and (unit.lanes, unit.beats, unit.M, unit.P) == (4, 2, 8, 12)
+    core, name = BLOCKS["deltanet_scaled"](8, 4, "int8", "ecp5")
+    assert name == "deltanet_scaled_d8_k4_int8_ecp5" and (core.d, core.k, core.pass_.ram) == (8, 4, "ecp5")
