@@ -55,6 +55,8 @@ __all__ = ["StreamAlignBlock", "MSB_STAGES"]
 
 #: registered steps of the leading-one detector (group flags, leading group, encode)
 MSB_STAGES = 3
+#: registered steps of one level of a max tree (the compare, then the select)
+PICK_STAGES = 2
 
 
 def _log2_levels(n: int) -> int:
@@ -137,9 +139,11 @@ class StreamAlignBlock(wiring.Component):
         self.lane_levels = _log2_levels(lanes)
         self.or_levels = tree4_levels(lanes)
         #: register stages from a beat in to its top at the beat accumulator's input
-        self.top_depth = 2 + MSB_STAGES + 1 + self.lane_levels + _log2_levels(len(terms))
-        #: the beats' wait: until their vector's ``q`` is latched
-        self.delay = beats + self.top_depth + 1
+        self.beat_levels = _log2_levels(beats)
+        self.top_depth = 2 + MSB_STAGES + 1 + PICK_STAGES * (self.lane_levels + _log2_levels(len(terms)))
+        #: the beats' wait: until their vector's ``q`` is latched (the last beat's top captured,
+        #: the tree over the beats, ``q``)
+        self.delay = beats + self.top_depth + PICK_STAGES * self.beat_levels + 1
         if delay_style != "registers" and self.delay < MIN_RAM_DELAY:
             raise ValueError(f"delay_style: a block-RAM delay needs {MIN_RAM_DELAY} stages, this shape waits {self.delay}")
         self.norm = StreamBlockNormaliser(lanes, beats, self.sum_width, M, frac_width=exp_width)
@@ -172,11 +176,16 @@ class StreamAlignBlock(wiring.Component):
             return x
 
         def pick(a, b, tag):
-            """The larger of two ``(top, nz)`` pairs (a zero never wins), registered."""
-            take_a = a[1] & (~b[1] | (a[0] >= b[0]))
-            return reg(Mux(take_a, a[0], b[0]), signed(TW), f"{tag}_t"), reg(a[1] | b[1], 1, f"{tag}_nz")
+            """The larger of two ``(top, nz)`` pairs (a zero never wins) in two registered steps:
+            the compare (a carry chain) beside both candidates, then the select (a LUT level)."""
+            ge = reg(a[0] >= b[0], 1, f"{tag}_ge")
+            a1 = (reg(a[0], signed(TW), f"{tag}_at"), reg(a[1], 1, f"{tag}_anz"))
+            b1 = (reg(b[0], signed(TW), f"{tag}_bt"), reg(b[1], 1, f"{tag}_bnz"))
+            take_a = a1[1] & (~b1[1] | ge)
+            return reg(Mux(take_a, a1[0], b1[0]), signed(TW), f"{tag}_t"), reg(a1[1] | b1[1], 1, f"{tag}_nz")
 
         def max_tree(pairs, tag, levels):
+            """``pairs`` reduced by :func:`pick` (two registers a level), padded to ``levels`` levels."""
             lv = 0
             while len(pairs) > 1:
                 nxt = []
@@ -185,10 +194,13 @@ class StreamAlignBlock(wiring.Component):
                         nxt.append(pick(pairs[i], pairs[i + 1], f"{tag}{lv}_{i // 2}"))
                     else:
                         p = pairs[i]
-                        nxt.append((reg(p[0], signed(TW), f"{tag}{lv}_{i // 2}_t"), reg(p[1], 1, f"{tag}{lv}_{i // 2}_nz")))
+                        for r in range(PICK_STAGES):
+                            p = (reg(p[0], signed(TW), f"{tag}{lv}_{i // 2}_t{r}"),
+                                 reg(p[1], 1, f"{tag}{lv}_{i // 2}_nz{r}"))
+                        nxt.append(p)
                 pairs, lv = nxt, lv + 1
             p = pairs[0]
-            for i in range(lv, levels):
+            for i in range(lv * PICK_STAGES, levels * PICK_STAGES):
                 p = (reg(p[0], signed(TW), f"{tag}{i}_pt"), reg(p[1], 1, f"{tag}{i}_pnz"))
             return p
 
@@ -234,20 +246,29 @@ class StreamAlignBlock(wiring.Component):
                 fv = delay(fs[t], signed(EW), 2 + lv + MSB_STAGES, f"t{t}_fv")
                 mb, nz = _msb(reg, mags[0], wd, f"t{t}_v")
                 top = (reg(mb + 1 - fv, signed(TW), f"t{t}_top"), reg(nz, 1, f"t{t}_tnz"))
-                for i in range(lv, self.lane_levels):
+                for i in range(lv, PICK_STAGES * self.lane_levels):
                     top = (reg(top[0], signed(TW), f"t{t}_pad{i}_t"), reg(top[1], 1, f"t{t}_pad{i}_nz"))
             tops.append(top)
         beat_top = max_tree(tops, "tm", _log2_levels(len(self.terms)))
         va, fa, la = tags(self.i_valid, first_in, last_in, self.top_depth, "tt")
 
-        acc_t = Signal(signed(TW), name="acc_t")
-        acc_nz = Signal(name="acc_nz")
-        acc_done = Signal(name="acc_done")
-        with m.If(en):
-            m.d.sync += acc_done.eq(va & la)
-            with m.If(va):
-                win = fa | ~acc_nz | (beat_top[1] & (beat_top[0] > acc_t))
-                m.d.sync += [acc_t.eq(Mux(win, beat_top[0], acc_t)), acc_nz.eq(Mux(fa, beat_top[1], acc_nz | beat_top[1]))]
+        # the vector's largest top: its beats' tops (the last B in a shift register when its last
+        # beat arrives, the beats being consecutive) captured and reduced by a second tree
+        hist = [beat_top]
+        for i in range(B - 1):
+            p = hist[-1]
+            hist.append((reg(p[0], signed(TW), f"bh{i}_t"), reg(p[1], 1, f"bh{i}_nz")))
+        cap = va & la
+        held_tops = []
+        for i, (t_, nz_) in enumerate(hist):
+            ht, hn = Signal(signed(TW), name=f"cap{i}_t"), Signal(name=f"cap{i}_nz")
+            with m.If(en & cap):
+                m.d.sync += [ht.eq(t_), hn.eq(nz_)]
+            held_tops.append((ht, hn))
+        acc_done = reg(cap, 1, "cap_v")
+        for i in range(self.beat_levels * PICK_STAGES):
+            acc_done = reg(acc_done, 1, f"bt{i}_v")
+        acc_t, acc_nz = max_tree(held_tops, "bt", self.beat_levels)
         q = Signal(signed(QW), name="q")  # T - C: the vector's shifts are frac + q, its exponent Fc = -q
         with m.If(en & acc_done):
             m.d.sync += q.eq(Mux(acc_nz, acc_t - self.C, 0))
