@@ -145,7 +145,9 @@ class DeltaPass(wiring.Component):
 
         # front: RAM read, side registers, bh_i and knw's beat, the row bound, the products
         m.submodules.ram = ram = RegisteredRAM(d * B, k * Ws, self.ram, init=self.ram_init)
-        m.d.comb += [ram.rd_addr.eq(addr), ram.rd_en.eq(1), ram.rd_oce.eq(1)]
+        # reads only while the pass runs: a write of word 0 after the pass meets no read of it
+        # (the DP16KD does not define a read and a write of one word at one edge)
+        m.d.comb += [ram.rd_addr.eq(addr), ram.rd_en.eq(run), ram.rd_oce.eq(1)]
         side_f = Array(Signal(signed(EW), name=f"sf{i}") for i in range(d))
         side_m = Array(Signal(range(Ws), name=f"sm{i}") for i in range(d))
         side_z = Array(Signal(init=1, name=f"sz{i}") for i in range(d))

@@ -57,7 +57,7 @@ FLAVOURS = {
     "cov": ["--coverage-line", "--coverage-toggle"],
     "waves": [],  # the runner adds --trace (VCD; FST would need the system's lz4 headers)
 }
-KINDS = ("top", "engine", "scalar_unit", "vla", "linear", "deltanet", "gated-deltanet", "bram")
+KINDS = ("top", "engine", "scalar_unit", "vla", "linear", "deltanet", "gated-deltanet", "bram", "deltanet-scaled")
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,9 @@ class Design:
     ``(("refresh_period", 3),)``, passed to ``generate``'s ``build("vla", ...)`` and to the model),
     ``linear``, ``deltanet`` or ``gated-deltanet`` (``BaselineTop``; ``params``: ``eps``) or ``bram``
     (``RegisteredRAMPair(d, width)``: both block-RAM styles side by side; ``params``
-    ``(("width", w),)``)."""
+    ``(("width", w),)``) or ``deltanet-scaled`` (``DeltaNetScaledCore`` in a scaled preset, its
+    state in ``DP16KD`` through the vendor model; ``params`` ``(("ram", "behavioural"),)`` for the
+    portable RAM)."""
 
     kind: str = "top"
     d: int = 16
@@ -92,9 +94,15 @@ class Design:
 
             if annihilation_core_for(self.preset) == "v2" and self.in_range is not None:
                 raise ValueError("in_range: core v2 takes its preset's input range, not in_range")
+        elif self.kind == "deltanet-scaled":
+            from specmem.golden.fixed.formats import PRESETS as ALL_PRESETS
+
+            if getattr(ALL_PRESETS.get(self.preset), "scheme", None) != "scaled":
+                raise ValueError(f"preset: the scaled DeltaNet core takes a scaled preset, got {self.preset!r}")
         else:
             check_rtl_preset(self.preset)  # the other RTL is bit-exact with the legacy formats only
-        if self.params and self.kind not in ("vla", "linear", "deltanet", "gated-deltanet", "engine", "bram"):
+        if self.params and self.kind not in ("vla", "linear", "deltanet", "gated-deltanet", "engine", "bram",
+                                             "deltanet-scaled"):
             raise ValueError(f"params: only the vla, linear, deltanet, gated-deltanet, engine and bram designs take "
                              f"parameters, "
                              f"got {self.params!r}")
@@ -209,6 +217,16 @@ def verilog_for(design: Design) -> tuple[str, str, str]:
             params["in_range"] = design.in_range
         built = rtl_build(design.kind, design.d, design.k, design.preset, **params)
         comp, top, manifest = built.component, built.top, dict(built.manifest)
+    elif design.kind == "deltanet-scaled":
+        from specmem.rtl.deltanet_scaled import DeltaNetScaledCore
+
+        ram = dict(design.params).get("ram", "ecp5")
+        comp = DeltaNetScaledCore(design.d, design.k, design.preset, ram=ram)
+        top = "specmem_deltanet_scaled"
+        manifest = {"parameters": {"d": design.d, "k": design.k, "M": comp.M, "Ws": comp.Ws, "Wo": comp.Wo,
+                                   "exp_width": comp.exp_width, "ram": ram},
+                    "cycles_per_token": comp.cycles_per_token(),
+                    "sim_models": ["DP16KD"] if ram == "ecp5" else []}
     elif design.kind == "bram":
         from specmem.rtl.bram import RegisteredRAMPair
 
