@@ -44,7 +44,7 @@ from amaranth.lib.wiring import In, Out
 
 from .block_norm import StreamBlockNormaliser
 from .bram import BRAM_READ_LATENCY, BRAM_STYLES, RegisteredRAM
-from .pipeline import free_register, tree4_levels
+from .pipeline import free_register, stage_register, tree4_levels
 from .row_bfp import RowBFPWrite
 from .saturate import COUNT_WIDTH
 
@@ -95,7 +95,8 @@ class DeltaPass(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         d, k, B, Ws, M, EW = self.d, self.k, self.B, self.Ws, self.M, self.exp_width
-        reg = free_register(m)
+        reg = free_register(m)  # data, qualified by a valid tag
+        tag = stage_register(m, 1)  # valid, first, last: reset, so a reset mid-pass leaves no beat in flight
 
         def chain(x, shape, n, tag):
             for i in range(n):
@@ -152,17 +153,17 @@ class DeltaPass(wiring.Component):
         side_m = Array(Signal(range(Ws), name=f"sm{i}") for i in range(d))
         side_z = Array(Signal(init=1, name=f"sz{i}") for i in range(d))
         v0, f0, l0 = run, beat == 0, beat == B - 1
-        v1, f1, l1 = reg(v0, 1, "v1"), reg(f0, 1, "f1"), reg(l0, 1, "l1")
+        v1, f1, l1 = tag(v0, 1, "v1"), tag(f0, 1, "f1"), tag(l0, 1, "l1")
         r_f1 = reg(side_f[row], signed(EW), "r_f1")
         r_m1 = reg(side_m[row], range(Ws), "r_m1")
         r_z1 = reg(side_z[row], 1, "r_z1")
         bh1 = reg(Array(self.i_bh[i] for i in range(d))[row], signed(M), "bh1")
         kw1 = [reg(Array(self.i_knw[b * k + j] for b in range(B))[beat], signed(M), f"kw1_{j}") for j in range(k)]
-        v2, f2, l2 = reg(v1, 1, "v2"), reg(f1, 1, "f2"), reg(l1, 1, "l2")
+        v2, f2, l2 = tag(v1, 1, "v2"), tag(f1, 1, "f2"), tag(l1, 1, "l2")
         r_f2, r_m2, r_z2 = reg(r_f1, signed(EW), "r_f2"), reg(r_m1, range(Ws), "r_m2"), reg(r_z1, 1, "r_z2")
         bh_mag2 = reg(Mux(bh1[-1], -bh1, bh1)[:M], unsigned(M), "bh_mag2")
         prod2 = [reg(bh1 * x, signed(2 * M), f"prod2_{j}") for j, x in enumerate(kw1)]
-        v3, f3, l3 = reg(v2, 1, "v3"), reg(f2, 1, "f3"), reg(l2, 1, "l3")
+        v3, f3, l3 = tag(v2, 1, "v3"), tag(f2, 1, "f3"), tag(l2, 1, "l3")
         r_f3, r_m3, r_z3 = reg(r_f2, signed(EW), "r_f3"), reg(r_m2, range(Ws), "r_m3"), reg(r_z2, 1, "r_z3")
         bh_msb3 = reg(_msb_of(bh_mag2, M), unsigned(max(1, (M - 1).bit_length())), "bh_msb3")
         bh_z3 = reg(bh_mag2 == 0, 1, "bh_z3")
@@ -205,11 +206,11 @@ class DeltaPass(wiring.Component):
         kn1 = [reg(Array(self.i_kn[b * k + j] for b in range(B))[bsel], signed(M), f"kn1_{j}") for j in range(k)]
         qn1 = [reg(Array(self.i_qn[b * k + j] for b in range(B))[bsel], signed(M), f"qn1_{j}") for j in range(k)]
         x1 = [reg(nb.o_data[j], signed(M), f"rx1_{j}") for j in range(k)]
-        rv1, rf1, rl1 = reg(nb.o_valid, 1, "rv1"), reg(nb.o_first, 1, "rf1"), reg(nb.o_last, 1, "rl1")
+        rv1, rf1, rl1 = tag(nb.o_valid, 1, "rv1"), tag(nb.o_first, 1, "rf1"), tag(nb.o_last, 1, "rl1")
         rexp1 = reg(nb.o_frac, signed(EW), "rexp1")
         ps = [reg(x * y, signed(2 * M), f"pk{j}") for j, (x, y) in enumerate(zip(x1, kn1))]
         qs = [reg(x * y, signed(2 * M), f"pq{j}") for j, (x, y) in enumerate(zip(x1, qn1))]
-        rv, rf_, rl = reg(rv1, 1, "rv2"), reg(rf1, 1, "rf2"), reg(rl1, 1, "rl2")
+        rv, rf_, rl = tag(rv1, 1, "rv2"), tag(rf1, 1, "rf2"), tag(rl1, 1, "rl2")
         rexp = reg(rexp1, signed(EW), "rexp2")
         DW = self.dot_width
         lv = 0
@@ -219,7 +220,7 @@ class DeltaPass(wiring.Component):
                   for j in range(0, len(ps), 2)]
             qs = [reg(qs[j] + qs[j + 1] if j + 1 < len(qs) else qs[j], signed(DW), f"tq{lv}_{j // 2}")
                   for j in range(0, len(qs), 2)]
-            rv, rf_, rl = reg(rv, 1, f"rt{lv}_v"), reg(rf_, 1, f"rt{lv}_f"), reg(rl, 1, f"rt{lv}_l")
+            rv, rf_, rl = tag(rv, 1, f"rt{lv}_v"), tag(rf_, 1, f"rt{lv}_f"), tag(rl, 1, f"rt{lv}_l")
             rexp = reg(rexp, signed(EW), f"rt{lv}_e")
         acc_k = Signal(signed(DW), name="acc_sk")
         acc_q = Signal(signed(DW), name="acc_sq")

@@ -3,9 +3,10 @@ pipelined blocks: the first core whose int8 keeps the memory (block vectors, a r
 
 Per token ``t`` (the model's order, rounding for rounding):
 
-* **front end**, off the loop, one token ahead: ``kn = unit_block(k)``, ``qn = unit_block(q)``
-  (two :class:`~specmem.rtl.unit_norm.UnitNormaliser`), ``C = knᵀ qn`` (exact, ``k`` multipliers
-  and a registered tree as the units' beats come out);
+* **front end**, off the loop, one token ahead: ``kn = unit_block(k)``, then ``qn =
+  unit_block(q)`` on the same :class:`~specmem.rtl.unit_norm.UnitNormaliser` (``q`` fed its
+  ``interval`` after ``k``: one unit's squares, products and scalar unit for both), ``C = knᵀ qn``
+  (exact, ``k`` multipliers and a registered tree as ``qn``'s beats come out beside ``kn``'s);
 * **pass** (:class:`~specmem.rtl.delta_pass.DeltaPass`, ``d²/k`` cycles): token ``t - 1``'s write
   ``Ŝ += bh knᵀ`` of every row and, as each written row streams out, token ``t``'s reads
   ``sk = Ŝ kn``, ``sq = Ŝ qn`` with the rows' read exponents, into two ``d``-entry buffers;
@@ -42,7 +43,7 @@ from specmem.golden.fixed.formats import PRESETS
 from .align import StreamAlignBlock
 from .block_norm import StreamBlockNormaliser
 from .delta_pass import DeltaPass
-from .pipeline import free_register
+from .pipeline import free_register, stage_register
 from .saturate import COUNT_WIDTH
 from .unit_norm import UnitNormaliser
 
@@ -72,8 +73,7 @@ class DeltaNetScaledCore(wiring.Component):
         self.pass_ = DeltaPass(d, k, self.Ws, M, exp_width=EW, ram=ram)
         DW = self.pass_.dot_width
         self.dot_width = DW
-        self.unit_k = UnitNormaliser(k, B, M, self.su, exp_width=EW)
-        self.unit_q = UnitNormaliser(k, B, M, self.su, exp_width=EW)
+        self.unit = UnitNormaliser(k, B, M, self.su, exp_width=EW)
         self.align_e = StreamAlignBlock(k, B, ((M, False), (DW + 1, True)), M, exp_width=EW)
         self.norm_be = StreamBlockNormaliser(k, B, 2 * M, M, frac_width=EW)
         self.align_o = StreamAlignBlock(k, B, ((DW, True), (M + DW, False)), self.Wo, exp_width=EW)
@@ -103,7 +103,8 @@ class DeltaNetScaledCore(wiring.Component):
         m = Module()
         d, k, B, M, EW, Wo = self.d, self.k, self.B, self.M, self.exp_width, self.Wo
         DW = self.dot_width
-        reg = free_register(m)
+        reg = free_register(m)  # data, qualified by a valid tag
+        tag = stage_register(m, 1)  # valid, first, last: reset, so a reset leaves no beat in flight
 
         def beat_of(vec, idx, j):
             """Element ``j`` of beat ``idx`` of a ``d``-element register vector (a ``B``:1 select)."""
@@ -112,16 +113,16 @@ class DeltaNetScaledCore(wiring.Component):
         def vreg(name, shape=signed(M)):
             return [Signal(shape, name=f"{name}{i}") for i in range(d)]
 
-        uk, uq = self.unit_k, self.unit_q
+        un = self.unit
         pa, ae, nb, ao = self.pass_, self.align_e, self.norm_be, self.align_o
-        m.submodules.unit_k, m.submodules.unit_q = uk, uq
+        m.submodules.unit = un
         m.submodules.pass_ = pa
         m.submodules.align_e, m.submodules.norm_be, m.submodules.align_o = ae, nb, ao
-        m.d.comb += [uk.en.eq(1), uq.en.eq(1), ae.en.eq(1), nb.en.eq(1), ao.en.eq(1)]
+        m.d.comb += [un.en.eq(1), ae.en.eq(1), nb.en.eq(1), ao.en.eq(1)]
         err = Signal()
-        m.d.comb += self.err.eq(err | uk.o_err | uq.o_err | ae.o_err | nb.o_err | ao.o_err)
+        m.d.comb += self.err.eq(err | un.o_err | ae.o_err | nb.o_err | ao.o_err)
 
-        # -- front end: one token ahead into the "next" registers
+        # -- front end: one token ahead into the "next" registers; k, then q on the same unit
         fe_busy, next_full, next_flush = Signal(name="fe_busy"), Signal(name="next_full"), Signal(name="next_flush")
         fe_k, fe_q = vreg("fe_k"), vreg("fe_q")
         fe_fk, fe_fq = Signal(signed(EW), name="fe_fk"), Signal(signed(EW), name="fe_fq")
@@ -129,47 +130,60 @@ class DeltaNetScaledCore(wiring.Component):
         nx_fv, nx_fkn, nx_fqn = (Signal(signed(EW), name=n) for n in ("nx_fv", "nx_fkn", "nx_fqn"))
         nx_beta, nx_fb = Signal(signed(M), name="nx_beta"), Signal(signed(EW), name="nx_fb")
         nx_c = Signal(signed(DW), name="nx_c")
-        feed = Signal(range(B + 1), name="fe_feed")
+        I = un.interval
+        fe_t = Signal(range(I + B + 1), name="fe_t", init=I + B)  # cycles since k's first beat went in
         m.d.comb += self.i_ready.eq(~fe_busy & ~next_full)
         with m.If(self.i_valid & self.i_ready):
             with m.If(self.i_flush):
                 m.d.sync += [next_full.eq(1), next_flush.eq(1)]
             with m.Else():
-                m.d.sync += [fe_busy.eq(1), next_flush.eq(0), feed.eq(B), fe_fk.eq(self.i_fk), fe_fq.eq(self.i_fq),
+                m.d.sync += [fe_busy.eq(1), next_flush.eq(0), fe_t.eq(0), fe_fk.eq(self.i_fk), fe_fq.eq(self.i_fq),
                              nx_fv.eq(self.i_fv), nx_beta.eq(self.i_beta), nx_fb.eq(self.i_fbeta)]
                 m.d.sync += [fe_k[i].eq(self.i_k[i]) for i in range(d)]
                 m.d.sync += [fe_q[i].eq(self.i_q[i]) for i in range(d)]
                 m.d.sync += [nx_v[i].eq(self.i_v[i]) for i in range(d)]
-        fb_idx = B - feed
-        with m.If(feed != 0):
-            m.d.sync += feed.eq(feed - 1)
-        m.d.comb += [uk.i_valid.eq(feed != 0), uq.i_valid.eq(feed != 0), uk.i_frac.eq(fe_fk), uq.i_frac.eq(fe_fq)]
-        m.d.comb += [uk.i_data[j].eq(beat_of(fe_k, fb_idx, j)) for j in range(k)]
-        m.d.comb += [uq.i_data[j].eq(beat_of(fe_q, fb_idx, j)) for j in range(k)]
+        with m.If(fe_t != I + B):
+            m.d.sync += fe_t.eq(fe_t + 1)
+        feed_k, feed_q = fe_t < B, (fe_t >= I) & (fe_t < I + B)
+        fb_idx = Mux(feed_k, fe_t, fe_t - I)
+        m.d.comb += [un.i_valid.eq(feed_k | feed_q), un.i_frac.eq(Mux(feed_k, fe_fk, fe_fq))]
+        m.d.comb += [un.i_data[j].eq(Mux(feed_k, beat_of(fe_k, fb_idx, j), beat_of(fe_q, fb_idx, j)))
+                     for j in range(k)]
         ob = Signal(range(max(B, 2)), name="fe_ob")
-        with m.If(uk.o_valid):
-            m.d.sync += ob.eq(Mux(uk.o_last, 0, ob + 1))
+        out_q = Signal(name="fe_out_q")  # the unit's next output vector is qn (kn's went first)
+        osel = Mux(un.o_first, 0, ob)
+        with m.If(un.o_valid):
+            m.d.sync += ob.eq(Mux(un.o_last, 0, ob + 1))
+            with m.If(un.o_last):
+                m.d.sync += out_q.eq(~out_q)
             for b in range(B):
-                with m.If(Mux(uk.o_first, 0, ob) == b):
-                    m.d.sync += [nx_kn[b * k + j].eq(uk.o_data[j]) for j in range(k)]
-                    m.d.sync += [nx_qn[b * k + j].eq(uq.o_data[j]) for j in range(k)]
-            with m.If(uk.o_first):
-                m.d.sync += [nx_fkn.eq(uk.o_frac), nx_fqn.eq(uq.o_frac)]
-        with m.If(uk.o_valid != uq.o_valid):
-            m.d.sync += err.eq(1)  # the two units run in lockstep by construction
-        # C = kn . qn as the beats come out: products, a registered tree, the sum over the beats
-        cv, cf, cl = reg(uk.o_valid, 1, "c1_v"), reg(uk.o_first, 1, "c1_f"), reg(uk.o_last, 1, "c1_l")
-        cp = [reg(uk.o_data[j] * uq.o_data[j], signed(2 * M), f"c1_p{j}") for j in range(k)]
+                with m.If(osel == b):
+                    with m.If(out_q):
+                        m.d.sync += [nx_qn[b * k + j].eq(un.o_data[j]) for j in range(k)]
+                    with m.Else():
+                        m.d.sync += [nx_kn[b * k + j].eq(un.o_data[j]) for j in range(k)]
+            with m.If(un.o_first):
+                with m.If(out_q):
+                    m.d.sync += nx_fqn.eq(un.o_frac)
+                with m.Else():
+                    m.d.sync += nx_fkn.eq(un.o_frac)
+        # C = kn . qn as qn's beats come out beside kn's (read back): a register, the products, a
+        # registered tree, the sum over the beats
+        cv, cf, cl = (tag(un.o_valid & out_q, 1, "c0_v"), tag(un.o_first, 1, "c0_f"), tag(un.o_last, 1, "c0_l"))
+        cq = [reg(un.o_data[j], signed(M), f"c0_q{j}") for j in range(k)]
+        ck = [reg(beat_of(nx_kn, osel, j), signed(M), f"c0_k{j}") for j in range(k)]
+        cv, cf, cl = tag(cv, 1, "c1_v"), tag(cf, 1, "c1_f"), tag(cl, 1, "c1_l")
+        cp = [reg(a * b, signed(2 * M), f"c1_p{j}") for j, (a, b) in enumerate(zip(cq, ck))]
         lv = 0
         while len(cp) > 1:
             lv += 1
             cp = [reg(cp[j] + cp[j + 1] if j + 1 < len(cp) else cp[j], signed(DW), f"c{lv + 1}_t{j // 2}")
                   for j in range(0, len(cp), 2)]
-            cv, cf, cl = reg(cv, 1, f"c{lv + 1}_v"), reg(cf, 1, f"c{lv + 1}_f"), reg(cl, 1, f"c{lv + 1}_l")
+            cv, cf, cl = tag(cv, 1, f"c{lv + 1}_v"), tag(cf, 1, f"c{lv + 1}_f"), tag(cl, 1, f"c{lv + 1}_l")
         c_acc = Signal(signed(DW), name="c_acc")
         with m.If(cv):
             m.d.sync += c_acc.eq(Mux(cf, 0, c_acc) + cp[0])
-        fe_done = reg(cv & cl, 1, "fe_done")
+        fe_done = tag(cv & cl, 1, "fe_done")
         with m.If(fe_done):
             m.d.sync += [nx_c.eq(c_acc), fe_busy.eq(0), next_full.eq(1)]
 
@@ -236,7 +250,7 @@ class DeltaNetScaledCore(wiring.Component):
         for j in range(k):
             m.d.comb += [ae.i_x0[j].eq(beat_of(cur_v, eb, j)), ae.i_x1[j].eq(-beat_of(sk_b, eb, j)),
                          ae.i_f1[j].eq(beat_of(rf_b, eb, j) + fkn)]
-        bv, bf, bl = reg(ae.o_valid, 1, "be_v"), reg(ae.o_first, 1, "be_f"), reg(ae.o_last, 1, "be_l")
+        bv, bf, bl = tag(ae.o_valid, 1, "be_v"), tag(ae.o_first, 1, "be_f"), tag(ae.o_last, 1, "be_l")
         bp = [reg(ae.o_data[j] * beta, signed(2 * M), f"be_p{j}") for j in range(k)]
         bfr = reg(ae.o_frac + fb, signed(EW), "be_fr")
         m.d.comb += [nb.i_valid.eq(bv), nb.i_frac.eq(bfr)]
@@ -252,7 +266,7 @@ class DeltaNetScaledCore(wiring.Component):
             with m.If(nb.o_first):
                 m.d.sync += fbh.eq(nb.o_frac)
         # o's terms: sq's beat with per-row exponents, be C with one exponent
-        ov1 = reg(nb.o_valid, 1, "o1_v")
+        ov1 = tag(nb.o_valid, 1, "o1_v")
         be1 = [reg(nb.o_data[j], signed(M), f"o1_be{j}") for j in range(k)]
         sq1 = [reg(beat_of(sq_b, wsel, j), signed(DW), f"o1_sq{j}") for j in range(k)]
         sf1 = [reg(beat_of(rf_b, wsel, j) + fqn, signed(EW), f"o1_sf{j}") for j in range(k)]
@@ -260,7 +274,7 @@ class DeltaNetScaledCore(wiring.Component):
         fbc_now = nb.o_frac + fkn + fqn
         with m.If(nb.o_valid & nb.o_first):
             m.d.sync += fbc1.eq(fbc_now)
-        ov2 = reg(ov1, 1, "o2_v")
+        ov2 = tag(ov1, 1, "o2_v")
         bc2 = [reg(x * cval, signed(M + DW), f"o2_bc{j}") for j, x in enumerate(be1)]
         sq2 = [reg(x, signed(DW), f"o2_sq{j}") for j, x in enumerate(sq1)]
         sf2 = [reg(x, signed(EW), f"o2_sf{j}") for j, x in enumerate(sf1)]
