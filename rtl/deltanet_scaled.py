@@ -54,7 +54,9 @@ class DeltaNetScaledCore(wiring.Component):
     """DeltaNet in a scaled preset on ``k`` lanes, state ``d x d``; see the module docstring.
 
     ``preset``: a scaled preset name (``int8``: ``M`` = 8, ``Ws`` = 16, ``Wo`` = 16, a 12-bit
-    scalar unit); ``ram``: the state's block-RAM style; ``exp_width``: signed exponent bits."""
+    scalar unit); ``ram``: the block-RAM style of the state and of the alignments' and the unit
+    normaliser's waits (``behavioural`` or ``ecp5``; those delay lines would otherwise be most of
+    the flip-flops); ``exp_width``: signed exponent bits."""
 
     def __init__(self, d: int, k: int, preset: str = "int8", *, ram: str = "behavioural", exp_width: int = 12):
         for name, v, lo in (("d", d, 2), ("k", k, 1)):
@@ -73,10 +75,11 @@ class DeltaNetScaledCore(wiring.Component):
         self.pass_ = DeltaPass(d, k, self.Ws, M, exp_width=EW, ram=ram)
         DW = self.pass_.dot_width
         self.dot_width = DW
-        self.unit = UnitNormaliser(k, B, M, self.su, exp_width=EW)
-        self.align_e = StreamAlignBlock(k, B, ((M, False), (DW + 1, True)), M, exp_width=EW)
+        self.unit = UnitNormaliser(k, B, M, self.su, exp_width=EW, delay_style=ram)
+        self.align_e = StreamAlignBlock(k, B, ((M, False), (DW + 1, True)), M, exp_width=EW, delay_style=ram)
         self.norm_be = StreamBlockNormaliser(k, B, 2 * M, M, frac_width=EW)
-        self.align_o = StreamAlignBlock(k, B, ((DW, True), (M + DW, False)), self.Wo, exp_width=EW)
+        self.align_o = StreamAlignBlock(k, B, ((DW, True), (M + DW, False)), self.Wo, exp_width=EW,
+                                        delay_style=ram)
         vec = data.ArrayLayout(signed(M), d)
         super().__init__({
             "i_valid": In(1), "i_ready": Out(1), "i_flush": In(1),
