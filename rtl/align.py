@@ -47,7 +47,7 @@ from specmem.golden.fixed.scaled.bfp import GUARD
 
 from .block_norm import StreamBlockNormaliser
 from .delay_line import DELAY_STYLES, MIN_RAM_DELAY, DelayLine
-from .pipeline import stage_register, tree4_levels
+from .pipeline import or_all, stage_register, tag_chain, tree4_levels
 from .saturate import fits_signed
 from .shift import RoundShiftVar
 
@@ -62,13 +62,6 @@ PICK_STAGES = 2
 def _log2_levels(n: int) -> int:
     """Registered levels of a pairwise tree over ``n`` leaves."""
     return max(0, (n - 1).bit_length())
-
-
-def _or(values):
-    acc = values[0]
-    for x in values[1:]:
-        acc = acc | x
-    return acc
 
 
 def _msb(reg, mag, W, tag):
@@ -88,10 +81,10 @@ def _msb(reg, mag, W, tag):
     bits = []
     for b in range(mw):
         if b < 2:
-            bits.append(_or([hot[g] & locs[g][b] for g in range(G)]))
+            bits.append(or_all([hot[g] & locs[g][b] for g in range(G)]))
         else:
             sel = [hot[g] for g in range(G) if (4 * g) >> b & 1]
-            bits.append(_or(sel) if sel else Const(0, 1))
+            bits.append(or_all(sel) if sel else Const(0, 1))
     return reg(Cat(*bits), unsigned(mw), f"{tag}_msb"), reg(anyz, 1, f"{tag}_nz")
 
 
@@ -166,9 +159,7 @@ class StreamAlignBlock(wiring.Component):
         reg = stage_register(m, en)
 
         def tags(v, first, last, n, tag):
-            for i in range(n):
-                v, first, last = reg(v, 1, f"{tag}{i}_v"), reg(first, 1, f"{tag}{i}_first"), reg(last, 1, f"{tag}{i}_last")
-            return v, first, last
+            return tag_chain(reg, v, first, last, n, tag)
 
         def delay(x, shape, n, tag):
             for i in range(n):
@@ -242,7 +233,7 @@ class StreamAlignBlock(wiring.Component):
                 lv = 0
                 while len(mags) > 1:
                     lv += 1
-                    mags = [reg(_or(mags[j:j + 4]), unsigned(wd), f"t{t}_or{lv}_{j // 4}") for j in range(0, len(mags), 4)]
+                    mags = [reg(or_all(mags[j:j + 4]), unsigned(wd), f"t{t}_or{lv}_{j // 4}") for j in range(0, len(mags), 4)]
                 fv = delay(fs[t], signed(EW), 2 + lv + MSB_STAGES, f"t{t}_fv")
                 mb, nz = _msb(reg, mags[0], wd, f"t{t}_v")
                 top = (reg(mb + 1 - fv, signed(TW), f"t{t}_top"), reg(nz, 1, f"t{t}_tnz"))

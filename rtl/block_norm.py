@@ -49,7 +49,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigne
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .pipeline import stage_register, tree4_levels
+from .pipeline import stage_register, tag_chain, tree4_levels
 
 __all__ = ["BlockNormaliser", "SerialBlockNormaliser", "StreamBlockNormaliser"]
 
@@ -463,10 +463,7 @@ class StreamBlockNormaliser(wiring.Component):
 
         def tags(v, first, last, n, tag):
             """The beat's valid, first and last flags through ``n`` stage registers."""
-            for i in range(n):
-                v, first, last = (reg(v, 1, f"{tag}{i}_v"), reg(first, 1, f"{tag}{i}_first"),
-                                  reg(last, 1, f"{tag}{i}_last"))
-            return v, first, last
+            return tag_chain(reg, v, first, last, n, tag)
 
         # input framing: which accepted beat of its vector this is
         cnt = Signal(range(max(B, 2)))

@@ -44,7 +44,8 @@ from amaranth.lib.wiring import In, Out
 
 from .block_norm import StreamBlockNormaliser
 from .bram import BRAM_READ_LATENCY, BRAM_STYLES, RegisteredRAM
-from .pipeline import free_register, stage_register, tree4_levels
+from .fixed import msb_index
+from .pipeline import free_register, or_all, stage_register, tree4_levels
 from .row_bfp import RowBFPWrite
 from .saturate import COUNT_WIDTH
 
@@ -138,8 +139,8 @@ class DeltaPass(wiring.Component):
         lv = 0
         while len(mags) > 1:
             lv += 1
-            mags = [reg(_or(mags[j:j + 4]), unsigned(M), f"kor{lv}_{j // 4}") for j in range(0, len(mags), 4)]
-        kmsb = reg(_msb_of(mags[0], M), unsigned(max(1, (M - 1).bit_length())), "kmsb")
+            mags = [reg(or_all(mags[j:j + 4]), unsigned(M), f"kor{lv}_{j // 4}") for j in range(0, len(mags), 4)]
+        kmsb = reg(msb_index(m, mags[0], "kmsb_c"), unsigned(max(1, (M - 1).bit_length())), "kmsb")
         kzero = reg(mags[0] == 0, 1, "kzero")
         ep_c = reg(kmsb + 2 - self.i_fbh - self.i_fknw, signed(EW + 2), "ep_c")  # e_prod = msb(bh_i) + ep_c
         f_prod = reg(self.i_fbh + self.i_fknw, signed(EW), "f_prod")
@@ -165,7 +166,7 @@ class DeltaPass(wiring.Component):
         prod2 = [reg(bh1 * x, signed(2 * M), f"prod2_{j}") for j, x in enumerate(kw1)]
         v3, f3, l3 = tag(v2, 1, "v3"), tag(f2, 1, "f3"), tag(l2, 1, "l3")
         r_f3, r_m3, r_z3 = reg(r_f2, signed(EW), "r_f3"), reg(r_m2, range(Ws), "r_m3"), reg(r_z2, 1, "r_z3")
-        bh_msb3 = reg(_msb_of(bh_mag2, M), unsigned(max(1, (M - 1).bit_length())), "bh_msb3")
+        bh_msb3 = reg(msb_index(m, bh_mag2, "bh_msb_c"), unsigned(max(1, (M - 1).bit_length())), "bh_msb3")
         bh_z3 = reg(bh_mag2 == 0, 1, "bh_z3")
         prod3 = [reg(p, signed(2 * M), f"prod3_{j}") for j, p in enumerate(prod2)]
         old3 = [reg(Mux(r_z2, 0, ram.rd_data[j * Ws:(j + 1) * Ws].as_signed()), signed(Ws), f"old3_{j}")
@@ -231,19 +232,3 @@ class DeltaPass(wiring.Component):
         with m.If(rv & rl):
             m.d.sync += self.o_rf.eq(rexp)
         return m
-
-
-def _or(values):
-    acc = values[0]
-    for x in values[1:]:
-        acc = acc | x
-    return acc
-
-
-def _msb_of(x, W):
-    """Index of the leading one of the unsigned ``W``-bit ``x`` (0 for 0): a priority select, for
-    the narrow operands (``M`` bits) of the per-row and per-pass bounds."""
-    out = 0
-    for b in range(W):
-        out = Mux(x[b], b, out)
-    return out

@@ -116,6 +116,18 @@ class DeltaNetScaledCore(wiring.Component):
         def vreg(name, shape=signed(M)):
             return [Signal(shape, name=f"{name}{i}") for i in range(d)]
 
+        def store_beats(vec, src, name):
+            """Write a stream's beats (``src.o_valid``, ``o_first``, ``o_last``, ``o_data``) into the
+            ``d``-element register vector ``vec`` in order; returns the beat index (a select)."""
+            cnt = Signal(range(max(B, 2)), name=name)
+            sel = Mux(src.o_first, 0, cnt)
+            with m.If(src.o_valid):
+                m.d.sync += cnt.eq(Mux(src.o_last, 0, cnt + 1))
+                for b in range(B):
+                    with m.If(sel == b):
+                        m.d.sync += [vec[b * k + j].eq(src.o_data[j]) for j in range(k)]
+            return sel
+
         un = self.unit
         pa, ae, nb, ao = self.pass_, self.align_e, self.norm_be, self.align_o
         m.submodules.unit = un
@@ -259,15 +271,9 @@ class DeltaNetScaledCore(wiring.Component):
         m.d.comb += [nb.i_valid.eq(bv), nb.i_frac.eq(bfr)]
         m.d.comb += [nb.i_data[j].eq(x) for j, x in enumerate(bp)]
         del bf, bl
-        wb = Signal(range(max(B, 2)), name="bh_beat")
-        wsel = Mux(nb.o_first, 0, wb)
-        with m.If(nb.o_valid):
-            m.d.sync += wb.eq(Mux(nb.o_last, 0, wb + 1))
-            for b in range(B):
-                with m.If(wsel == b):
-                    m.d.sync += [bh[b * k + j].eq(nb.o_data[j]) for j in range(k)]
-            with m.If(nb.o_first):
-                m.d.sync += fbh.eq(nb.o_frac)
+        wsel = store_beats(bh, nb, "bh_beat")
+        with m.If(nb.o_valid & nb.o_first):
+            m.d.sync += fbh.eq(nb.o_frac)
         # o's terms: sq's beat with per-row exponents, be C with one exponent
         ov1 = tag(nb.o_valid, 1, "o1_v")
         be1 = [reg(nb.o_data[j], signed(M), f"o1_be{j}") for j in range(k)]
@@ -288,18 +294,12 @@ class DeltaNetScaledCore(wiring.Component):
         # -- the output buffer, read out as beats with backpressure
         obuf = [Signal(signed(Wo), name=f"obuf{i}") for i in range(d)]
         ofrac = Signal(signed(EW), name="ofrac")
-        oin = Signal(range(max(B, 2)), name="o_in")
         ofull = Signal(name="o_full")
-        with m.If(ao.o_valid):
-            isel = Mux(ao.o_first, 0, oin)
-            m.d.sync += oin.eq(Mux(ao.o_last, 0, oin + 1))
-            for b in range(B):
-                with m.If(isel == b):
-                    m.d.sync += [obuf[b * k + j].eq(ao.o_data[j]) for j in range(k)]
-            with m.If(ao.o_first):
-                m.d.sync += ofrac.eq(ao.o_frac)
-            with m.If(ao.o_last):
-                m.d.sync += ofull.eq(1)
+        store_beats(obuf, ao, "o_in")
+        with m.If(ao.o_valid & ao.o_first):
+            m.d.sync += ofrac.eq(ao.o_frac)
+        with m.If(ao.o_valid & ao.o_last):
+            m.d.sync += ofull.eq(1)
         orb = Signal(range(max(B, 2)), name="o_rd")
         m.d.comb += [self.o_valid.eq(ofull), self.o_first.eq(orb == 0), self.o_last.eq(orb == B - 1),
                      self.o_frac.eq(ofrac)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Signal
 
-__all__ = ["stage_register", "free_register", "register_chain", "reduce_tree", "tree4_levels"]
+__all__ = ["stage_register", "free_register", "register_chain", "reduce_tree", "tree4_levels", "tag_chain", "or_all"]
 
 
 def stage_register(m, en):
@@ -64,3 +64,20 @@ def tree4_levels(n: int) -> int:
         n = -(-n // 4)
         levels += 1
     return levels
+
+
+def tag_chain(reg, valid, first, last, n: int, name: str):
+    """A beat's ``valid``, ``first`` and ``last`` flags through ``n`` registers made by ``reg``
+    (a :func:`stage_register`), beside a streamed vector's data: ``(valid, first, last)``."""
+    for i in range(n):
+        valid, first, last = (reg(valid, 1, f"{name}{i}_v"), reg(first, 1, f"{name}{i}_first"),
+                              reg(last, 1, f"{name}{i}_last"))
+    return valid, first, last
+
+
+def or_all(values):
+    """The OR of a non-empty list of equal-width values (one level of an OR tree)."""
+    acc = values[0]
+    for x in values[1:]:
+        acc = acc | x
+    return acc

@@ -36,7 +36,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .pipeline import stage_register, tree4_levels
+from .pipeline import or_all, stage_register, tree4_levels
 from .saturate import COUNT_WIDTH, SaturatingNarrow, fits_signed
 from .shift import RoundShiftVar
 
@@ -176,7 +176,7 @@ class RowBFPWrite(wiring.Component):
         lv = 0
         while len(mags) > 1:
             lv += 1
-            mags = [reg(_or(mags[j:j + 4]), unsigned(Ws), f"m_or{lv}_{j // 4}")
+            mags = [reg(or_all(mags[j:j + 4]), unsigned(Ws), f"m_or{lv}_{j // 4}")
                     for j in range(0, len(mags), 4)]
             v, ft, l = reg(v, 1, f"m_t{lv}_v"), reg(ft, 1, f"m_t{lv}_f"), reg(l, 1, f"m_t{lv}_l")
         acc = Signal(unsigned(Ws), name="row_or")
@@ -192,11 +192,3 @@ class RowBFPWrite(wiring.Component):
         with m.If(en):
             m.d.sync += [self.o_row_valid.eq(done), self.o_row_msb.eq(top), self.o_row_zero.eq(acc == 0)]
         return m
-
-
-def _or(values):
-    """OR of a list of equal-width values."""
-    acc = values[0]
-    for x in values[1:]:
-        acc = acc | x
-    return acc

@@ -15,7 +15,7 @@ from amaranth.hdl import Cat, ClockDomain, Module
 from amaranth.sim import Simulator
 
 __all__ = ["stream_put", "stream_get", "stream_source", "stream_sink", "run_simulation", "axis_view",
-           "with_sync_reset", "run_stalled_pipeline"]
+           "with_sync_reset", "run_stalled_pipeline", "VectorBeats"]
 
 
 async def stream_put(ctx, s, payload, *, rng: random.Random | None = None, idle: float = 0.0):
@@ -154,3 +154,25 @@ def run_stalled_pipeline(dut, beats, *, stall: float = 0.0, seed: int = 0, drive
     sim.add_testbench(bench)
     sim.run()
     return outs
+
+
+class VectorBeats:
+    """Collects the vectors a streaming unit puts out as ``beats`` beats of ``lanes`` elements
+    (``o_valid``, ``o_first``, ``o_last``, ``o_data``, ``o_frac``), checking the framing flags:
+    ``got`` holds ``(elements, frac)`` per finished vector."""
+
+    def __init__(self, lanes: int, beats: int):
+        self.lanes, self.n = lanes, lanes * beats
+        self.cur: list[int] = []
+        self.got: list[tuple[list[int], int]] = []
+
+    def take(self, ctx, dut) -> None:
+        """Read one advancing cycle's outputs (call after the tick)."""
+        if not ctx.get(dut.o_valid):
+            return
+        assert ctx.get(dut.o_first) == (len(self.cur) == 0), "o_first off its vector's first beat"
+        self.cur += [ctx.get(dut.o_data[lane]) for lane in range(self.lanes)]
+        assert ctx.get(dut.o_last) == (len(self.cur) == self.n), "o_last off its vector's last beat"
+        if len(self.cur) == self.n:
+            self.got.append((self.cur, ctx.get(dut.o_frac)))
+            self.cur = []

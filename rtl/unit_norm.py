@@ -37,7 +37,7 @@ from specmem.golden.fixed.scalar_unit import ScalarUnit as GoldenScalarUnit
 
 from .block_norm import StreamBlockNormaliser
 from .delay_line import DELAY_STYLES, MIN_RAM_DELAY, DelayLine
-from .pipeline import stage_register
+from .pipeline import stage_register, tag_chain
 from .scalar_unit import ScalarOp, ScalarUnit
 
 __all__ = ["UnitNormaliser", "eps_table"]
@@ -120,9 +120,7 @@ class UnitNormaliser(wiring.Component):
         reg = stage_register(m, en)
 
         def tags(v, first, last, n, tag):
-            for i in range(n):
-                v, first, last = reg(v, 1, f"{tag}{i}_v"), reg(first, 1, f"{tag}{i}_first"), reg(last, 1, f"{tag}{i}_last")
-            return v, first, last
+            return tag_chain(reg, v, first, last, n, tag)
 
         def held(value, shape, load, name):
             r = Signal(shape, name=name)

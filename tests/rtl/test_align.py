@@ -7,7 +7,7 @@ import pytest
 
 from specmem.golden.fixed.scaled.bfp import align_block
 from specmem.rtl.align import StreamAlignBlock
-from specmem.rtl.testing import run_simulation
+from specmem.rtl.testing import VectorBeats, run_simulation
 
 
 def _case(rng, n_vec, d, terms, *, frac_lo=-6, frac_hi=30, p_zero=0.15, p_dead=0.1):
@@ -39,7 +39,7 @@ def _run(dut, raws, fracs, *, stall=0.0, gap=0.0, seed=0, bubble_at=None):
     rng = np.random.default_rng(seed)
     w, B, EW = dut.lanes, dut.beats, dut.exp_width
     n_vec = raws[0].shape[0]
-    got, cur, err = [], [], []
+    out, err = VectorBeats(w, B), []
     order = [(i, b) for i in range(n_vec) for b in range(B)]
 
     def drive(ctx, i, b, feed):
@@ -54,9 +54,8 @@ def _run(dut, raws, fracs, *, stall=0.0, gap=0.0, seed=0, bubble_at=None):
                 ctx.set(f, int(fracs[t][i, 0]) if feed and b == 0 else int(rng.integers(-50, 50)))
 
     async def tb(ctx):
-        nonlocal cur
         j, bubbled = 0, False
-        while len(got) < n_vec:
+        while len(out.got) < n_vec:
             en = rng.random() >= stall
             i, b = order[j] if j < len(order) else (None, None)
             feed = i is not None and (b > 0 or rng.random() >= gap)
@@ -68,17 +67,11 @@ def _run(dut, raws, fracs, *, stall=0.0, gap=0.0, seed=0, bubble_at=None):
             await ctx.tick()
             if en:
                 j += int(feed)
-                if ctx.get(dut.o_valid):
-                    assert ctx.get(dut.o_first) == (len(cur) == 0)
-                    cur += [ctx.get(dut.o_data[lane]) for lane in range(w)]
-                    assert ctx.get(dut.o_last) == (len(cur) == w * B)
-                    if len(cur) == w * B:
-                        got.append((cur, ctx.get(dut.o_frac)))
-                        cur = []
+                out.take(ctx, dut)
         err.append(ctx.get(dut.o_err))
 
     run_simulation(dut, tb, deadline_cycles=(20 + 4 * dut.latency) * n_vec + 400)
-    return got, err[0]
+    return out.got, err[0]
 
 
 def _check(dut, raws, fracs, **kw):

@@ -8,7 +8,7 @@ import pytest
 
 from specmem.golden.fixed.scaled.bfp import block
 from specmem.rtl.block_norm import BlockNormaliser, SerialBlockNormaliser, StreamBlockNormaliser
-from specmem.rtl.testing import run_simulation
+from specmem.rtl.testing import VectorBeats, run_simulation
 
 
 def _run(dut, vecs, fracs, stall=0.0, seed=0, gap=0.0, hold=None):
@@ -317,13 +317,12 @@ def _run_stream(dut, vecs, fracs, stall=0.0, gap=0.0, seed=0, bubble_at=None):
     ``bubble_at = (vector, beat)`` an invalid cycle is put inside that vector (the contract broken)."""
     rng = np.random.default_rng(seed)
     w, B, W = dut.lanes, dut.beats, dut.in_width
-    got, cur, err = [], [], []
+    out, err = VectorBeats(w, B), []
     beats = [(i, b) for i in range(len(vecs)) for b in range(B)]
 
     async def tb(ctx):
-        nonlocal cur
         j, bubbled = 0, False
-        while len(got) < len(vecs):
+        while len(out.got) < len(vecs):
             en = rng.random() >= stall
             i, b = beats[j] if j < len(beats) else (None, None)
             feed = i is not None and (b > 0 or rng.random() >= gap)
@@ -338,17 +337,11 @@ def _run_stream(dut, vecs, fracs, stall=0.0, gap=0.0, seed=0, bubble_at=None):
             await ctx.tick()
             if en:
                 j += int(feed)
-                if ctx.get(dut.o_valid):
-                    assert ctx.get(dut.o_first) == (len(cur) == 0)
-                    cur += [ctx.get(dut.o_data[lane]) for lane in range(w)]
-                    assert ctx.get(dut.o_last) == (len(cur) == w * B)
-                    if len(cur) == w * B:
-                        got.append((cur, ctx.get(dut.o_frac)))
-                        cur = []
+                out.take(ctx, dut)
         err.append(ctx.get(dut.o_err))
 
     run_simulation(dut, tb, deadline_cycles=(20 + 4 * dut.latency) * len(vecs) + 200)
-    return got, err[0]
+    return out.got, err[0]
 
 
 @pytest.mark.parametrize("lanes,beats,W,M", [(1, 2, 5, 3), (2, 1, 5, 3), (1, 3, 4, 3)])

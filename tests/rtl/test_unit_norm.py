@@ -10,7 +10,7 @@ from specmem.golden.fixed.formats import PRESETS
 from specmem.golden.fixed.scaled.bfp import quantize_block
 from specmem.golden.fixed.scaled.deltanet import unit_block
 from specmem.rtl.unit_norm import UnitNormaliser, eps_table
-from specmem.rtl.testing import run_simulation
+from specmem.rtl.testing import VectorBeats, run_simulation
 
 SU8 = PRESETS["int8"].scalar_unit()
 
@@ -34,12 +34,12 @@ def _run(dut, raws, fracs, *, stall=0.0, gap=0.0, seed=0, spacing=None, bubble_a
     rng = np.random.default_rng(seed)
     w, B, M = dut.lanes, dut.beats, dut.M
     spacing = dut.interval if spacing is None else spacing
-    got, cur, err = [], [], []
+    out, err = VectorBeats(w, B), []
 
     async def tb(ctx):
-        nonlocal cur, bubble_at
+        nonlocal bubble_at
         i, b, since = 0, 0, spacing
-        while len(got) < len(raws):
+        while len(out.got) < len(raws):
             en = rng.random() >= stall
             feed = i < len(raws) and (b > 0 or (since >= spacing and rng.random() >= gap))
             if bubble_at == i and b == 1 and en:
@@ -59,17 +59,11 @@ def _run(dut, raws, fracs, *, stall=0.0, gap=0.0, seed=0, spacing=None, bubble_a
                     b += 1
                     if b == B:
                         i, b = i + 1, 0
-                if ctx.get(dut.o_valid):
-                    assert ctx.get(dut.o_first) == (len(cur) == 0)
-                    cur += [ctx.get(dut.o_data[lane]) for lane in range(w)]
-                    assert ctx.get(dut.o_last) == (len(cur) == w * B)
-                    if len(cur) == w * B:
-                        got.append((cur, ctx.get(dut.o_frac)))
-                        cur = []
+                out.take(ctx, dut)
         err.append(ctx.get(dut.o_err))
 
     run_simulation(dut, tb, deadline_cycles=(4 * (dut.interval + dut.latency)) * len(raws) + 500)
-    return got, err[0]
+    return out.got, err[0]
 
 
 def _check(dut, raws, fracs, **kw):
