@@ -49,6 +49,9 @@ from .unit_norm import UnitNormaliser
 
 __all__ = ["DeltaNetScaledCore"]
 
+#: registered steps between the chain's counter and e's alignment (the beat select, then -sk)
+FEED_STAGES = 2
+
 
 class DeltaNetScaledCore(wiring.Component):
     """DeltaNet in a scaled preset on ``k`` lanes, state ``d x d``; see the module docstring.
@@ -96,10 +99,10 @@ class DeltaNetScaledCore(wiring.Component):
         """Cycles from one pass's start to the next's when the front end and the output never
         hold it: the sequencer's start (2), the pass's prep, its rows up to the last row's
         results (``(d - 1) B + latency``) and ``done`` (1), the hold and the chain's first beat
-        (2), ``e``'s alignment, ``beta e``'s product (1), its normaliser to ``bh``'s last beat
+        (2), the feed's registers (2), ``e``'s alignment, ``beta e``'s product (1), its normaliser to ``bh``'s last beat
         (``latency + B - 1``) and the return to idle (1)."""
         pa, ae, nb = self.pass_, self.align_e, self.norm_be
-        return (2 + pa.prep_cycles + (self.d - 1) * self.B + pa.latency + 1 + 2 + ae.latency + 1
+        return (2 + pa.prep_cycles + (self.d - 1) * self.B + pa.latency + 1 + 2 + FEED_STAGES + ae.latency + 1
                 + nb.latency + self.B - 1 + 1)
 
     def elaborate(self, platform):
@@ -159,11 +162,14 @@ class DeltaNetScaledCore(wiring.Component):
                 m.d.sync += [nx_v[i].eq(self.i_v[i]) for i in range(d)]
         with m.If(fe_t != I + B):
             m.d.sync += fe_t.eq(fe_t + 1)
-        feed_k, feed_q = fe_t < B, (fe_t >= I) & (fe_t < I + B)
-        fb_idx = Mux(feed_k, fe_t, fe_t - I)
-        m.d.comb += [un.i_valid.eq(feed_k | feed_q), un.i_frac.eq(Mux(feed_k, fe_fk, fe_fq))]
-        m.d.comb += [un.i_data[j].eq(Mux(feed_k, beat_of(fe_k, fb_idx, j), beat_of(fe_q, fb_idx, j)))
-                     for j in range(k)]
+        # the unit's input from registers: which vector and beat decoded from fe_t a cycle ahead
+        feed_k = tag(fe_t < B, 1, "fe_feed_k")
+        feed_q = tag((fe_t >= I) & (fe_t < I + B), 1, "fe_feed_q")
+        fb_idx = reg(Mux(fe_t < B, fe_t, fe_t - I)[:max(1, (B - 1).bit_length())], range(max(B, 2)), "fe_beat")
+        m.d.comb += [un.i_valid.eq(tag(feed_k | feed_q, 1, "fe_in_v")),
+                     un.i_frac.eq(reg(Mux(feed_k, fe_fk, fe_fq), signed(EW), "fe_in_f"))]
+        m.d.comb += [un.i_data[j].eq(reg(Mux(feed_k, beat_of(fe_k, fb_idx, j), beat_of(fe_q, fb_idx, j)), signed(M),
+                                         f"fe_in_d{j}")) for j in range(k)]
         ob = Signal(range(max(B, 2)), name="fe_ob")
         out_q = Signal(name="fe_out_q")  # the unit's next output vector is qn (kn's went first)
         osel = Mux(un.o_first, 0, ob)
@@ -260,11 +266,23 @@ class DeltaNetScaledCore(wiring.Component):
                     m.next = "IDLE"
 
         # -- chain: e = align(v - sk), be = block(beta e) into bh, o = align(sq + be C)
-        eb = B - e_feed
-        m.d.comb += [ae.i_valid.eq(e_feed != 0), ae.i_f0.eq(cur_fv)]
+        # the feed in two registered steps: the beat selected (a B:1 select by a counter that
+        # counts up), then -sk and rf + fkn (a carry chain each); its flags reset
+        eb = Signal(range(max(B, 2)), name="e_beat")
+        with m.If(e_feed == 0):
+            m.d.sync += eb.eq(0)
+        with m.Else():
+            m.d.sync += eb.eq(eb + 1)
+        ev1 = tag(e_feed != 0, 1, "ef1_v")
+        v1 = [reg(beat_of(cur_v, eb, j), signed(M), f"ef1_v{j}") for j in range(k)]
+        s1 = [reg(beat_of(sk_b, eb, j), signed(DW), f"ef1_s{j}") for j in range(k)]
+        r1 = [reg(beat_of(rf_b, eb, j), signed(EW), f"ef1_r{j}") for j in range(k)]
+        ev2 = tag(ev1, 1, "ef2_v")
+        m.d.comb += [ae.i_valid.eq(ev2), ae.i_f0.eq(cur_fv)]
         for j in range(k):
-            m.d.comb += [ae.i_x0[j].eq(beat_of(cur_v, eb, j)), ae.i_x1[j].eq(-beat_of(sk_b, eb, j)),
-                         ae.i_f1[j].eq(beat_of(rf_b, eb, j) + fkn)]
+            m.d.comb += [ae.i_x0[j].eq(reg(v1[j], signed(M), f"ef2_v{j}")),
+                         ae.i_x1[j].eq(reg(-s1[j], signed(DW + 1), f"ef2_s{j}")),
+                         ae.i_f1[j].eq(reg(r1[j] + fkn, signed(EW), f"ef2_r{j}"))]
         bv, bf, bl = tag(ae.o_valid, 1, "be_v"), tag(ae.o_first, 1, "be_f"), tag(ae.o_last, 1, "be_l")
         bp = [reg(ae.o_data[j] * beta, signed(2 * M), f"be_p{j}") for j in range(k)]
         bfr = reg(ae.o_frac + fb, signed(EW), "be_fr")
@@ -278,7 +296,7 @@ class DeltaNetScaledCore(wiring.Component):
         ov1 = tag(nb.o_valid, 1, "o1_v")
         be1 = [reg(nb.o_data[j], signed(M), f"o1_be{j}") for j in range(k)]
         sq1 = [reg(beat_of(sq_b, wsel, j), signed(DW), f"o1_sq{j}") for j in range(k)]
-        sf1 = [reg(beat_of(rf_b, wsel, j) + fqn, signed(EW), f"o1_sf{j}") for j in range(k)]
+        sf1 = [reg(beat_of(rf_b, wsel, j), signed(EW), f"o1_sf{j}") for j in range(k)]
         fbc1 = Signal(signed(EW), name="o1_fbc")  # be's exponent + fkn + fqn, held from its first beat
         fbc_now = nb.o_frac + fkn + fqn
         with m.If(nb.o_valid & nb.o_first):
@@ -286,7 +304,7 @@ class DeltaNetScaledCore(wiring.Component):
         ov2 = tag(ov1, 1, "o2_v")
         bc2 = [reg(x * cval, signed(M + DW), f"o2_bc{j}") for j, x in enumerate(be1)]
         sq2 = [reg(x, signed(DW), f"o2_sq{j}") for j, x in enumerate(sq1)]
-        sf2 = [reg(x, signed(EW), f"o2_sf{j}") for j, x in enumerate(sf1)]
+        sf2 = [reg(x + fqn, signed(EW), f"o2_sf{j}") for j, x in enumerate(sf1)]
         m.d.comb += [ao.i_valid.eq(ov2), ao.i_f1.eq(fbc1)]
         for j in range(k):
             m.d.comb += [ao.i_x0[j].eq(sq2[j]), ao.i_f0[j].eq(sf2[j]), ao.i_x1[j].eq(bc2[j])]
