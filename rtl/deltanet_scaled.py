@@ -19,9 +19,9 @@ DeltaNet's ``bh`` is ``be``. The last token's write happens in the next pass, so
 (a token slot with ``i_flush`` set) runs a write-only pass whose written rows come out on the
 ``s_*`` ports: the state for a read-out, bit for bit the model's ``s_raw`` / ``s_frac``.
 
-Cycles per token: ``prep + d²/k + latency`` of the pass, then the chain (two alignments and a
-normaliser, ``~3 d/k + 60``) before the next pass, whose writes need the whole ``bh``. The
-front end and the output run beside them. That misses ``1.05 d²/k + 32`` by the chain: two heads
+Cycles per token: ``prep + d²/k + latency`` of the pass, then the chain (``e``'s alignment and
+``be``'s normaliser) before the next pass, whose writes need the whole ``bh``: 136 cycles beyond
+``d²/k`` at d = 64, k = 8. The front end, ``o``'s alignment and the output run beside them. That misses ``1.05 d²/k + 32`` by the chain: two heads
 interleaved on the datapath would hide it (``docs/hardware.md``, the scaled cores' schedule);
 this core is the one-memory step, measured by :meth:`DeltaNetScaledCore.cycles_per_token`.
 
@@ -283,12 +283,11 @@ class DeltaNetScaledCore(wiring.Component):
             m.d.comb += [ae.i_x0[j].eq(reg(v1[j], signed(M), f"ef2_v{j}")),
                          ae.i_x1[j].eq(reg(-s1[j], signed(DW + 1), f"ef2_s{j}")),
                          ae.i_f1[j].eq(reg(r1[j] + fkn, signed(EW), f"ef2_r{j}"))]
-        bv, bf, bl = tag(ae.o_valid, 1, "be_v"), tag(ae.o_first, 1, "be_f"), tag(ae.o_last, 1, "be_l")
+        bv = tag(ae.o_valid, 1, "be_v")
         bp = [reg(ae.o_data[j] * beta, signed(2 * M), f"be_p{j}") for j in range(k)]
         bfr = reg(ae.o_frac + fb, signed(EW), "be_fr")
         m.d.comb += [nb.i_valid.eq(bv), nb.i_frac.eq(bfr)]
         m.d.comb += [nb.i_data[j].eq(x) for j, x in enumerate(bp)]
-        del bf, bl
         wsel = store_beats(bh, nb, "bh_beat")
         with m.If(nb.o_valid & nb.o_first):
             m.d.sync += fbh.eq(nb.o_frac)
