@@ -47,7 +47,7 @@ CONTROL_STAGES = 3
 _INT64_EPS2 = 62  # eps2 must stay below 2^62: the model's int64 arithmetic
 
 
-def eps_table(su: GoldenScalarUnit, eps: float = L2_EPS, frac_lo: int = -(1 << 20)):
+def eps_table(su: GoldenScalarUnit, eps: float = L2_EPS):
     """``(F0, F1, rows)``: ``eps2(frac) = 1`` for ``frac <= F0``; for ``F0 < frac <= F1`` the rows
     ``(eps2, m, f)`` with ``(m, f) = rsqrt(eps2, 2 frac)`` (the model's ``unit_block`` floor)."""
     def eps2(f):
