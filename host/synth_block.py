@@ -8,6 +8,8 @@ resources: the same tools, device and I/O shell as ``specmem synth``'s cores.
     python -m specmem.synth_block align --k 8 --beats 8 --M 8 --in-width 22 --style registers
     python -m specmem.synth_block unit_norm --k 8 --beats 8
     python -m specmem.synth_block deltanet_scaled --d 32 --k 4 --style ecp5
+    python -m specmem.synth_block gated_deltanet_scaled --d 32 --k 4 --style ecp5
+    python -m specmem.synth_block decay
     python -m specmem.synth_block saturate --k 8 --in-width 36 --out-width 18
     python -m specmem.synth_block round_shift --k 8 --in-width 36 --max-left 24
     python -m specmem.synth_block delay_line --style ecp5 --width 36 --n-stages 24
@@ -76,10 +78,21 @@ def _unit_norm(lanes=8, beats=8, preset="int8"):
     return UnitNormaliser(lanes, beats, p.mul_bits, p.scalar_unit()), f"unit_norm_l{lanes}_b{beats}_{preset}"
 
 
-def _deltanet_scaled(d=32, k=4, preset="int8", ram="ecp5"):
+def _gated_deltanet_scaled(d=32, k=4, preset="int8", ram="ecp5"):
+    return _deltanet_scaled(d, k, preset, ram, gated=True)
+
+
+def _decay(preset="int8"):
+    from specmem.golden.fixed.formats import PRESETS
+    from specmem.rtl.decay import DecayScale
+    return DecayScale(PRESETS[preset].scalar_unit()), f"decay_{preset}"
+
+
+def _deltanet_scaled(d=32, k=4, preset="int8", ram="ecp5", gated=False):
     """The scaled DeltaNet core (front end, fused pass, chain)."""
     from specmem.rtl.deltanet_scaled import DeltaNetScaledCore
-    return DeltaNetScaledCore(d, k, preset, ram=ram), f"deltanet_scaled_d{d}_k{k}_{preset}_{ram}"
+    return (DeltaNetScaledCore(d, k, preset, ram=ram, gated=gated),
+            f"{'gated_' if gated else ''}deltanet_scaled_d{d}_k{k}_{preset}_{ram}")
 
 
 def _saturate(k=8, in_width=36, out_width=18):
@@ -125,7 +138,8 @@ def _core_v2(d=64, k=8, preset="int18", dsp="registered", bram="ecp5", norm_lane
 
 
 BLOCKS = {"bram": _bram, "delay_line": _delay_line, "block_norm": _block_norm, "block_norm_stream": _block_norm_stream, "row_bfp": _row_bfp,
-          "align": _align, "unit_norm": _unit_norm, "deltanet_scaled": _deltanet_scaled, "saturate": _saturate, "lane_control": _lane_control,
+          "align": _align, "unit_norm": _unit_norm, "deltanet_scaled": _deltanet_scaled,
+          "gated_deltanet_scaled": _gated_deltanet_scaled, "decay": _decay, "saturate": _saturate, "lane_control": _lane_control,
           "round_shift": _round_shift, "row_unit": _row_unit, "token_chain": _token_chain, "core_v2": _core_v2}
 
 
@@ -237,8 +251,10 @@ def main(argv=None) -> int:
             comp, name = _block_norm_stream(a.k, a.beats, a.in_width, a.M)
         elif a.block == "unit_norm":
             comp, name = _unit_norm(a.k, a.beats)
-        elif a.block == "deltanet_scaled":
-            comp, name = _deltanet_scaled(a.d, a.k, "int8", a.style)
+        elif a.block in ("deltanet_scaled", "gated_deltanet_scaled"):
+            comp, name = _deltanet_scaled(a.d, a.k, "int8", a.style, a.block.startswith("gated"))
+        elif a.block == "decay":
+            comp, name = _decay("int8")
         elif a.block == "align":
             comp, name = _align(a.k, a.beats, a.M, a.in_width, a.style)
         elif a.block == "row_bfp":

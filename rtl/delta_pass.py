@@ -11,7 +11,11 @@ worth of work, the cycle floor of ``hardware.md``.
 
 Per pass (the caller holds them for the pass): the write's ``bh`` (``d`` ``M``-bit elements,
 exponent ``fbh``) and ``knw`` (the previous token's ``kn``, exponent ``fknw``), and the reads'
-``kn`` and ``qn`` with their exponents. Out, one per row in row order: ``sk_i``, ``sq_i`` (exact,
+``kn`` and ``qn`` with their exponents; with ``rescale`` also ``i_fshift``, added to every stored
+row's exponent as the write reads it (Gated DeltaNet's state kept in ``S``'s frame moves into the
+next token's frame in the same pass: :mod:`~specmem.rtl.decay`; a moved exponent that leaves
+``exp_width`` bits, a row decayed below anything the exponents hold yet not written for that long,
+sets the sticky ``err``). Out, one per row in row order: ``sk_i``, ``sq_i`` (exact,
 ``2 M + log2 d`` bits) and the row's read exponent ``rf_i`` (``sk_i``'s exponent is
 ``rf_i + fkn``); and the written rows' beats with their exponent (the state, for a read-out).
 
@@ -59,10 +63,11 @@ class DeltaPass(wiring.Component):
     """The fused write-then-read pass over a ``d x d`` row-BFP state on ``k`` lanes; see the module
     docstring. ``Ws``: state mantissa bits; ``M``: operand bits; ``exp_width``: signed exponent
     bits; ``ram``: :data:`~specmem.rtl.bram.BRAM_STYLES`; ``ram_init``: the behavioural RAM's
-    contents after reset (tests: garbage the all-zero side flags must mask)."""
+    contents after reset (tests: garbage the all-zero side flags must mask); ``rescale``: the
+    ``i_fshift`` port (the module docstring)."""
 
     def __init__(self, d: int, k: int, Ws: int, M: int, *, exp_width: int = 12, ram: str = "behavioural",
-                 ram_init=None):
+                 ram_init=None, rescale: bool = False):
         for name, v, lo in (("d", d, 1), ("k", k, 1), ("Ws", Ws, 4), ("M", M, 3), ("exp_width", exp_width, 6)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ValueError(f"{name}: must be an integer >= {lo}, got {v!r}")
@@ -72,6 +77,7 @@ class DeltaPass(wiring.Component):
             raise ValueError(f"ram: must be one of {', '.join(BRAM_STYLES)}, got {ram!r}")
         self.d, self.k, self.Ws, self.M, self.exp_width, self.ram = d, k, Ws, M, exp_width, ram
         self.ram_init = ram_init
+        self.rescale = bool(rescale)
         self.B = d // k
         self.dot_width = 2 * M + max(1, (d - 1).bit_length())
         self.write = RowBFPWrite(k, Ws, M, exp_width=exp_width)
@@ -83,7 +89,8 @@ class DeltaPass(wiring.Component):
         self.latency = (FRONT_STAGES + self.write.latency + self.norm.latency + 2 + self.tree_levels + self.B)
         EW = exp_width
         vec = data.ArrayLayout(signed(M), d)
-        super().__init__({
+        extra = {"i_fshift": In(signed(EW)), "err": Out(1)} if self.rescale else {}
+        super().__init__({**extra,
             "start": In(1), "busy": Out(1), "done": Out(1),
             "i_bh": In(vec), "i_fbh": In(signed(EW)), "i_knw": In(vec), "i_fknw": In(signed(EW)),
             "i_kn": In(vec), "i_fkn": In(signed(EW)), "i_qn": In(vec), "i_fqn": In(signed(EW)),
@@ -161,7 +168,14 @@ class DeltaPass(wiring.Component):
         bh1 = reg(Array(self.i_bh[i] for i in range(d))[row], signed(M), "bh1")
         kw1 = [reg(Array(self.i_knw[b * k + j] for b in range(B))[beat], signed(M), f"kw1_{j}") for j in range(k)]
         v2, f2, l2 = tag(v1, 1, "v2"), tag(f1, 1, "f2"), tag(l1, 1, "l2")
-        r_f2, r_m2, r_z2 = reg(r_f1, signed(EW), "r_f2"), reg(r_m1, range(Ws), "r_m2"), reg(r_z1, 1, "r_z2")
+        if self.rescale:
+            moved = reg(r_f1 + self.i_fshift, signed(EW + 1), "r_f2w")
+            r_f2 = moved[:EW].as_signed()
+            with m.If(tag(v1 & ~r_z1, 1, "v2_live") & (moved[EW] != moved[EW - 1])):
+                m.d.sync += self.err.eq(1)
+        else:
+            r_f2 = reg(r_f1, signed(EW), "r_f2")
+        r_m2, r_z2 = reg(r_m1, range(Ws), "r_m2"), reg(r_z1, 1, "r_z2")
         bh_mag2 = reg(Mux(bh1[-1], -bh1, bh1)[:M], unsigned(M), "bh_mag2")
         prod2 = [reg(bh1 * x, signed(2 * M), f"prod2_{j}") for j, x in enumerate(kw1)]
         v3, f3, l3 = tag(v2, 1, "v3"), tag(f2, 1, "f3"), tag(l2, 1, "l3")

@@ -1,5 +1,6 @@
-"""DeltaNet in the scaled ``int8`` format (``golden/fixed/scaled/deltanet.deltanet_scaled``) on the
-pipelined blocks: the first core whose int8 keeps the memory (block vectors, a row-BFP state).
+"""DeltaNet and Gated DeltaNet in the scaled ``int8`` format
+(``golden/fixed/scaled/deltanet.deltanet_scaled``) on the pipelined blocks: the first cores whose
+int8 keeps the memory (block vectors, a row-BFP state).
 
 Per token ``t`` (the model's order, rounding for rounding):
 
@@ -15,7 +16,16 @@ Per token ``t`` (the model's order, rounding for rounding):
   written into the ``bh`` register for the next pass and, beat for beat, ``o = align(sq + be C)``
   (``k`` multipliers, a second alignment to ``Wo`` bits) into the output buffer.
 
-DeltaNet's ``bh`` is ``be``. The last token's write happens in the next pass, so a *flush*
+DeltaNet's ``bh`` is ``be``. **Gated DeltaNet** (``gated=True``, the model with ``g``) keeps ``S =
+gamma Ŝ`` with the state's exponents in ``S``'s frame (:mod:`~specmem.rtl.decay`): the front end
+also runs ``gamma <- gamma g`` and ``recip(gamma)`` (:class:`~specmem.rtl.decay.DecayScale`); the
+pass adds the change of ``gamma``'s exponent to every row's as it writes it; the chain multiplies
+``sk`` and ``sq`` by ``gamma``'s mantissa (on the feed's existing registers, no cycle added) and
+forms ``bh = block(be rg)`` (``k`` multipliers and a second normaliser: ``1 + latency`` cycles
+more per token). The state read out is ``Ŝ``'s mantissas with ``S``'s row exponents, and
+``s_gamma`` is ``gamma``'s mantissa: ``S = s_gamma s_data 2^-s_frac``.
+
+The last token's write happens in the next pass, so a *flush*
 (a token slot with ``i_flush`` set) runs a write-only pass whose written rows come out on the
 ``s_*`` ports: the state for a read-out, bit for bit the model's ``s_raw`` / ``s_frac``.
 
@@ -27,7 +37,8 @@ this core is the one-memory step, measured by :meth:`DeltaNetScaledCore.cycles_p
 
 Interfaces: a token (``i_k``, ``i_v``, ``i_q``: ``d`` ``M``-bit mantissas each with one exponent
 ``i_f*``; ``i_beta`` an ``M``-bit mantissa with ``i_fbeta``; or ``i_flush``) with ``i_valid`` /
-``i_ready``; the output ``o`` as ``d/k`` beats of ``k`` ``Wo``-bit elements with its exponent,
+``i_ready``; Gated DeltaNet's ``i_g``, ``i_fg``: ``g``'s ``P``-bit mantissa and exponent,
+``golden/fixed/scaled/deltanet.scalar_in``); the output ``o`` as ``d/k`` beats of ``k`` ``Wo``-bit elements with its exponent,
 ``o_valid`` / ``o_ready`` (backpressure holds the next chain, never loses a token); ``sat`` and
 ``tokens`` counters.
 """
@@ -42,6 +53,7 @@ from specmem.golden.fixed.formats import PRESETS
 
 from .align import StreamAlignBlock
 from .block_norm import StreamBlockNormaliser
+from .decay import DecayScale
 from .delta_pass import DeltaPass
 from .pipeline import free_register, stage_register
 from .saturate import COUNT_WIDTH
@@ -54,14 +66,16 @@ FEED_STAGES = 2
 
 
 class DeltaNetScaledCore(wiring.Component):
-    """DeltaNet in a scaled preset on ``k`` lanes, state ``d x d``; see the module docstring.
+    """DeltaNet (or, with ``gated``, Gated DeltaNet) in a scaled preset on ``k`` lanes, state ``d x
+    d``; see the module docstring.
 
     ``preset``: a scaled preset name (``int8``: ``M`` = 8, ``Ws`` = 16, ``Wo`` = 16, a 12-bit
     scalar unit); ``ram``: the block-RAM style of the state and of the alignments' and the unit
     normaliser's waits (``behavioural`` or ``ecp5``; those delay lines would otherwise be most of
     the flip-flops); ``exp_width``: signed exponent bits."""
 
-    def __init__(self, d: int, k: int, preset: str = "int8", *, ram: str = "behavioural", exp_width: int = 12):
+    def __init__(self, d: int, k: int, preset: str = "int8", *, ram: str = "behavioural", exp_width: int = 12,
+                 gated: bool = False):
         for name, v, lo in (("d", d, 2), ("k", k, 1)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ValueError(f"{name}: must be an integer >= {lo}, got {v!r}")
@@ -72,19 +86,27 @@ class DeltaNetScaledCore(wiring.Component):
             raise ValueError(f"preset: the scaled core takes a scaled preset "
                              f"({', '.join(n for n, q in PRESETS.items() if q.scheme == 'scaled')}), got {preset!r}")
         self.d, self.k, self.B, self.preset, self.exp_width = d, k, d // k, preset, exp_width
+        self.gated = bool(gated)
         self.M, self.Ws, self.Wo = p.mul_bits, p.state_bits, p.out_bits
         M, B, EW = self.M, self.B, exp_width
         self.su = p.scalar_unit()
-        self.pass_ = DeltaPass(d, k, self.Ws, M, exp_width=EW, ram=ram)
+        self.P = P = self.su.out_bits
+        self.pass_ = DeltaPass(d, k, self.Ws, M, exp_width=EW, ram=ram, rescale=self.gated)
         DW = self.pass_.dot_width
         self.dot_width = DW
+        GW = P if self.gated else 0  # sk, sq times gamma's mantissa
         self.unit = UnitNormaliser(k, B, M, self.su, exp_width=EW, delay_style=ram)
-        self.align_e = StreamAlignBlock(k, B, ((M, False), (DW + 1, True)), M, exp_width=EW, delay_style=ram)
+        self.align_e = StreamAlignBlock(k, B, ((M, False), (DW + GW + 1, True)), M, exp_width=EW, delay_style=ram)
         self.norm_be = StreamBlockNormaliser(k, B, 2 * M, M, frac_width=EW)
-        self.align_o = StreamAlignBlock(k, B, ((DW, True), (M + DW, False)), self.Wo, exp_width=EW,
+        self.align_o = StreamAlignBlock(k, B, ((DW + GW, True), (M + DW, False)), self.Wo, exp_width=EW,
                                         delay_style=ram)
+        extra = {}
+        if self.gated:
+            self.decay = DecayScale(self.su, exp_width=EW)
+            self.norm_bh = StreamBlockNormaliser(k, B, M + P, M, frac_width=EW)
+            extra = {"i_g": In(signed(P)), "i_fg": In(signed(EW)), "s_gamma": Out(signed(P))}
         vec = data.ArrayLayout(signed(M), d)
-        super().__init__({
+        super().__init__({**extra,
             "i_valid": In(1), "i_ready": Out(1), "i_flush": In(1),
             "i_k": In(vec), "i_fk": In(signed(EW)), "i_v": In(vec), "i_fv": In(signed(EW)),
             "i_q": In(vec), "i_fq": In(signed(EW)), "i_beta": In(signed(M)), "i_fbeta": In(signed(EW)),
@@ -100,10 +122,12 @@ class DeltaNetScaledCore(wiring.Component):
         hold it: the sequencer's start (2), the pass's prep, its rows up to the last row's
         results (``(d - 1) B + latency``) and ``done`` (1), the hold and the chain's first beat
         (2), the feed's registers (2), ``e``'s alignment, ``beta e``'s product (1), its normaliser to ``bh``'s last beat
-        (``latency + B - 1``) and the return to idle (1)."""
+        (``latency + B - 1``) and the return to idle (1); gated, ``bh = block(be rg)`` after it (its
+        product, 1, and its normaliser's latency)."""
         pa, ae, nb = self.pass_, self.align_e, self.norm_be
+        bh = 1 + self.norm_bh.latency if self.gated else 0
         return (2 + pa.prep_cycles + (self.d - 1) * self.B + pa.latency + 1 + 2 + FEED_STAGES + ae.latency + 1
-                + nb.latency + self.B - 1 + 1)
+                + nb.latency + self.B - 1 + 1 + bh)
 
     def elaborate(self, platform):
         m = Module()
@@ -119,13 +143,18 @@ class DeltaNetScaledCore(wiring.Component):
         def vreg(name, shape=signed(M)):
             return [Signal(shape, name=f"{name}{i}") for i in range(d)]
 
+        def beat_index(src, name):
+            """The index of a stream's current beat (``src.o_valid``, ``o_first``, ``o_last``): a select."""
+            cnt = Signal(range(max(B, 2)), name=name)
+            with m.If(src.o_valid):
+                m.d.sync += cnt.eq(Mux(src.o_last, 0, cnt + 1))
+            return Mux(src.o_first, 0, cnt)
+
         def store_beats(vec, src, name):
             """Write a stream's beats (``src.o_valid``, ``o_first``, ``o_last``, ``o_data``) into the
             ``d``-element register vector ``vec`` in order; returns the beat index (a select)."""
-            cnt = Signal(range(max(B, 2)), name=name)
-            sel = Mux(src.o_first, 0, cnt)
+            sel = beat_index(src, name)
             with m.If(src.o_valid):
-                m.d.sync += cnt.eq(Mux(src.o_last, 0, cnt + 1))
                 for b in range(B):
                     with m.If(sel == b):
                         m.d.sync += [vec[b * k + j].eq(src.o_data[j]) for j in range(k)]
@@ -138,7 +167,12 @@ class DeltaNetScaledCore(wiring.Component):
         m.submodules.align_e, m.submodules.norm_be, m.submodules.align_o = ae, nb, ao
         m.d.comb += [un.en.eq(1), ae.en.eq(1), nb.en.eq(1), ao.en.eq(1)]
         err = Signal()
-        m.d.comb += self.err.eq(err | un.o_err | ae.o_err | nb.o_err | ao.o_err)
+        gated, P = self.gated, self.P
+        if gated:
+            dc, nbh = self.decay, self.norm_bh
+            m.submodules.decay, m.submodules.norm_bh = dc, nbh
+            m.d.comb += nbh.en.eq(1)
+        m.d.comb += self.err.eq(err | un.o_err | ae.o_err | nb.o_err | ao.o_err | (nbh.o_err | pa.err if gated else 0))
 
         # -- front end: one token ahead into the "next" registers; k, then q on the same unit
         fe_busy, next_full, next_flush = Signal(name="fe_busy"), Signal(name="next_full"), Signal(name="next_flush")
@@ -205,7 +239,25 @@ class DeltaNetScaledCore(wiring.Component):
         with m.If(cv):
             m.d.sync += c_acc.eq(Mux(cf, 0, c_acc) + cp[0])
         fe_done = tag(cv & cl, 1, "fe_done")
-        with m.If(fe_done):
+        if gated:  # gamma, its exponent's change and 1/gamma for the next token, beside the unit
+            nx_gam, nx_rg = Signal(signed(P), name="nx_gam"), Signal(signed(P), name="nx_rg")
+            nx_delta, nx_rgf = Signal(signed(EW), name="nx_delta"), Signal(signed(EW), name="nx_rgf")
+            g_pend, fe_ok = Signal(name="g_pend"), Signal(name="fe_ok")
+            take = self.i_valid & self.i_ready & ~self.i_flush
+            m.d.comb += [dc.i_valid.eq(take), dc.i_g.eq(self.i_g), dc.i_fg.eq(self.i_fg)]
+            with m.If(take):
+                m.d.sync += g_pend.eq(1)
+            with m.If(dc.o_valid):
+                m.d.sync += [g_pend.eq(0), nx_gam.eq(dc.o_gam), nx_delta.eq(dc.o_delta), nx_rg.eq(dc.o_rg),
+                             nx_rgf.eq(dc.o_rgf)]
+            with m.If(fe_done):
+                m.d.sync += fe_ok.eq(1)
+            fe_ready = (fe_done | fe_ok) & ~g_pend  # both halves of the front end finished
+            with m.If(fe_ready):
+                m.d.sync += fe_ok.eq(0)
+        else:
+            fe_ready = fe_done
+        with m.If(fe_ready):
             m.d.sync += [nx_c.eq(c_acc), fe_busy.eq(0), next_full.eq(1)]
 
         # -- the token sequencer: pass, then chain; the current token's registers
@@ -216,7 +268,13 @@ class DeltaNetScaledCore(wiring.Component):
         cur_flush = Signal(name="cur_flush")
         for port, vec in ((pa.i_bh, bh), (pa.i_knw, knw), (pa.i_kn, kn), (pa.i_qn, qn)):
             m.d.comb += [port[i].eq(vec[i]) for i in range(d)]
-        m.d.comb += [pa.i_fbh.eq(fbh), pa.i_fknw.eq(fknw), pa.i_fkn.eq(fkn), pa.i_fqn.eq(fqn)]
+        m.d.comb += [pa.i_fknw.eq(fknw), pa.i_fkn.eq(fkn), pa.i_fqn.eq(fqn)]
+        if gated:  # the current token's gamma; the pass's frame change and bh's exponent in the new frame
+            gam, ngam, rg = Signal(signed(P), name="gam"), Signal(signed(P + 1), name="ngam"), Signal(signed(P), name="rg")
+            rgf, fsh, fbhp = (Signal(signed(EW), name=n) for n in ("rgf", "fshift", "fbh_p"))
+            m.d.comb += [pa.i_fbh.eq(fbhp), pa.i_fshift.eq(fsh), self.s_gamma.eq(gam)]
+        else:
+            m.d.comb += pa.i_fbh.eq(fbh)
         sk_b, sq_b = vreg("sk_b", signed(DW)), vreg("sq_b", signed(DW))
         rf_b = vreg("rf_b", signed(EW))
         prow = Signal(range(d + 1), name="prow")
@@ -238,6 +296,11 @@ class DeltaNetScaledCore(wiring.Component):
                     m.d.sync += [next_full.eq(0), cur_flush.eq(next_flush), go.eq(1), prow.eq(0),
                                  fknw.eq(fkn)]
                     m.d.sync += [knw[i].eq(kn[i]) for i in range(d)]
+                    if gated:  # a flush writes the last token's update in its own frame
+                        shift = Mux(next_flush, 0, nx_delta)
+                        m.d.sync += [fsh.eq(shift), fbhp.eq(fbh + shift)]
+                        with m.If(~next_flush):
+                            m.d.sync += [gam.eq(nx_gam), ngam.eq(-nx_gam), rg.eq(nx_rg), rgf.eq(nx_rgf)]
                     with m.If(next_flush):
                         m.d.sync += [fkn.eq(0), fqn.eq(0)]
                         m.d.sync += [kn[i].eq(0) for i in range(d)] + [qn[i].eq(0) for i in range(d)]
@@ -262,7 +325,8 @@ class DeltaNetScaledCore(wiring.Component):
             with m.State("CHAIN"):
                 with m.If(e_feed != 0):
                     m.d.sync += e_feed.eq(e_feed - 1)
-                with m.If(nb.o_valid & nb.o_last):
+                last = nbh if gated else nb  # bh's last beat
+                with m.If(last.o_valid & last.o_last):
                     m.next = "IDLE"
 
         # -- chain: e = align(v - sk), be = block(beta e) into bh, o = align(sq + be C)
@@ -281,16 +345,26 @@ class DeltaNetScaledCore(wiring.Component):
         m.d.comb += [ae.i_valid.eq(ev2), ae.i_f0.eq(cur_fv)]
         for j in range(k):
             m.d.comb += [ae.i_x0[j].eq(reg(v1[j], signed(M), f"ef2_v{j}")),
-                         ae.i_x1[j].eq(reg(-s1[j], signed(DW + 1), f"ef2_s{j}")),
+                         ae.i_x1[j].eq(reg(s1[j] * ngam, signed(DW + P + 1), f"ef2_s{j}") if gated
+                                       else reg(-s1[j], signed(DW + 1), f"ef2_s{j}")),
                          ae.i_f1[j].eq(reg(r1[j] + fkn, signed(EW), f"ef2_r{j}"))]
         bv = tag(ae.o_valid, 1, "be_v")
         bp = [reg(ae.o_data[j] * beta, signed(2 * M), f"be_p{j}") for j in range(k)]
         bfr = reg(ae.o_frac + fb, signed(EW), "be_fr")
         m.d.comb += [nb.i_valid.eq(bv), nb.i_frac.eq(bfr)]
         m.d.comb += [nb.i_data[j].eq(x) for j, x in enumerate(bp)]
-        wsel = store_beats(bh, nb, "bh_beat")
-        with m.If(nb.o_valid & nb.o_first):
-            m.d.sync += fbh.eq(nb.o_frac)
+        if gated:  # bh = block(be rg) in S's frame (rgf carries gamma's exponent)
+            m.d.comb += [nbh.i_valid.eq(tag(nb.o_valid, 1, "bh_v")), nbh.i_frac.eq(reg(nb.o_frac + rgf, signed(EW), "bh_fr"))]
+            m.d.comb += [nbh.i_data[j].eq(reg(nb.o_data[j] * rg, signed(M + P), f"bh_p{j}")) for j in range(k)]
+            wsel = beat_index(nb, "be_beat")
+            src_bh = nbh
+        else:
+            src_bh = nb
+        bsel = store_beats(bh, src_bh, "bh_beat")
+        if not gated:
+            wsel = bsel
+        with m.If(src_bh.o_valid & src_bh.o_first):
+            m.d.sync += fbh.eq(src_bh.o_frac)
         # o's terms: sq's beat with per-row exponents, be C with one exponent
         ov1 = tag(nb.o_valid, 1, "o1_v")
         be1 = [reg(nb.o_data[j], signed(M), f"o1_be{j}") for j in range(k)]
@@ -302,7 +376,8 @@ class DeltaNetScaledCore(wiring.Component):
             m.d.sync += fbc1.eq(fbc_now)
         ov2 = tag(ov1, 1, "o2_v")
         bc2 = [reg(x * cval, signed(M + DW), f"o2_bc{j}") for j, x in enumerate(be1)]
-        sq2 = [reg(x, signed(DW), f"o2_sq{j}") for j, x in enumerate(sq1)]
+        sq2 = [reg(x * gam, signed(DW + P), f"o2_sq{j}") if gated else reg(x, signed(DW), f"o2_sq{j}")
+               for j, x in enumerate(sq1)]
         sf2 = [reg(x + fqn, signed(EW), f"o2_sf{j}") for j, x in enumerate(sf1)]
         m.d.comb += [ao.i_valid.eq(ov2), ao.i_f1.eq(fbc1)]
         for j in range(k):

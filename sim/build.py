@@ -71,7 +71,7 @@ class Design:
     (``RegisteredRAMPair(d, width)``: both block-RAM styles side by side; ``params``
     ``(("width", w),)``) or ``deltanet-scaled`` (``DeltaNetScaledCore`` in a scaled preset, its
     state in ``DP16KD`` through the vendor model; ``params`` ``(("ram", "behavioural"),)`` for the
-    portable RAM)."""
+    portable RAM, ``(("gated", 1),)`` for Gated DeltaNet)."""
 
     kind: str = "top"
     d: int = 16
@@ -221,10 +221,11 @@ def verilog_for(design: Design) -> tuple[str, str, str]:
         from specmem.rtl.deltanet_scaled import DeltaNetScaledCore
 
         ram = dict(design.params).get("ram", "ecp5")
-        comp = DeltaNetScaledCore(design.d, design.k, design.preset, ram=ram)
-        top = "specmem_deltanet_scaled"
+        gated = bool(dict(design.params).get("gated", 0))
+        comp = DeltaNetScaledCore(design.d, design.k, design.preset, ram=ram, gated=gated)
+        top = "specmem_gated_deltanet_scaled" if gated else "specmem_deltanet_scaled"
         manifest = {"parameters": {"d": design.d, "k": design.k, "M": comp.M, "Ws": comp.Ws, "Wo": comp.Wo,
-                                   "exp_width": comp.exp_width, "ram": ram},
+                                   "exp_width": comp.exp_width, "ram": ram, "gated": gated, "P": comp.P},
                     "cycles_per_token": comp.cycles_per_token(),
                     "sim_models": ["DP16KD"] if ram == "ecp5" else []}
     elif design.kind == "bram":

@@ -1,8 +1,10 @@
-"""cocotb tests of the scaled DeltaNet core (``rtl/deltanet_scaled.py``) in Verilator against
-``golden/fixed/scaled/deltanet.deltanet_scaled``, bit for bit: every output beat and exponent, the
-state read out by a flush (mantissas and row exponents), the saturation count and the token
-counter; random idle input cycles and random output backpressure, with stretches longer than a
-token, a reset in the middle of a stream, and the pass-to-pass cycles at full rate.
+"""cocotb tests of the scaled DeltaNet and Gated DeltaNet core (``rtl/deltanet_scaled.py``) in
+Verilator against ``golden/fixed/scaled/deltanet.deltanet_scaled``, bit for bit: every output beat
+and exponent, the state read out by a flush (mantissas and row exponents; gated: ``S``'s row
+exponents and ``gamma``'s mantissa), the saturation count and the token counter; random idle input
+cycles and random output backpressure, with stretches longer than a token, a reset in the middle of
+a stream, and the pass-to-pass cycles at full rate. Gated streams mix decays near 1 with exact 1s,
+powers of two and tiny ones (2^-100 .. 2^-700), so ``gamma``'s exponent runs past the core's 12 bits.
 
 The core's ports are flat Verilog vectors (``i_k`` is ``d`` signed ``M``-bit fields, LSB first);
 the handshake is sampled right after each rising edge, as in ``sim/stream.py``.
@@ -49,7 +51,9 @@ class Env:
     def __init__(self, dut, seed):
         p = MANIFEST["parameters"]
         self.d, self.k, self.M, self.Ws, self.Wo, self.EW = (int(p[n]) for n in ("d", "k", "M", "Ws", "Wo", "exp_width"))
+        self.P = int(p.get("P", 0))
         self.preset = MANIFEST["design"]["preset"]
+        self.gated = bool(p.get("gated", False))
         self.dut, self.rng = dut, random.Random(seed)
         self.seed = seed
         cocotb.start_soon(Clock(dut.clk, CLOCK_PERIOD_NS, unit="ns").start())
@@ -69,18 +73,31 @@ class Env:
         g = np.random.default_rng(self.seed)
         k, v, q = (g.standard_normal((T, self.d)) * scale for _ in range(3))
         beta = g.uniform(0.05, 1.0, T)
+        if self.gated:
+            from specmem.golden.fixed.formats import PRESETS
+            from specmem.golden.fixed.scaled.deltanet import scalar_in
+
+            gate = g.uniform(0.5, 1.0, T)
+            pick = g.integers(0, 5, T)
+            gate = np.where(pick == 1, np.ldexp(gate, -g.integers(100, 700, T)), gate)
+            gate = np.where(pick == 2, 1.0, gate)
+            gate = np.where(pick == 3, np.ldexp(1.0, -g.integers(0, 4, T)), gate)
+            Gm, Gf = scalar_in(PRESETS[self.preset].scalar_unit(), gate)
+        else:
+            gate, Gm, Gf = None, np.zeros(T, dtype=int), np.zeros(T, dtype=int)
         K, fk = quantize_block(k, self.M)
         V, fv = quantize_block(v, self.M)
         Q, fq = quantize_block(q, self.M)
         Bt, fb = quantize_block(beta[:, None], self.M)
-        return (k, v, q, beta), [(K[t], int(fk[t]), V[t], int(fv[t]), Q[t], int(fq[t]), int(Bt[t, 0]), int(fb[t]))
-                                 for t in range(T)]
+        return (k, v, q, beta, gate), [(K[t], int(fk[t]), V[t], int(fv[t]), Q[t], int(fq[t]), int(Bt[t, 0]),
+                                        int(fb[t]), int(Gm[t]), int(Gf[t])) for t in range(T)]
 
     async def stream(self, toks, *, idle=0.0, stall=0.0, burst=0, abort_after=None):
         """Send ``toks`` then a flush; collect outputs and the state. ``abort_after``: stop feeding
         after that many tokens and return early (for the reset test)."""
         dut, d, k = self.dut, self.d, self.k
         outs, fracs, state, sfr = [], [], [], []
+        self.read_gamma = []
         cur, hold, cycle = [], 0, 0
         slots = list(toks) + ([] if abort_after is not None else [None])
         j, sending = 0, False
@@ -107,6 +124,8 @@ class Env:
                 if int(dut.s_first.value):
                     state.append([])
                     sfr.append(_signed(dut.s_frac.value, self.EW))
+                    if self.gated and len(state) == 1:
+                        self.read_gamma.append(_signed(dut.s_gamma.value, self.P))
                 state[-1] += _unpack(int(dut.s_data.value), self.Ws, k)
             n_tok = len(toks) if abort_after is None else abort_after
             if len(outs) >= n_tok and (not want_state or (len(state) == d and len(state[-1]) == d)):
@@ -121,7 +140,7 @@ class Env:
                     tok = slots[j]
                     dut.i_flush.value = int(tok is None)
                     if tok is not None:
-                        K, fk, V, fv, Q, fq, b, fb = tok
+                        K, fk, V, fv, Q, fq, b, fb, gm, gf = tok
                         dut.i_k.value = _pack(K, self.M)
                         dut.i_v.value = _pack(V, self.M)
                         dut.i_q.value = _pack(Q, self.M)
@@ -130,6 +149,9 @@ class Env:
                         dut.i_fq.value = fq & ((1 << self.EW) - 1)
                         dut.i_beta.value = b & ((1 << self.M) - 1)
                         dut.i_fbeta.value = fb & ((1 << self.EW) - 1)
+                        if self.gated:
+                            dut.i_g.value = gm & ((1 << self.P) - 1)
+                            dut.i_fg.value = gf & ((1 << self.EW) - 1)
                     dut.i_valid.value = 1
                     sending = True
                 else:
@@ -147,6 +169,7 @@ class Env:
         from specmem.golden.fixed.scaled.deltanet import deltanet_scaled
 
         want = deltanet_scaled(*floats, preset=self.preset)
+        s_frac = want["s_frac"] + want["gamma_f"] if self.gated else want["s_frac"]
         errors = []
         if outs != want["o_raw"].tolist():
             bad = next(t for t, (a, b) in enumerate(zip(outs, want["o_raw"].tolist())) if a != b) \
@@ -154,15 +177,19 @@ class Env:
             errors.append(f"o_raw differs (first at token {bad})")
         if fracs != want["o_frac"].tolist():
             errors.append("o_frac differs")
-        if state != want["s_raw"].tolist() or sfr != want["s_frac"].tolist():
+        if state != want["s_raw"].tolist() or sfr != s_frac.tolist():
             errors.append("final state differs")
+        if self.gated and self.read_gamma != [int(want["gamma_m"])]:
+            errors.append(f"gamma read out {self.read_gamma}, model {int(want['gamma_m'])}")
         sat = int(self.dut.sat.value)
         if sat != want["sat"]["s"]:
             errors.append(f"saturations {sat}, model {want['sat']['s']}")
         tokens = int(self.dut.tokens.value)
         if int(self.dut.err.value):
             errors.append("err set")
-        RECORD.save(name, {"tokens": len(outs), "token_counter": tokens, "saturations": sat, "errors": errors})
+        extra = {"gamma_f": int(want["gamma_f"])} if self.gated else {}
+        RECORD.save(name, {"tokens": len(outs), "token_counter": tokens, "saturations": sat, "errors": errors,
+                           **extra})
         assert not errors, errors
 
 

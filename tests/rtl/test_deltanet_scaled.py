@@ -1,5 +1,7 @@
 """DeltaNetScaledCore against ``golden/fixed/scaled/deltanet.deltanet_scaled`` (int8), bit for bit:
-every output, its exponent, the final state after a flush, the saturation count."""
+every output, its exponent, the final state after a flush, the saturation count; DeltaNet and
+Gated DeltaNet (whose state comes out in ``S``'s frame: ``Ŝ``'s exponents plus ``gamma``'s, and
+``gamma``'s mantissa)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ import numpy as np
 import pytest
 
 from specmem.golden.fixed.scaled.bfp import quantize_block
-from specmem.golden.fixed.scaled.deltanet import deltanet_scaled
+from specmem.golden.fixed.formats import PRESETS
+from specmem.golden.fixed.scaled.deltanet import deltanet_scaled, scalar_in
 from specmem.rtl.deltanet_scaled import DeltaNetScaledCore
 from specmem.rtl.testing import run_simulation
 
@@ -22,16 +25,41 @@ def _stream(rng, T, d, *, scale=1.0):
     return k, v, q, beta
 
 
-def _run(dut, k, v, q, beta, *, idle=0.0, stall=0.0, seed=0, burst=0, flush_after=()):
+def _gates(rng, T, *, spread=False):
+    """Decays: mostly U(0.5, 1), with ``spread`` also tiny ones (2^-20), exact 1s and powers of two."""
+    g = rng.uniform(0.5, 1.0, T)
+    if spread:
+        pick = rng.integers(0, 4, T)
+        g = np.where(pick == 1, np.ldexp(g, -rng.integers(1, 21, T)), g)
+        g = np.where(pick == 2, 1.0, g)
+        g = np.where(pick == 3, np.ldexp(1.0, -rng.integers(0, 4, T)), g)
+    return g
+
+
+def _want(k, v, q, beta, g=None):
+    """The model's outputs and final state as the core gives them (gated: ``S``'s row exponents and
+    ``gamma``'s mantissa)."""
+    w = deltanet_scaled(k, v, q, beta, g, preset="int8")
+    if g is None:
+        return w, w["s_frac"], None
+    return w, w["s_frac"] + w["gamma_f"], int(w["gamma_m"])
+
+
+def _run(dut, k, v, q, beta, g=None, *, idle=0.0, stall=0.0, seed=0, burst=0, flush_after=(), err=0):
     """Tokens in (random idle cycles before each), a flush, outputs taken with random
     backpressure (``burst``: also stretches of that many cycles without ``o_ready``, longer than a
     token, so later tokens' chains must wait; ``flush_after``: tokens followed by a flush besides the
-    last, whose read-outs are returned first in ``s_raw``, ``s_frac``); returns ``(o_raw [T, d], o_frac [T], s_raw, s_frac, sat, cycles between passes)``."""
+    last, whose read-outs are returned first in ``s_raw``, ``s_frac``; ``g``: the decays of a gated core);
+    returns ``(o_raw [T, d], o_frac [T], s_raw, s_frac, sat, cycles between passes)``; a gated
+    core's ``s_gamma`` at each read-out lands in ``dut.read_gamma``."""
     M, d, kk, B = dut.M, dut.d, dut.k, dut.B
     K, fk = quantize_block(k, M)
     V, fv = quantize_block(v, M)
     Q, fq = quantize_block(q, M)
     Bt, fb = quantize_block(beta[:, None], M)
+    if g is not None:
+        Gm, Gf = scalar_in(PRESETS[dut.preset].scalar_unit(), np.asarray(g))
+    dut.read_gamma = []
     T = len(k)
     rng = random.Random(seed)
     outs, fracs, state, sfr = [], [], [], []
@@ -55,6 +83,9 @@ def _run(dut, k, v, q, beta, *, idle=0.0, stall=0.0, seed=0, burst=0, flush_afte
                 for port, f in ((dut.i_fk, fk), (dut.i_fv, fv), (dut.i_fq, fq), (dut.i_fbeta, fb)):
                     ctx.set(port, int(f[t]))
                 ctx.set(dut.i_beta, int(Bt[t, 0]))
+                if g is not None:
+                    ctx.set(dut.i_g, int(Gm[t]))
+                    ctx.set(dut.i_fg, int(Gf[t]))
             await ctx.tick().until(dut.i_ready)
             ctx.set(dut.i_valid, 0)
         done["src"] = True
@@ -85,13 +116,15 @@ def _run(dut, k, v, q, beta, *, idle=0.0, stall=0.0, seed=0, burst=0, flush_afte
                 if sf:
                     state.append([])
                     sfr.append(int(sfrac))
+                    if dut.gated and len(state) % d == 1 % d:  # a read-out's first row
+                        dut.read_gamma.append(ctx.get(dut.s_gamma))
                 state[-1] += [int(x) for x in sd]
         done["sat"] = ctx.get(dut.sat)
         done["err"] = ctx.get(dut.err)
         done["tokens"] = ctx.get(dut.tokens)
 
     run_simulation(dut, source, sink, deadline_cycles=(T + 2) * (dut.cycles_per_token() + 200 + 2 * burst) * (2 if stall else 1) + 2000)
-    assert done["err"] == 0 and done["tokens"] == T
+    assert done["err"] == err and done["tokens"] == T
     st, sf = np.array(state), np.array(sfr)
     if flush_after:
         st, sf = st.reshape(n_flush, d, d), sf.reshape(n_flush, d)
@@ -155,6 +188,82 @@ def test_a_flush_mid_stream_reads_the_state_and_changes_nothing():
     assert s[1].tolist() == want["s_raw"].tolist() and sf[1].tolist() == want["s_frac"].tolist()
 
 
+@pytest.mark.parametrize("d,k", [(8, 4), (4, 2)])
+def test_gated_stream_bit_exact_with_the_model(d, k):
+    """Gated DeltaNet: decays from 1 down to 2^-20 and three of 2^-700 .. 2^-800 (gamma's exponent
+    passes 2^11, which no 12-bit exponent of the core could hold: the core keeps S's frame), random
+    idle, stalls and long output holds."""
+    rng = np.random.default_rng(d * 10 + k + 1)
+    T = 12
+    kx, v, q, beta = _stream(rng, T, d)
+    g = _gates(rng, T, spread=True)
+    g[[3, 7, 10]] = np.ldexp(1.0, [-700, -800, -700]) * 0.9
+    dut = DeltaNetScaledCore(d, k, gated=True)
+    o, of, s, sf, sat, _ = _run(dut, kx, v, q, beta, g, idle=0.3, stall=0.3, seed=k,
+                                burst=4 * dut.cycles_per_token())
+    want, s_frac, gam = _want(kx, v, q, beta, g)
+    assert o.tolist() == want["o_raw"].tolist()
+    assert of.tolist() == want["o_frac"].tolist()
+    assert s.tolist() == want["s_raw"].tolist() and sf.tolist() == s_frac.tolist()
+    assert dut.read_gamma == [gam] and sat == want["sat"]["s"]
+    assert want["gamma_f"] > 2 ** (dut.exp_width - 1)
+    assert np.count_nonzero(want["o_raw"]) > 0
+
+
+def test_gated_with_no_decay_is_deltanet():
+    """g = 1 throughout: the gated core's outputs and state are DeltaNet's, bit for bit."""
+    rng = np.random.default_rng(11)
+    d, k, T = 8, 4, 6
+    kx, v, q, beta = _stream(rng, T, d)
+    dut = DeltaNetScaledCore(d, k, gated=True)
+    o, of, s, sf, *_ = _run(dut, kx, v, q, beta, np.ones(T), seed=4)
+    want = deltanet_scaled(kx, v, q, beta, preset="int8")
+    one = PRESETS["int8"].scalar_unit().const(1.0)
+    assert o.tolist() == want["o_raw"].tolist() and of.tolist() == want["o_frac"].tolist()
+    assert s.tolist() == want["s_raw"].tolist() and (sf - int(one.f)).tolist() == want["s_frac"].tolist()
+    assert dut.read_gamma == [int(one.m)]
+
+
+def test_gated_flush_mid_stream_and_full_rate():
+    """A gated flush after token 2 reads out that state in its own frame; the stream goes on with
+    the next token's frame change; at full rate passes start ``cycles_per_token`` apart."""
+    rng = np.random.default_rng(9)
+    d, k, T = 8, 4, 6
+    kx, v, q, beta = _stream(rng, T, d)
+    g = _gates(rng, T)
+    dut = DeltaNetScaledCore(d, k, gated=True)
+    o, of, s, sf, _, gaps = _run(dut, kx, v, q, beta, g, flush_after=(2,))
+    want, s_frac, gam = _want(kx, v, q, beta, g)
+    part, p_frac, p_gam = _want(kx[:3], v[:3], q[:3], beta[:3], g[:3])
+    assert o.tolist() == want["o_raw"].tolist() and of.tolist() == want["o_frac"].tolist()
+    assert s[0].tolist() == part["s_raw"].tolist() and sf[0].tolist() == p_frac.tolist()
+    assert s[1].tolist() == want["s_raw"].tolist() and sf[1].tolist() == s_frac.tolist()
+    assert dut.read_gamma == [p_gam, gam]
+    dut = DeltaNetScaledCore(d, k, gated=True)
+    o, of, *_, gaps = _run(dut, kx, v, q, beta, g)
+    assert o.tolist() == want["o_raw"].tolist()
+    assert gaps[1:].tolist() == [dut.cycles_per_token()] * (T - 1)
+    assert dut.cycles_per_token() == DeltaNetScaledCore(d, k).cycles_per_token() + 1 + dut.norm_bh.latency
+
+
+def test_gated_frame_overflow_is_flagged():
+    """Rows that stop being written (``v`` one-hot, ``g = 2^-150``: their ``be`` rounds to zero) keep
+    decaying in S's frame; at ``exp_width = 10`` their exponents pass 511 within four tokens and
+    ``err`` rises. At 12 bits the same stream is bit-exact and raises nothing."""
+    rng = np.random.default_rng(4)
+    d, k, T = 8, 4, 8
+    kx, v, q, beta = _stream(rng, T, d)
+    g = _gates(rng, T)
+    v[3:] = 0
+    v[3:, 0] = 1.0
+    g[3:] = 2.0 ** -150
+    want, s_frac, gam = _want(kx, v, q, beta, g)
+    assert s_frac.max() > 511  # the model's rows did pass the narrow exponent
+    o, of, s, sf, *_ = _run(DeltaNetScaledCore(d, k, gated=True), kx, v, q, beta, g)
+    assert o.tolist() == want["o_raw"].tolist() and sf.tolist() == s_frac.tolist()
+    _run(DeltaNetScaledCore(d, k, gated=True, exp_width=10), kx, v, q, beta, g, err=1)
+
+
 def test_refuses_bad_parameters():
     with pytest.raises(ValueError, match="multiple of k"):
         DeltaNetScaledCore(6, 4)
@@ -168,6 +277,7 @@ def test_verilog_lints_clean(tmp_path):
     from specmem.rtl.generate import lint
 
     path = tmp_path / "deltanet_scaled.v"
-    path.write_text(verilog.convert(DeltaNetScaledCore(8, 4), name="deltanet_scaled"))
-    res = lint(path)
-    assert res.returncode == 0 and not res.warnings, res.text
+    for gated in (False, True):
+        path.write_text(verilog.convert(DeltaNetScaledCore(8, 4, gated=gated), name="deltanet_scaled"))
+        res = lint(path)
+        assert res.returncode == 0 and not res.warnings, (gated, res.text)

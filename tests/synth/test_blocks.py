@@ -63,3 +63,8 @@ def test_scaled_format_blocks_are_registered():
     assert name == "unit_norm_l4_b2_int8" and (unit.lanes, unit.beats, unit.M, unit.P) == (4, 2, 8, 12)
     core, name = BLOCKS["deltanet_scaled"](8, 4, "int8", "ecp5")
     assert name == "deltanet_scaled_d8_k4_int8_ecp5" and (core.d, core.k, core.pass_.ram) == (8, 4, "ecp5")
+    assert not core.gated
+    core, name = BLOCKS["gated_deltanet_scaled"](8, 4, "int8", "ecp5")
+    assert name == "gated_deltanet_scaled_d8_k4_int8_ecp5" and core.gated and core.pass_.rescale
+    decay, name = BLOCKS["decay"]("int8")
+    assert name == "decay_int8" and decay.P == 12

@@ -30,7 +30,7 @@ from ..scalar_unit import Scalar
 from .bfp import RowBFP, align_block, block, product_bound_exp, quantize_block, stream_outputs, to_float
 from .formats import scaled_format, scaled_preset
 
-__all__ = ["deltanet_scaled", "unit_block"]
+__all__ = ["deltanet_scaled", "unit_block", "scalar_in"]
 
 
 def unit_block(su, M, raw, frac, eps, rounding="rne"):
@@ -42,8 +42,9 @@ def unit_block(su, M, raw, frac, eps, rounding="rne"):
     return block(raw * r.m[..., None], frac + r.f, M, rounding)
 
 
-def _scalar_in(su, x):
-    """Positive per-token floats as floating scalars of the scalar unit (the values a host writes)."""
+def scalar_in(su, x):
+    """Positive per-token floats (``g``) as floating scalars of the scalar unit: ``(m, f)``, the
+    ``P``-bit mantissas and exponents a host sends the hardware."""
     P = su.out_bits
     m, e = np.frexp(x)  # x = m 2^e, m in [0.5, 1)
     f = (P - 1) - e
@@ -67,7 +68,9 @@ def deltanet_scaled(k, v, q, beta, g=None, preset: Preset | None = None, *, eps:
 
     Returns ``o`` (dequantised), ``o_raw`` ``[..., T, d]``, ``o_frac`` ``[..., T]``, ``s`` (final,
     dequantised, gamma applied), ``s_raw`` ``[..., d, d]`` and ``s_frac`` ``[..., d]`` (Ŝ's
-    mantissas and row exponents), ``s_norm`` ``[..., T]``, ``sat``, ``ranges``, ``fmt``; with
+    mantissas and row exponents), Gated DeltaNet's ``gamma_m``, ``gamma_f`` ``[...]`` (the final
+    ``gamma = gamma_m 2^-gamma_f``, so ``S = gamma_m s_raw 2^-(s_frac + gamma_f)``), ``s_norm``
+    ``[..., T]``, ``sat``, ``ranges``, ``fmt``; with
     ``trace`` also ``exponents``: ``[min, max]`` of every exponent and shift the hardware holds
     (``s_row`` is ``S``'s row exponent, ``Ŝ``'s plus ``gamma``'s; the three shifts are the row
     read's rounding shift and the write's two alignment shifts, right-positive, over nonzero
@@ -98,7 +101,7 @@ def deltanet_scaled(k, v, q, beta, g=None, preset: Preset | None = None, *, eps:
     C = np.einsum("btd,btd->bt", KN, QN)  # knᵀ qn, exact, frac fkn + fqn
     kmax = np.max(np.abs(KN), axis=-1)
     if gated:
-        Gm, Gf = _scalar_in(su, gt.reshape(K.shape[:2]))
+        Gm, Gf = scalar_in(su, gt.reshape(K.shape[:2]))
         gam_m, gam_f = np.full(B, su.const(1.0).m), np.full(B, su.const(1.0).f)
     S = RowBFP(B, d, d, Ws, rnd)
     o_raw = np.zeros((B, T, d), dtype=np.int64)
@@ -155,8 +158,10 @@ def deltanet_scaled(k, v, q, beta, g=None, preset: Preset | None = None, *, eps:
                 cur = ranges.setdefault(name, [lo, hi])
                 cur[0], cur[1] = min(cur[0], lo), max(cur[1], hi)
     scale = (gam_m, gam_f) if gated else None
+    extra = {"gamma_m": gam_m.reshape(batch), "gamma_f": gam_f.reshape(batch)} if gated else {}
     return {
         **stream_outputs(batch, o_raw, o_frac, S, scale),
+        **extra,
         "s_norm": s_norm.reshape(batch + (T,)),
         "sat": {"s": S.sat},
         "ranges": ranges,

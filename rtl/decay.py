@@ -1,0 +1,96 @@
+"""Gated DeltaNet's decay as a global scale (``golden/fixed/scaled/deltanet.py``, ``g`` given): the
+running ``gamma = prod g`` and ``1/gamma`` on the scalar unit, with ``gamma``'s unbounded exponent
+never formed.
+
+The model, per token: ``gamma <- su.mul(gamma, g)`` (the product's magnitude rounded back to ``P``
+bits, ``block()`` of one element) and ``rg = su.recip(gamma)``. ``gamma``'s exponent grows
+without bound (``-log2 prod g``), so the hardware keeps the state's exponents in ``S``'s frame
+(``Ŝ``'s plus ``gamma``'s, bounded: ``docs/fixed-point.md``, "Exponents and shifts") and only
+needs, per token:
+
+* ``gam``: ``gamma``'s ``P``-bit mantissa (the reads ``sk``, ``sq`` are multiplied by it);
+* ``delta``: the change of ``gamma``'s exponent (``g``'s exponent minus the product's
+  normalising shift), which moves the state's exponents into the new token's frame;
+* ``rg``, ``rgf``: ``recip(gam, frac = 0)``. The reciprocal's exponent is linear in its input's
+  (``recip(x, f).f = recip(x, 0).f - f``, the mantissa the same), so ``rgf`` is ``1/gamma``'s
+  exponent plus ``gamma``'s: the frame's exponent of ``bh = block(be rg)`` is ``be``'s plus
+  ``rgf``.
+
+Pipeline: the product registered, a :class:`~specmem.rtl.block_norm.BlockNormaliser` of one
+element to ``P`` bits (its exponent in is ``g``'s, so its exponent out is ``delta``), then the
+pipelined :class:`~specmem.rtl.scalar_unit.ScalarUnit`'s reciprocal. One token at a time:
+``i_ready`` is low from a token's acceptance to its ``o_valid`` (:attr:`latency` cycles).
+``gamma`` starts at 1 (the model's ``su.const(1.0)``) and again after a reset.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Signal, signed
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from specmem.golden.fixed.scalar_unit import ScalarUnit as GoldenScalarUnit
+
+from .block_norm import BlockNormaliser
+from .scalar_unit import ScalarOp, ScalarUnit
+
+__all__ = ["DecayScale"]
+
+
+class DecayScale(wiring.Component):
+    """``gamma <- gamma g`` and ``recip(gamma)`` per token for a gated state in ``S``'s frame; see
+    the module docstring. ``su``: the preset's golden scalar unit (``P = su.out_bits``);
+    ``exp_width``: signed bits of ``g``'s exponent and of ``delta``. Ports: ``i_valid``,
+    ``i_ready``, ``i_g`` (``g``'s ``P``-bit mantissa, positive), ``i_fg``; ``o_valid`` (one
+    cycle), ``o_gam``, ``o_delta``, ``o_rg``, ``o_rgf``; ``gam`` (the running mantissa)."""
+
+    def __init__(self, su: GoldenScalarUnit, *, exp_width: int = 12):
+        if not isinstance(su, GoldenScalarUnit):
+            raise ValueError(f"su: expected a golden ScalarUnit, got {su!r}")
+        if isinstance(exp_width, bool) or not isinstance(exp_width, int) or exp_width < 6:
+            raise ValueError(f"exp_width: must be an integer >= 6, got {exp_width!r}")
+        self.su, self.P, self.exp_width = su, su.out_bits, exp_width
+        P = self.P
+        self.norm = BlockNormaliser(1, 2 * P, P, frac_width=exp_width)
+        self.unit = ScalarUnit(su, P, frac_width=2, pipelined=True)
+        self.rgf_width = self.unit.out_layout["f"].shape.width
+        #: gamma's mantissa after a reset: the model's ``su.const(1.0)``
+        self.one = int(su.const(1.0).m)
+        #: cycles from a token accepted to ``o_valid``: product, normaliser, request, reciprocal
+        self.latency = 1 + self.norm.latency + 1 + self.unit.latency[ScalarOp.RECIP] + 1
+        super().__init__({
+            "i_valid": In(1), "i_ready": Out(1), "i_g": In(signed(P)), "i_fg": In(signed(exp_width)),
+            "o_valid": Out(1), "o_gam": Out(signed(P)), "o_delta": Out(signed(exp_width)),
+            "o_rg": Out(signed(P)), "o_rgf": Out(signed(self.rgf_width)), "gam": Out(signed(P)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        P, EW = self.P, self.exp_width
+        gam = Signal(signed(P), name="gam_r", init=self.one)
+        busy = Signal(name="busy")
+        m.d.comb += [self.i_ready.eq(~busy), self.gam.eq(gam)]
+        take = self.i_valid & ~busy
+        p1 = Signal(signed(2 * P), name="p1", reset_less=True)
+        f1 = Signal(signed(EW), name="f1", reset_less=True)
+        v1 = Signal(name="v1")
+        m.d.sync += [p1.eq(gam * self.i_g), f1.eq(self.i_fg), v1.eq(take)]
+        with m.If(take):
+            m.d.sync += busy.eq(1)
+
+        m.submodules.norm = nb = self.norm
+        m.d.comb += [nb.en.eq(1), nb.i_valid.eq(v1), nb.i_data[0].eq(p1), nb.i_frac.eq(f1)]
+        rq_v = Signal(name="rq_v")
+        rq_x = Signal(signed(P), name="rq_x", reset_less=True)
+        m.d.sync += rq_v.eq(nb.o_valid)
+        with m.If(nb.o_valid):
+            m.d.sync += [gam.eq(nb.o_data[0]), rq_x.eq(nb.o_data[0]), self.o_gam.eq(nb.o_data[0]),
+                         self.o_delta.eq(nb.o_frac)]
+
+        m.submodules.unit = su = self.unit
+        m.d.comb += [su.i.valid.eq(rq_v), su.i.payload.x.eq(rq_x), su.i.payload.frac.eq(0),
+                     su.i.payload.op.eq(ScalarOp.RECIP), su.o.ready.eq(1)]
+        m.d.sync += self.o_valid.eq(su.o.valid)
+        with m.If(su.o.valid):
+            m.d.sync += [self.o_rg.eq(su.o.payload.m), self.o_rgf.eq(su.o.payload.f), busy.eq(0)]
+        return m
