@@ -249,7 +249,8 @@ def test_gated_flush_mid_stream_and_full_rate():
 def test_gated_frame_overflow_is_flagged():
     """Rows that stop being written (``v`` one-hot, ``g = 2^-150``: their ``be`` rounds to zero) keep
     decaying in S's frame; at ``exp_width = 10`` their exponents pass 511 within four tokens and
-    ``err`` rises. At 12 bits the same stream is bit-exact and raises nothing."""
+    ``err`` rises. At 12 bits the same stream is bit-exact and raises nothing; at 10 bits its first six
+    tokens (exponents up to 475) too."""
     rng = np.random.default_rng(4)
     d, k, T = 8, 4, 8
     kx, v, q, beta = _stream(rng, T, d)
@@ -262,6 +263,11 @@ def test_gated_frame_overflow_is_flagged():
     o, of, s, sf, *_ = _run(DeltaNetScaledCore(d, k, gated=True), kx, v, q, beta, g)
     assert o.tolist() == want["o_raw"].tolist() and sf.tolist() == s_frac.tolist()
     _run(DeltaNetScaledCore(d, k, gated=True, exp_width=10), kx, v, q, beta, g, err=1)
+    # six tokens reach 475 (bit 8 set, below 2^9): no flag, and bit-exact at 10 bits
+    want, s_frac, _ = _want(kx[:6], v[:6], q[:6], beta[:6], g[:6])
+    assert 256 < s_frac.max() < 512
+    o, of, s, sf, *_ = _run(DeltaNetScaledCore(d, k, gated=True, exp_width=10), kx[:6], v[:6], q[:6], beta[:6], g[:6])
+    assert o.tolist() == want["o_raw"].tolist() and sf.tolist() == s_frac.tolist()
 
 
 def test_refuses_bad_parameters():
