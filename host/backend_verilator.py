@@ -3,7 +3,8 @@ variational linear attention (VLA), of linear attention, of DeltaNet or of Gated
 
 The RTL implements the legacy fixed-binary-point formats (``RTL_PRESETS``; default
 ``legacy-int8``); the annihilation also ``int18``, ``int16`` and ``int8`` (its core v2: the
-co-accumulated Gram, orthogonal inputs evicted, those presets' defaults in the fixed model). Any
+co-accumulated Gram, orthogonal inputs evicted, those presets' defaults in the fixed model);
+DeltaNet and Gated DeltaNet also the scaled ``int8`` (``rtl/deltanet_scaled.py``, below). Any
 other format is an input error.
 
 ``verilator_backend("annihilation", {"x": x}, {"k": 4}, {"format": "legacy-int8"})`` returns the same
@@ -39,6 +40,14 @@ hardware, ``o``, ``s``, ``z`` are derived from them as the golden model derives 
 comes from the golden model after checking its last entry against the hardware's final ``S``;
 ``sat_<tensor>`` and ``formats`` as for VLA. The option ``lanes`` is the design's ``k`` as for VLA.
 
+DeltaNet and Gated DeltaNet at ``format="int8"`` run on the scaled core: the host quantises each
+stream as the model does (block vectors; ``g`` as the scalar unit's floats), the testbench's
+``streams`` case reads the state out with a flush; ``o_raw``, ``o_frac``, ``s_raw`` and ``s_frac``
+come from the hardware (gated: ``s_frac`` is the core's row exponent, kept in ``S``'s frame, minus
+its ``gamma`` exponent counter; ``s`` carries its ``gamma`` mantissa), ``o`` and ``s`` are derived
+from them; ``s_norm``, ``sat_s`` and ``formats`` come from the golden model, the saturation count
+checked against the core's. Every raw array must equal the model's, or this is an error.
+
 Every stream (each leading batch index) runs after a reset in one simulator process, at full rate;
 the testbench's scoreboard compares every output against the model as it runs, and a hardware
 result that differs from the model is an error here (a back-end that silently returned wrong
@@ -58,6 +67,10 @@ from specmem.rtl.presets import check_rtl_preset
 
 __all__ = ["verilator_backend", "VerilatorBackendError"]
 
+#: the rules and scaled presets with a scaled core (``rtl/deltanet_scaled.py``)
+SCALED_ALGOS = ("deltanet", "gated-deltanet")
+SCALED_RTL_PRESETS = ("int8",)
+
 
 class VerilatorBackendError(RuntimeError):
     """The simulated hardware disagreed with the fixed-point model, or the simulation failed."""
@@ -73,6 +86,8 @@ def _options(options: dict, algo: str = "") -> tuple[str, dict]:
             annihilation_core_for(preset)
         except ValueError as exc:
             raise SpecmemInputError(str(exc).replace("preset:", "format:", 1)) from None
+    elif algo in SCALED_ALGOS and preset in SCALED_RTL_PRESETS:  # DeltaNetScaledCore
+        pass
     else:  # the other RTL is bit-exact with the legacy fixed-binary-point formats only
         check_rtl_preset(preset, SpecmemInputError, "format")
     sim = {}
@@ -100,6 +115,8 @@ def verilator_backend(algo: str, inputs: dict, params: dict, options: dict) -> d
     lanes = sim_opts.pop("lanes", None)
     if algo == "vla":
         return _vla(inputs, params, preset, sim_opts, lanes)
+    if algo in SCALED_ALGOS and preset in SCALED_RTL_PRESETS:
+        return _deltanet_scaled(algo, inputs, params, preset, sim_opts, lanes)
     if algo in ("linear", "deltanet", "gated-deltanet"):
         return _baseline(algo, inputs, params, preset, sim_opts, lanes)
     if lanes is not None:
@@ -187,22 +204,7 @@ def _design(*args, **kwargs):
 def _simulate_streams(design, tb: str, X: np.ndarray, sim_opts: dict) -> tuple[dict, object]:
     """Run the raw streams ``X`` ``[B, T, ...]`` through ``tb``'s ``streams`` test on ``design``;
     returns the testbench's outputs (``.npz`` contents) and the run."""
-    from specmem.sim.build import build, run_cocotb
-
-    try:
-        b = build(design, "plain")
-    except ValueError as exc:  # the RTL's generics (k >= 2, d a multiple of k, ...)
-        raise SpecmemInputError(f"k: the RTL cannot be built for d={design.d}, k={design.k}: {exc}") from None
-    with tempfile.TemporaryDirectory(prefix="specmem-vl-") as tmp:
-        streams = Path(tmp) / "streams.npz"
-        outputs = Path(tmp) / "outputs.npz"
-        np.savez(streams, **{f"s{i}": X[i] for i in range(X.shape[0])})
-        run = run_cocotb(b, tb, {"name": f"backend-{os.getpid()}", "streams_file": str(streams),
-                                 "outputs_file": str(outputs), **sim_opts}, testcase="streams")
-        if not outputs.is_file():
-            raise VerilatorBackendError(f"verilator: the simulation produced no outputs ({run.log}): "
-                                        + "; ".join(run.failures.get("streams", "")[:500].splitlines()[:3]))
-        return dict(np.load(outputs)), run
+    return _simulate_raw(design, tb, {f"s{i}": X[i] for i in range(X.shape[0])}, sim_opts)
 
 
 def _vla(inputs: dict, params: dict, preset: str, sim_opts: dict, lanes=None) -> dict:
@@ -323,6 +325,105 @@ def _baseline(algo: str, inputs: dict, params: dict, preset: str, sim_opts: dict
         if name == "s_norm" or name.startswith("sat_") or name == "formats":
             out[name] = v
     return {name: out[name] for name in ref}  # the fixed backend's order
+
+
+def _deltanet_scaled(algo: str, inputs: dict, params: dict, preset: str, sim_opts: dict, lanes=None) -> dict:
+    """DeltaNet or Gated DeltaNet on the scaled core (``DeltaNetScaledCore``): the host quantises
+    each stream exactly as the model does (block vectors, ``g`` as the scalar unit's floats), the
+    testbench's ``streams`` case runs them and reads the state out by a flush; every raw output
+    and exponent must equal the model's."""
+    from specmem.golden.fixed import run_fixed
+    from specmem.golden.fixed.formats import PRESETS
+    from specmem.golden.fixed.scaled.bfp import quantize_block, to_float
+    from specmem.golden.fixed.scaled.deltanet import scalar_in
+
+    ref = run_fixed(algo, inputs, preset, params)  # validates inputs and parameters as --backend fixed does
+    gated = algo == "gated-deltanet"
+    names = ("k", "v", "q")
+    x = {n: np.asarray(inputs[n], dtype=np.float64) for n in names}
+    shape = np.broadcast_shapes(*(v.shape for v in x.values()))
+    batch, T, d = shape[:-2], shape[-2], shape[-1]
+    flat = {n: np.broadcast_to(v, shape).reshape((-1, T, d)) for n, v in x.items()}
+    for name in ("beta", "g") if gated else ("beta",):
+        flat[name] = np.broadcast_to(np.asarray(inputs[name], dtype=np.float64), batch + (T,)).reshape(-1, T)
+    k = _lanes(d) if lanes is None else lanes
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1 or d % k:
+        raise SpecmemInputError(f"lanes: must be an integer >= 1 dividing d ({d}), got {k!r}")
+    B = flat["k"].shape[0]
+    if T == 0 or B == 0:
+        return ref  # nothing reaches the hardware: its state stays zero, as the model's does
+    p = PRESETS[preset]
+    M = p.mul_bits
+    streams = {"n": np.int64(B)}
+    for i in range(B):
+        for n, tag in (("k", "K"), ("v", "V"), ("q", "Q")):
+            streams[f"{tag}{i}"], streams[f"f{n}{i}"] = quantize_block(flat[n][i], M, n, p.rounding)
+        bt, fb = quantize_block(flat["beta"][i][:, None], M, "beta", p.rounding)
+        streams[f"beta{i}"], streams[f"fbeta{i}"] = bt[:, 0], fb
+        if gated:
+            streams[f"G{i}"], streams[f"fg{i}"] = scalar_in(p.scalar_unit(), flat["g"][i])
+    design_params = [("gated", 1)] if gated else []  # the state in DP16KD through its model, as synthesised
+    if "eps" in params:
+        design_params.append(("eps", float(params["eps"])))
+    design = _design("deltanet-scaled", d, int(k), preset, params=tuple(design_params))
+    hw, run = _simulate_raw(design, "specmem.sim.tb_deltanet_scaled", streams, sim_opts)
+    o_raw = np.stack([hw[f"o{i}"] for i in range(B)])
+    o_frac = np.stack([hw[f"o_frac{i}"] for i in range(B)])
+    s_raw = np.stack([hw[f"s{i}"] for i in range(B)])
+    s_row = np.stack([hw[f"s_frac{i}"] for i in range(B)])  # S's row exponents (gated: Ŝ's plus gamma's)
+    status = np.stack([hw[f"status{i}"] for i in range(B)])  # tokens, saturations, err
+    if o_raw.shape != (B, T, d) or s_raw.shape != (B, d, d):
+        raise VerilatorBackendError(f"verilator: got outputs {o_raw.shape} and states {s_raw.shape}, expected "
+                                    f"{(B, T, d)} and {(B, d, d)} ({run.log})")
+    if gated:
+        gam = np.stack([hw[f"gamma{i}"] for i in range(B)])  # mantissa, exponent
+        s_frac = s_row - gam[:, 1:2]
+        s_f = to_float(s_raw, s_row) * gam[:, 0, None, None].astype(np.float64)
+    else:
+        s_frac, s_f = s_row, to_float(s_raw, s_row)
+    want = {n: np.asarray(ref[n]).reshape((B,) + np.shape(v)[1:])
+            for n, v in (("o_raw", o_raw), ("o_frac", o_frac), ("s_raw", s_raw), ("s_frac", s_frac))}
+    got = {"o_raw": o_raw, "o_frac": o_frac, "s_raw": s_raw, "s_frac": s_frac}
+    bad = [n for n in got if not np.array_equal(got[n], want[n])]
+    sat_model = sum(int(v) for n, v in ref.items() if n.startswith("sat_"))
+    if (bad or not run.passed or int(status[:, 1].sum()) != sat_model or np.any(status[:, 2])
+            or np.any(status[:, 0] != T)):
+        raise VerilatorBackendError(
+            f"verilator: the scaled core disagrees with the fixed-point model ({', '.join(bad) or 'outputs equal'}; "
+            f"saturations {int(status[:, 1].sum())} vs {sat_model}; err {status[:, 2].tolist()}; tokens "
+            f"{status[:, 0].tolist()} of {T}; {run.failures or 'run passed'}); log {run.log}")
+    out = {
+        "o": to_float(o_raw, o_frac).reshape(batch + (T, d)),
+        "s": s_f.reshape(batch + (d, d)),
+        "o_raw": o_raw.reshape(batch + (T, d)),
+        "o_frac": o_frac.reshape(batch + (T,)),
+        "s_raw": s_raw.reshape(batch + (d, d)),
+        "s_frac": s_frac.reshape(batch + (d,)),
+    }
+    for name, v in ref.items():
+        if name == "s_norm" or name.startswith("sat_") or name == "formats":
+            out[name] = v
+    return {name: out[name] for name in ref}  # the fixed backend's order
+
+
+def _simulate_raw(design, tb: str, streams: dict, sim_opts: dict) -> tuple[dict, object]:
+    """Run the arrays ``streams`` (the testbench's ``streams_file``) through ``tb``'s ``streams``
+    case on ``design``; returns the testbench's outputs (``.npz`` contents) and the run."""
+    from specmem.sim.build import build, run_cocotb
+
+    try:
+        b = build(design, "plain")
+    except ValueError as exc:  # the RTL's generics (k >= 2, d a multiple of k, ...)
+        raise SpecmemInputError(f"k: the RTL cannot be built for d={design.d}, k={design.k}: {exc}") from None
+    with tempfile.TemporaryDirectory(prefix="specmem-vl-") as tmp:
+        sfile, ofile = Path(tmp) / "streams.npz", Path(tmp) / "outputs.npz"
+        np.savez(sfile, **streams)
+        run = run_cocotb(b, tb, {"name": f"backend-{os.getpid()}", "streams_file": str(sfile),
+                                 "outputs_file": str(ofile), **sim_opts}, testcase="streams")
+        if not ofile.is_file():
+            raise VerilatorBackendError(f"verilator: the simulation produced no outputs ({run.log}): "
+                                        + "; ".join(run.failures.get("streams", "")[:500].splitlines()[:3]))
+        return dict(np.load(ofile)), run
 
 
 def _lanes(d: int) -> int:

@@ -369,8 +369,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--format", default=None,
                    help="number format for --backend fixed (default: the rule's own, int18 annihilation, int8 the "
                         "others): int8, int18, int16, wide, legacy-int8, legacy-int16, legacy-wide; "
-                        "--backend verilator takes the legacy-* ones (default legacy-int8) and, for annihilation, "
-                        "int18, int16, int8 (core v2)")
+                        "--backend verilator takes the legacy-* ones (default legacy-int8), for annihilation also "
+                        "int18, int16, int8 (core v2), for deltanet and gated-deltanet also int8 (the scaled core)")
     r.add_argument("--param", action="append", metavar="NAME=VALUE",
                    help="rule parameter, repeatable (default: the rule's own defaults; annihilation needs k=N)")
     r.set_defaults(fn=_cmd_run)
@@ -490,7 +490,8 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--seed", type=int, default=None, help="stream seed (default 0)")
     sm.add_argument("--format", default=None,
                     help="fixed-point preset the RTL implements: legacy-int8 (default), legacy-int16, legacy-wide; "
-                         "annihilation also int18, int16, int8 (core v2: co-accumulated Gram, evict)")
+                         "annihilation also int18, int16, int8 (core v2: co-accumulated Gram, evict); deltanet and "
+                         "gated-deltanet also int8 (the scaled core: block vectors, row-BFP state)")
     sm.add_argument("--coverage", action="store_true",
                     help="line/toggle coverage of the directed cases and the stream, summary and what is not "
                          "covered (default off)")

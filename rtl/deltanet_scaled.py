@@ -23,7 +23,9 @@ pass adds the change of ``gamma``'s exponent to every row's as it writes it; the
 ``sk`` and ``sq`` by ``gamma``'s mantissa (on the feed's existing registers, no cycle added) and
 forms ``bh = block(be rg)`` (``k`` multipliers and a second normaliser: ``1 + latency`` cycles
 more per token). The state read out is ``Ŝ``'s mantissas with ``S``'s row exponents, and
-``s_gamma`` is ``gamma``'s mantissa: ``S = s_gamma s_data 2^-s_frac``.
+``s_gamma`` is ``gamma``'s mantissa: ``S = s_gamma s_data 2^-s_frac``; ``s_gamma_f`` (a 32-bit
+count of the exponent changes, used by nothing inside) gives ``gamma``'s exponent, so
+``s_frac - s_gamma_f`` are the model's ``Ŝ`` row exponents.
 
 The last token's write happens in the next pass, so a *flush*
 (a token slot with ``i_flush`` set) runs a write-only pass whose written rows come out on the
@@ -49,6 +51,7 @@ from amaranth.hdl import Array, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
+from specmem.golden.deltanet import L2_EPS
 from specmem.golden.fixed.formats import PRESETS
 
 from .align import StreamAlignBlock
@@ -63,6 +66,9 @@ __all__ = ["DeltaNetScaledCore"]
 
 #: registered steps between the chain's counter and e's alignment (the beat select, then -sk)
 FEED_STAGES = 2
+#: Gated DeltaNet: bits of the counter that reports ``gamma``'s exponent (the sum of the tokens'
+#: ``delta``) for a read-out; nothing inside the core uses it (it wraps after 2^31 / log2(1/g) tokens)
+GAMMA_F_WIDTH = 32
 
 
 class DeltaNetScaledCore(wiring.Component):
@@ -72,10 +78,11 @@ class DeltaNetScaledCore(wiring.Component):
     ``preset``: a scaled preset name (``int8``: ``M`` = 8, ``Ws`` = 16, ``Wo`` = 16, a 12-bit
     scalar unit); ``ram``: the block-RAM style of the state and of the alignments' and the unit
     normaliser's waits (``behavioural`` or ``ecp5``; those delay lines would otherwise be most of
-    the flip-flops); ``exp_width``: signed exponent bits."""
+    the flip-flops); ``exp_width``: signed exponent bits; ``eps``: the unit vectors' norm floor
+    (the model's ``eps``, a generic: the unit normaliser's ROM)."""
 
     def __init__(self, d: int, k: int, preset: str = "int8", *, ram: str = "behavioural", exp_width: int = 12,
-                 gated: bool = False):
+                 gated: bool = False, eps: float = L2_EPS):
         for name, v, lo in (("d", d, 2), ("k", k, 1)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ValueError(f"{name}: must be an integer >= {lo}, got {v!r}")
@@ -95,7 +102,8 @@ class DeltaNetScaledCore(wiring.Component):
         DW = self.pass_.dot_width
         self.dot_width = DW
         GW = P if self.gated else 0  # sk, sq times gamma's mantissa
-        self.unit = UnitNormaliser(k, B, M, self.su, exp_width=EW, delay_style=ram)
+        self.eps = eps
+        self.unit = UnitNormaliser(k, B, M, self.su, eps=eps, exp_width=EW, delay_style=ram)
         self.align_e = StreamAlignBlock(k, B, ((M, False), (DW + GW + 1, True)), M, exp_width=EW, delay_style=ram)
         self.norm_be = StreamBlockNormaliser(k, B, 2 * M, M, frac_width=EW)
         self.align_o = StreamAlignBlock(k, B, ((DW + GW, True), (M + DW, False)), self.Wo, exp_width=EW,
@@ -104,7 +112,8 @@ class DeltaNetScaledCore(wiring.Component):
         if self.gated:
             self.decay = DecayScale(self.su, exp_width=EW)
             self.norm_bh = StreamBlockNormaliser(k, B, M + P, M, frac_width=EW)
-            extra = {"i_g": In(signed(P)), "i_fg": In(signed(EW)), "s_gamma": Out(signed(P))}
+            extra = {"i_g": In(signed(P)), "i_fg": In(signed(EW)), "s_gamma": Out(signed(P)),
+                     "s_gamma_f": Out(signed(GAMMA_F_WIDTH))}
         vec = data.ArrayLayout(signed(M), d)
         super().__init__({**extra,
             "i_valid": In(1), "i_ready": Out(1), "i_flush": In(1),
@@ -272,7 +281,8 @@ class DeltaNetScaledCore(wiring.Component):
         if gated:  # the current token's gamma; the pass's frame change and bh's exponent in the new frame
             gam, ngam, rg = Signal(signed(P), name="gam"), Signal(signed(P + 1), name="ngam"), Signal(signed(P), name="rg")
             rgf, fsh, fbhp = (Signal(signed(EW), name=n) for n in ("rgf", "fshift", "fbh_p"))
-            m.d.comb += [pa.i_fbh.eq(fbhp), pa.i_fshift.eq(fsh), self.s_gamma.eq(gam)]
+            gamf = Signal(signed(GAMMA_F_WIDTH), name="gamma_f", init=int(self.su.const(1.0).f))
+            m.d.comb += [pa.i_fbh.eq(fbhp), pa.i_fshift.eq(fsh), self.s_gamma.eq(gam), self.s_gamma_f.eq(gamf)]
         else:
             m.d.comb += pa.i_fbh.eq(fbh)
         sk_b, sq_b = vreg("sk_b", signed(DW)), vreg("sq_b", signed(DW))
@@ -300,7 +310,8 @@ class DeltaNetScaledCore(wiring.Component):
                         shift = Mux(next_flush, 0, nx_delta)
                         m.d.sync += [fsh.eq(shift), fbhp.eq(fbh + shift)]
                         with m.If(~next_flush):
-                            m.d.sync += [gam.eq(nx_gam), ngam.eq(-nx_gam), rg.eq(nx_rg), rgf.eq(nx_rgf)]
+                            m.d.sync += [gam.eq(nx_gam), ngam.eq(-nx_gam), rg.eq(nx_rg), rgf.eq(nx_rgf),
+                                         gamf.eq(gamf + nx_delta)]
                     with m.If(next_flush):
                         m.d.sync += [fkn.eq(0), fqn.eq(0)]
                         m.d.sync += [kn[i].eq(0) for i in range(d)] + [qn[i].eq(0) for i in range(d)]

@@ -71,7 +71,7 @@ class Design:
     (``RegisteredRAMPair(d, width)``: both block-RAM styles side by side; ``params``
     ``(("width", w),)``) or ``deltanet-scaled`` (``DeltaNetScaledCore`` in a scaled preset, its
     state in ``DP16KD`` through the vendor model; ``params`` ``(("ram", "behavioural"),)`` for the
-    portable RAM, ``(("gated", 1),)`` for Gated DeltaNet)."""
+    portable RAM, ``(("gated", 1),)`` for Gated DeltaNet, ``(("eps", e),)`` for the norm floor)."""
 
     kind: str = "top"
     d: int = 16
@@ -222,10 +222,12 @@ def verilog_for(design: Design) -> tuple[str, str, str]:
 
         ram = dict(design.params).get("ram", "ecp5")
         gated = bool(dict(design.params).get("gated", 0))
-        comp = DeltaNetScaledCore(design.d, design.k, design.preset, ram=ram, gated=gated)
+        extra = {"eps": float(dict(design.params)["eps"])} if "eps" in dict(design.params) else {}
+        comp = DeltaNetScaledCore(design.d, design.k, design.preset, ram=ram, gated=gated, **extra)
         top = "specmem_gated_deltanet_scaled" if gated else "specmem_deltanet_scaled"
         manifest = {"parameters": {"d": design.d, "k": design.k, "M": comp.M, "Ws": comp.Ws, "Wo": comp.Wo,
-                                   "exp_width": comp.exp_width, "ram": ram, "gated": gated, "P": comp.P},
+                                   "exp_width": comp.exp_width, "ram": ram, "gated": gated, "P": comp.P,
+                                   "eps": comp.eps},
                     "cycles_per_token": comp.cycles_per_token(),
                     "sim_models": ["DP16KD"] if ram == "ecp5" else []}
     elif design.kind == "bram":

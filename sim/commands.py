@@ -22,6 +22,9 @@ __all__ = ["SimResult", "simulate", "bench_sim", "coverage_command", "mutation_c
 
 SIM_ALGOS = ("annihilation", "vla", "linear", "deltanet", "gated-deltanet")
 _V2_PRESETS = ("int18", "int16", "int8")  # the annihilation core v2's (rtl/generate.py: V2_PRESETS)
+#: the rules and presets that run on the scaled core (``rtl/deltanet_scaled.py``, ``sim/tb_deltanet_scaled.py``)
+SCALED_SIM_ALGOS = ("deltanet", "gated-deltanet")
+SCALED_SIM_PRESETS = ("int8",)
 
 
 @dataclass
@@ -84,9 +87,16 @@ def _check(algo, d, k, tokens, seed, preset):
         except ValueError as exc:
             raise SpecmemInputError(str(exc)) from None
         return
+    if algo in SCALED_SIM_ALGOS and preset in SCALED_SIM_PRESETS:  # the scaled core
+        return
     from specmem.rtl.presets import check_rtl_preset
 
-    check_rtl_preset(preset, SpecmemInputError)  # the RTL is bit-exact with the legacy formats only
+    try:  # the RTL is bit-exact with the legacy formats, the delta rules' also with the scaled int8
+        check_rtl_preset(preset, SpecmemInputError)
+    except SpecmemInputError as exc:
+        if algo in SCALED_SIM_ALGOS:
+            raise SpecmemInputError(f"{exc}; {algo} also int8 (the scaled core)") from None
+        raise
 
 
 #: bytes held per token and element of the stream: float stimulus and its copies, the raw
@@ -172,6 +182,9 @@ def simulate(algo: str, d: int, k: int, tokens: int, seed: int, preset: str = "l
     _check(algo, d, k, tokens, seed, preset)
     if coverage and waves:
         raise SpecmemInputError("waves: the coverage build records no waveform; run --waves and --coverage separately")
+    if algo in SCALED_SIM_ALGOS and preset in SCALED_SIM_PRESETS:
+        return _simulate_scaled(algo, d, k, tokens, seed, preset, coverage, waves, idle=idle, stall=stall, kind=kind,
+                                quiet=quiet, params=params)
     if algo != "annihilation":
         design = Design(algo, d, k, preset, params=dict(params or {}))
     else:
@@ -235,6 +248,64 @@ def simulate(algo: str, d: int, k: int, tokens: int, seed: int, preset: str = "l
     if cov_text:
         say(cov_text)
         say(f"specmem sim: coverage report in {out}/coverage.txt and coverage.json")
+    say(f"specmem sim: {time.perf_counter() - t0:.1f} s in all")
+    return res
+
+
+def _simulate_scaled(algo, d, k, tokens, seed, preset, coverage, waves, *, idle, stall, kind, quiet,
+                     params) -> SimResult:
+    """``simulate`` on the scaled DeltaNet / Gated DeltaNet core: ``tb_deltanet_scaled``'s
+    ``random_stream`` (Gaussian tokens, gated: decays from 1 down to 2^-700) with ``idle`` and
+    ``stall``; every output, its exponent, the final state (gated: and ``gamma``) checked."""
+    from .build import run_cocotb
+
+    if coverage:
+        raise SpecmemInputError(f"coverage: not measured for the scaled core yet ({algo} {preset}); run without it")
+    if kind not in (None, "mixed", "gaussian"):
+        raise SpecmemInputError(f"kind: the scaled core's stream is Gaussian (gaussian), got {kind!r}")
+    p = dict(params or {})
+    extra = set(p) - {"eps"}
+    if extra:
+        raise SpecmemInputError(f"{sorted(extra)[0]}: not a parameter of the scaled {algo} core (it takes eps)")
+    say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
+    t0 = time.perf_counter()
+    design = Design("deltanet-scaled", d, k, preset,
+                    params={**({"gated": 1} if algo == "gated-deltanet" else {}), **({"eps": float(p["eps"])} if p else {})})
+    from specmem.progress import Heartbeat
+
+    with Heartbeat(f"specmem sim: Verilator build of {design.name}", 10.0, enabled=False if quiet else None):
+        b = build(design, "waves" if waves else "plain", quiet=quiet)
+    say(f"specmem sim: {design.name}: {tokens} tokens, seed {seed}, idle {idle}, backpressure {stall} "
+        f"({'reused' if b.reused else 'new'} build {b.directory})")
+    with _heartbeat(f"specmem sim: {design.name}", tokens, _last_rate(b.directory), enabled=not quiet):
+        run = run_cocotb(b, "specmem.sim.tb_deltanet_scaled", {"name": f"sim-s{seed}-T{tokens}", "seed": seed,
+                                                               "tokens": tokens, "idle": idle, "stall": stall},
+                         testcase="random_stream", waves=waves)
+    rec = run.record.get("random_stream", {})
+    if rec.get("wall_s"):
+        _save_rate(b.directory, tokens / float(rec["wall_s"]))
+    res = SimResult(
+        passed=run.passed, algo=algo, d=d, k=k, preset=preset, tokens=tokens, seed=seed,
+        cycles=int(rec.get("cycles", 0) or 0), wall_s=float(rec.get("wall_s", 0.0)),
+        model_s=float(rec.get("model_s", 0.0)), first_mismatch=rec.get("first_mismatch"),
+        errors=list(rec.get("errors", [])) or [f"{k_}: {v[:400]}" for k_, v in run.failures.items()],
+        waves=str(run.waves) if run.waves else None, build_dir=str(b.directory), build_reused=b.reused,
+        record=rec)
+    if res.passed:
+        say(f"specmem sim: PASS: {rec.get('tokens_compared')} tokens bit exact, counters and final state equal "
+            f"to the model; {res.cycles} cycles ({res.cycles / max(tokens, 1):.1f} per token), "
+            f"{res.cycles_per_s:,.0f} cycles/s, {res.tokens_per_s:,.0f} tokens/s in simulation")
+    else:
+        fm = res.first_mismatch
+        say(f"specmem sim: FAIL ({rec.get('mismatched_tokens', '?')} mismatched tokens)")
+        if fm:
+            say(f"  first mismatch: token {fm['token']}, element {fm['element']} (beat {fm['beat']}, lane {fm['lane']}): "
+                f"expected {fm['expected']}, observed {fm['observed']}")
+        for e in res.errors[:5]:
+            say(f"  {e}")
+        say(f"  log: {run.log}")
+    if res.waves:
+        say(f"specmem sim: waveform {res.waves}")
     say(f"specmem sim: {time.perf_counter() - t0:.1f} s in all")
     return res
 

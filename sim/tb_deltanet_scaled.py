@@ -13,6 +13,7 @@ the handshake is sampled right after each rising edge, as in ``sim/stream.py``.
 from __future__ import annotations
 
 import random
+import time
 
 import cocotb
 import numpy as np
@@ -55,6 +56,7 @@ class Env:
         self.preset = MANIFEST["design"]["preset"]
         self.gated = bool(p.get("gated", False))
         self.dut, self.rng = dut, random.Random(seed)
+        self.t0 = time.perf_counter()
         self.seed = seed
         cocotb.start_soon(Clock(dut.clk, CLOCK_PERIOD_NS, unit="ns").start())
         dut.i_valid.value = 0
@@ -125,7 +127,7 @@ class Env:
                     state.append([])
                     sfr.append(_signed(dut.s_frac.value, self.EW))
                     if self.gated and len(state) == 1:
-                        self.read_gamma.append(_signed(dut.s_gamma.value, self.P))
+                        self.read_gamma.append((_signed(dut.s_gamma.value, self.P), _signed(dut.s_gamma_f.value, 32)))
                 state[-1] += _unpack(int(dut.s_data.value), self.Ws, k)
             n_tok = len(toks) if abort_after is None else abort_after
             if len(outs) >= n_tok and (not want_state or (len(state) == d and len(state[-1]) == d)):
@@ -163,24 +165,34 @@ class Env:
             hold = max(hold - 1, 0)
             dut.o_ready.value = int(self.rng.random() >= stall and hold == 0)
         dut.i_valid.value = 0
+        self.cycles = cycle
         return outs, fracs, state, sfr
 
     def check(self, floats, outs, fracs, state, sfr, name):
         from specmem.golden.fixed.scaled.deltanet import deltanet_scaled
 
+        t0 = time.perf_counter()
         want = deltanet_scaled(*floats, preset=self.preset)
+        model_s = time.perf_counter() - t0
         s_frac = want["s_frac"] + want["gamma_f"] if self.gated else want["s_frac"]
         errors = []
-        if outs != want["o_raw"].tolist():
-            bad = next(t for t, (a, b) in enumerate(zip(outs, want["o_raw"].tolist())) if a != b) \
-                if len(outs) == len(want["o_raw"]) else f"{len(outs)} of {len(want['o_raw'])} outputs"
-            errors.append(f"o_raw differs (first at token {bad})")
+        first = None
+        exp = want["o_raw"].tolist()
+        if outs != exp:
+            if len(outs) == len(exp):
+                t = next(t for t, (a, b) in enumerate(zip(outs, exp)) if a != b)
+                i = next(i for i, (a, b) in enumerate(zip(outs[t], exp[t])) if a != b)
+                first = {"token": t, "element": i, "beat": i // self.k, "lane": i % self.k, "expected": exp[t][i],
+                         "observed": outs[t][i], "cycle": None}
+                errors.append(f"o_raw differs (first at token {t}, element {i})")
+            else:
+                errors.append(f"o_raw: {len(outs)} of {len(exp)} outputs")
         if fracs != want["o_frac"].tolist():
             errors.append("o_frac differs")
         if state != want["s_raw"].tolist() or sfr != s_frac.tolist():
             errors.append("final state differs")
-        if self.gated and self.read_gamma != [int(want["gamma_m"])]:
-            errors.append(f"gamma read out {self.read_gamma}, model {int(want['gamma_m'])}")
+        if self.gated and self.read_gamma != [(int(want["gamma_m"]), int(want["gamma_f"]))]:
+            errors.append(f"gamma read out {self.read_gamma}, model {(int(want['gamma_m']), int(want['gamma_f']))}")
         sat = int(self.dut.sat.value)
         if sat != want["sat"]["s"]:
             errors.append(f"saturations {sat}, model {want['sat']['s']}")
@@ -188,19 +200,24 @@ class Env:
         if int(self.dut.err.value):
             errors.append("err set")
         extra = {"gamma_f": int(want["gamma_f"])} if self.gated else {}
+        mism = sum(a != b for a, b in zip(outs, exp)) + abs(len(outs) - len(exp))
         RECORD.save(name, {"tokens": len(outs), "token_counter": tokens, "saturations": sat, "errors": errors,
-                           **extra})
+                           "tokens_compared": len(exp), "mismatched_tokens": mism, "first_mismatch": first,
+                           "cycles": getattr(self, "cycles", 0), "wall_s": time.perf_counter() - self.t0,
+                           "model_s": model_s, **extra})
         assert not errors, errors
 
 
 @cocotb.test()
 async def random_stream(dut):
     """Tokens with random idle cycles, random backpressure and stretches without o_ready longer
-    than a token; the state read out by the flush."""
+    than a token (``idle``, ``stall`` from the case, 0.3 each by default; no stretches at
+    ``stall`` 0); the state read out by the flush. ``specmem sim``'s run."""
     env = Env(dut, CASE.get("seed", 0))
     await env.reset()
     floats, toks = env.tokens(int(CASE.get("tokens", 24)))
-    got = await env.stream(toks, idle=0.3, stall=0.3, burst=2 * MANIFEST["cycles_per_token"])
+    got = await env.stream(toks, idle=float(CASE.get("idle", 0.3)), stall=float(CASE.get("stall", 0.3)),
+                           burst=2 * MANIFEST["cycles_per_token"] if CASE.get("stall", 0.3) else 0)
     env.check(floats, *got, "random_stream")
 
 
@@ -244,3 +261,33 @@ async def full_rate(dut):
     gaps = np.diff(outs_at).tolist()
     RECORD.save("full_rate_gaps", {"gaps": gaps, "cycles_per_token": MANIFEST["cycles_per_token"]})
     assert gaps[1:] == [MANIFEST["cycles_per_token"]] * (len(gaps) - 1), gaps
+
+
+@cocotb.test()
+async def streams(dut):
+    """The back-end's run (``specmem run --backend verilator --format int8``): each stream of
+    ``streams_file`` (``.npz``: ``n``, and per stream ``i`` the raw ``K<i>``, ``fk<i>``, ``V<i>``,
+    ``fv<i>``, ``Q<i>``, ``fq<i>``, ``beta<i>``, ``fbeta<i>``, gated also ``G<i>``, ``fg<i>``) after a
+    reset, then a flush; the outputs ``o<i>``, ``o_frac<i>``, the state ``s<i>``, ``s_frac<i>`` (gated:
+    ``gamma<i>`` = mantissa, exponent) and ``status<i>`` (tokens, saturations, err) go to
+    ``outputs_file``; the back-end compares every bit with the model."""
+    data = np.load(CASE["streams_file"])
+    env = Env(dut, 0)
+    idle, stall = float(CASE.get("idle", 0.0)), float(CASE.get("stall", 0.0))
+    out = {}
+    for i in range(int(data["n"])):
+        await env.reset()
+        cols = [data[f"{n}{i}"] for n in ("K", "fk", "V", "fv", "Q", "fq", "beta", "fbeta")]
+        T = len(cols[0])
+        G, fg = (data[f"G{i}"], data[f"fg{i}"]) if env.gated else (np.zeros(T, dtype=int), np.zeros(T, dtype=int))
+        toks = [(cols[0][t], int(cols[1][t]), cols[2][t], int(cols[3][t]), cols[4][t], int(cols[5][t]),
+                 int(cols[6][t]), int(cols[7][t]), int(G[t]), int(fg[t])) for t in range(T)]
+        outs, fracs, state, sfr = await env.stream(toks, idle=idle, stall=stall)
+        out[f"o{i}"] = np.array(outs, dtype=np.int64).reshape(len(outs), env.d)
+        out[f"o_frac{i}"] = np.array(fracs, dtype=np.int64)
+        out[f"s{i}"] = np.array(state, dtype=np.int64).reshape(env.d, env.d)
+        out[f"s_frac{i}"] = np.array(sfr, dtype=np.int64)
+        if env.gated:
+            out[f"gamma{i}"] = np.array(env.read_gamma[0], dtype=np.int64)
+        out[f"status{i}"] = np.array([int(dut.tokens.value), int(dut.sat.value), int(dut.err.value)], dtype=np.int64)
+    np.savez(CASE["outputs_file"], **out)

@@ -147,7 +147,7 @@ def test_fixed_format_errors(tmp_path, capsys):
 def test_rtl_commands_take_only_the_rtl_formats(tmp_path, capsys):
     """The RTL is bit-exact with the legacy fixed-binary-point formats and, for the annihilation
     (core v2), int18/int16/int8: ``--backend verilator``, ``specmem rtl`` and ``specmem sim``
-    reject the others (the scaled int8 of the other rules, the reference wide) with one line,
+    reject the others (the scaled int8 of VLA and linear attention, the reference wide) with one line,
     before anything is built."""
     inp = _vectors(tmp_path, "annihilation")
     run = ["run", "--algo", "annihilation", "--in", str(inp), "--out", str(tmp_path / "o.npz"), "--param", "k=3",

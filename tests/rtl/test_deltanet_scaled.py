@@ -42,7 +42,7 @@ def _want(k, v, q, beta, g=None):
     w = deltanet_scaled(k, v, q, beta, g, preset="int8")
     if g is None:
         return w, w["s_frac"], None
-    return w, w["s_frac"] + w["gamma_f"], int(w["gamma_m"])
+    return w, w["s_frac"] + w["gamma_f"], (int(w["gamma_m"]), int(w["gamma_f"]))
 
 
 def _run(dut, k, v, q, beta, g=None, *, idle=0.0, stall=0.0, seed=0, burst=0, flush_after=(), err=0):
@@ -51,7 +51,7 @@ def _run(dut, k, v, q, beta, g=None, *, idle=0.0, stall=0.0, seed=0, burst=0, fl
     token, so later tokens' chains must wait; ``flush_after``: tokens followed by a flush besides the
     last, whose read-outs are returned first in ``s_raw``, ``s_frac``; ``g``: the decays of a gated core);
     returns ``(o_raw [T, d], o_frac [T], s_raw, s_frac, sat, cycles between passes)``; a gated
-    core's ``s_gamma`` at each read-out lands in ``dut.read_gamma``."""
+    core's ``(s_gamma, s_gamma_f)`` at each read-out lands in ``dut.read_gamma``."""
     M, d, kk, B = dut.M, dut.d, dut.k, dut.B
     K, fk = quantize_block(k, M)
     V, fv = quantize_block(v, M)
@@ -117,7 +117,7 @@ def _run(dut, k, v, q, beta, g=None, *, idle=0.0, stall=0.0, seed=0, burst=0, fl
                     state.append([])
                     sfr.append(int(sfrac))
                     if dut.gated and len(state) % d == 1 % d:  # a read-out's first row
-                        dut.read_gamma.append(ctx.get(dut.s_gamma))
+                        dut.read_gamma.append((ctx.get(dut.s_gamma), ctx.get(dut.s_gamma_f)))
                 state[-1] += [int(x) for x in sd]
         done["sat"] = ctx.get(dut.sat)
         done["err"] = ctx.get(dut.err)
@@ -221,7 +221,7 @@ def test_gated_with_no_decay_is_deltanet():
     one = PRESETS["int8"].scalar_unit().const(1.0)
     assert o.tolist() == want["o_raw"].tolist() and of.tolist() == want["o_frac"].tolist()
     assert s.tolist() == want["s_raw"].tolist() and (sf - int(one.f)).tolist() == want["s_frac"].tolist()
-    assert dut.read_gamma == [int(one.m)]
+    assert dut.read_gamma == [(int(one.m), int(one.f))]
 
 
 def test_gated_flush_mid_stream_and_full_rate():

@@ -1,17 +1,25 @@
-"""The scaled DeltaNet core in Verilator (``sim/tb_deltanet_scaled.py``), its state in ``DP16KD``
-through the vendor model, against the int8 model bit for bit."""
+"""The scaled DeltaNet and Gated DeltaNet core in Verilator (``sim/tb_deltanet_scaled.py``), its
+state in ``DP16KD`` through the vendor model, against the int8 model bit for bit; and the
+``verilator`` back-end's ``--format int8`` runs on it."""
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
+from specmem.backends import run
 from specmem.sim.build import Design, build, run_cocotb
 
+from .conftest import assert_same_outputs  # verilator_registered: the shared fixture there
+
 TB = "specmem.sim.tb_deltanet_scaled"
+CASES = ("random_stream", "reset_mid_stream", "full_rate")  # streams: the back-end's (tests/host)
 
 
 def test_deltanet_scaled_in_verilator():
     b = build(Design("deltanet-scaled", 8, 4, "int8"))
     assert "DP16KD" in b.verilog.read_text()
-    run = run_cocotb(b, TB, {"name": "deltanet-scaled", "seed": 3, "tokens": 24})
+    run = run_cocotb(b, TB, {"name": "deltanet-scaled", "seed": 3, "tokens": 24}, testcase=CASES)
     assert run.passed, run.describe()
     assert set(run.tests) == {"random_stream", "reset_mid_stream", "full_rate"}
     assert run.record["random_stream"]["token_counter"] == 24
@@ -24,8 +32,57 @@ def test_gated_deltanet_scaled_in_verilator():
     state kept in ``S``'s frame), the state and ``gamma``'s mantissa read out bit for bit."""
     b = build(Design("deltanet-scaled", 8, 4, "int8", params=(("gated", 1),)))
     assert b.manifest["parameters"]["gated"] is True
-    run = run_cocotb(b, TB, {"name": "gated-deltanet-scaled", "seed": 5, "tokens": 24})
+    run = run_cocotb(b, TB, {"name": "gated-deltanet-scaled", "seed": 5, "tokens": 24}, testcase=CASES)
     assert run.passed, run.describe()
     assert set(run.tests) == {"random_stream", "reset_mid_stream", "full_rate"}
     assert run.record["random_stream"]["token_counter"] == 24
     assert run.record["random_stream"]["gamma_f"] > 2 ** (b.manifest["parameters"]["exp_width"] - 1)
+
+
+@pytest.mark.parametrize("algo", ["deltanet", "gated-deltanet"])
+def test_verilator_backend_int8_equals_fixed_bit_for_bit(algo, verilator_registered):
+    """``specmem run --backend verilator --format int8``: a batch of two streams (one with zero
+    keys and queries, one scaled by 2^-20) through the scaled core; every array ``--backend fixed``
+    returns, identical (gated: decays near 1, exact 1s and tiny ones)."""
+    rng = np.random.default_rng(12)
+    x = {n: rng.standard_normal((2, 10, 8)) for n in ("k", "v", "q")}
+    x["k"][0, 3] = 0.0
+    x["q"][0, 5] = 0.0
+    for n in ("k", "v", "q"):
+        x[n][1] *= 2.0 ** -20
+    x["beta"] = rng.uniform(0.05, 1.0, (2, 10))
+    if algo == "gated-deltanet":
+        x["g"] = rng.uniform(0.5, 1.0, (2, 10))
+        x["g"][:, ::4] = 1.0
+        x["g"][:, 2::5] = 2.0 ** -40
+    fixed = run(algo, x, backend="fixed", format="int8")
+    hw = run(algo, x, backend="verilator", format="int8", lanes=4)
+    assert_same_outputs(fixed, hw)
+    assert np.count_nonzero(hw["o_raw"]) > 0
+
+
+def test_verilator_backend_int8_refuses_what_it_does_not_build(verilator_registered):
+    from specmem.golden.common import SpecmemInputError
+
+    x = {n: np.ones((3, 8)) for n in ("k", "v", "q")}
+    with pytest.raises(SpecmemInputError, match="lanes"):
+        run("deltanet", {**x, "beta": np.full(3, 0.5)}, backend="verilator", format="int8", lanes=3)
+    with pytest.raises(SpecmemInputError, match="format"):
+        run("linear", x, backend="verilator", format="int8")
+
+
+def test_specmem_sim_runs_the_scaled_core(capsys):
+    """``specmem sim --algo gated-deltanet --format int8``: the scaled core's random stream through
+    the CLI, PASS and the cycles per token printed; a coverage run is refused, not faked."""
+    from specmem.cli import main
+    from specmem.golden.common import SpecmemInputError
+    from specmem.sim.commands import simulate
+
+    assert main(["sim", "--algo", "gated-deltanet", "--format", "int8", "--d", "8", "--k", "4", "--tokens", "12",
+                 "--seed", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "PASS: 12 tokens bit exact" in out and "per token" in out
+    res = simulate("deltanet", 8, 4, 8, 1, preset="int8", quiet=True, idle=0.0, stall=0.0)
+    assert res.passed and res.cycles > 8 * res.record["tokens"] and res.record["tokens_compared"] == 8
+    with pytest.raises(SpecmemInputError, match="coverage"):
+        simulate("deltanet", 8, 4, 8, 1, preset="int8", coverage=True, quiet=True)
