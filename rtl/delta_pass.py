@@ -157,8 +157,9 @@ class DeltaPass(wiring.Component):
         # reads only while the pass runs: a write of word 0 after the pass meets no read of it
         # (the DP16KD does not define a read and a write of one word at one edge)
         m.d.comb += [ram.rd_addr.eq(addr), ram.rd_en.eq(run), ram.rd_oce.eq(1)]
-        side_f = Array(Signal(signed(EW), name=f"sf{i}") for i in range(d))
-        side_m = Array(Signal(range(Ws), name=f"sm{i}") for i in range(d))
+        # the exponent and msb of a row whose zero flag is set are never used: only the flag resets
+        side_f = Array(Signal(signed(EW), name=f"sf{i}", reset_less=True) for i in range(d))
+        side_m = Array(Signal(range(Ws), name=f"sm{i}", reset_less=True) for i in range(d))
         side_z = Array(Signal(init=1, name=f"sz{i}") for i in range(d))
         v0, f0, l0 = run, beat == 0, beat == B - 1
         v1, f1, l1 = tag(v0, 1, "v1"), tag(f0, 1, "f1"), tag(l0, 1, "l1")

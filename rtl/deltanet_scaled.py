@@ -149,8 +149,9 @@ class DeltaNetScaledCore(wiring.Component):
             """Element ``j`` of beat ``idx`` of a ``d``-element register vector (a ``B``:1 select)."""
             return Array(vec[b * k + j] for b in range(B))[idx]
 
-        def vreg(name, shape=signed(M)):
-            return [Signal(shape, name=f"{name}{i}") for i in range(d)]
+        def vreg(name, shape=signed(M), reset=False):
+            """``d`` registers; without ``reset`` data written before it is read (no reset net)."""
+            return [Signal(shape, name=f"{name}{i}", reset_less=not reset) for i in range(d)]
 
         def beat_index(src, name):
             """The index of a stream's current beat (``src.o_valid``, ``o_first``, ``o_last``): a select."""
@@ -270,7 +271,8 @@ class DeltaNetScaledCore(wiring.Component):
             m.d.sync += [nx_c.eq(c_acc), fe_busy.eq(0), next_full.eq(1)]
 
         # -- the token sequencer: pass, then chain; the current token's registers
-        cur_v, kn, qn, knw, bh = vreg("cur_v"), vreg("kn"), vreg("qn"), vreg("knw"), vreg("bh")
+        # kn resets to zero: the first pass after a reset writes bh knw with knw = kn = 0
+        cur_v, kn, qn, knw, bh = vreg("cur_v"), vreg("kn", reset=True), vreg("qn"), vreg("knw"), vreg("bh", reset=True)
         cur_fv, fkn, fqn, fknw, fbh = (Signal(signed(EW), name=n) for n in ("cur_fv", "fkn", "fqn", "fknw", "fbh"))
         beta, fb = Signal(signed(M), name="beta"), Signal(signed(EW), name="fb")
         cval = Signal(signed(DW), name="c")
@@ -395,7 +397,7 @@ class DeltaNetScaledCore(wiring.Component):
             m.d.comb += [ao.i_x0[j].eq(sq2[j]), ao.i_f0[j].eq(sf2[j]), ao.i_x1[j].eq(bc2[j])]
 
         # -- the output buffer, read out as beats with backpressure
-        obuf = [Signal(signed(Wo), name=f"obuf{i}") for i in range(d)]
+        obuf = [Signal(signed(Wo), name=f"obuf{i}", reset_less=True) for i in range(d)]
         ofrac = Signal(signed(EW), name="ofrac")
         ofull = Signal(name="o_full")
         store_beats(obuf, ao, "o_in")

@@ -10,9 +10,15 @@ __all__ = ["stage_register", "free_register", "register_chain", "reduce_tree", "
 
 
 def stage_register(m, en):
-    """``reg(value, shape, name)``: a ``sync`` register of ``shape`` loading ``value`` while ``en`` is high."""
+    """``reg(value, shape, name)``: a ``sync`` register of ``shape`` loading ``value`` while ``en`` is high.
+
+    One-bit stages (the valid, first and last tags, flags) reset; wider ones hold data that a tag
+    qualifies and have none: a reset net to every pipeline register (31,000 flip-flops in the
+    scaled DeltaNet core) was a routed critical path, and a reset-less flip-flop packs freely."""
     def reg(value, shape, name):
         r = Signal(shape, name=name)
+        if len(r) > 1:
+            r = Signal(shape, name=name, reset_less=True)
         with m.If(en):
             m.d.sync += r.eq(value)
         return r

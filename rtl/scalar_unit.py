@@ -111,15 +111,17 @@ class ScalarUnit(wiring.Component):
         cfg = self.config
         P, N, W = cfg.out_bits, cfg.work_bits, cfg.work_bits
 
-        x = Signal(unsigned(self.in_width))
-        frac = Signal(signed(self.frac_width))
-        op = Signal(ScalarOp)
-        zero = Signal()
-        xm = Signal(unsigned(W + 1))  # W bits; W+1 once doubled for an odd rsqrt exponent
-        e = Signal(signed(self.exp_width))
-        y = Signal(signed(N + 3))
-        y2 = Signal(signed(N + 5))
-        t = Signal(signed(N + 7))
+        # the request and the working values: written before they are read in every request, so no
+        # reset (a reset net into the normalised operand was a routed critical path of the scaled core)
+        x = Signal(unsigned(self.in_width), reset_less=True)
+        frac = Signal(signed(self.frac_width), reset_less=True)
+        op = Signal(ScalarOp, reset_less=True)
+        zero = Signal(reset_less=True)
+        xm = Signal(unsigned(W + 1), reset_less=True)  # W bits; W+1 once doubled for an odd rsqrt exponent
+        e = Signal(signed(self.exp_width), reset_less=True)
+        y = Signal(signed(N + 3), reset_less=True)
+        y2 = Signal(signed(N + 5), reset_less=True)
+        t = Signal(signed(N + 7), reset_less=True)
         step = Signal(range(cfg.newton_steps + 1))
 
         recip_rom = Array(Const(int(v), unsigned(N + 1)) for v in cfg.recip_table())
