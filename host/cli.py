@@ -184,8 +184,9 @@ def _cmd_rtl(args) -> int:
     try:
         if "core" in params and args.algo != "annihilation":
             raise ValueError(f"core: only the annihilation has two cores (v1, v2), not {args.algo}")
+        scaled = args.algo in ("deltanet", "gated-deltanet") and fmt == "int8"  # the scaled core
         for name in ("bram", "heads", "chains", "norm_lanes"):
-            if name in params and args.algo != "annihilation":
+            if name in params and args.algo != "annihilation" and not (scaled and name == "bram"):
                 raise ValueError(f"{name}: only the annihilation core v2 takes it, not {args.algo}")
         if "fe_lanes" in params and args.algo != "vla":
             raise ValueError(f"fe_lanes: only the VLA core takes it, not {args.algo}")
@@ -435,7 +436,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="memory columns (annihilation) or dot-product lanes (the others); must divide d")
     g.add_argument("--format", default=None,
                    help="fixed-point preset the RTL implements: legacy-int8 (default), legacy-int16, legacy-wide; "
-                        "annihilation also int18, int16, int8 (core v2)")
+                        "annihilation also int18, int16, int8 (core v2); deltanet and gated-deltanet also int8 "
+                        "(the scaled core, d-wide token ports)")
     g.add_argument("--core", choices=("v1", "v2"), default=None,
                    help="annihilation only: v1 (legacy-* formats, skip policy) or v2 (int18/int16/int8, "
                         "co-accumulated Gram, evict); default: the format decides (--core v2 alone: int18)")
@@ -446,7 +448,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "registered = input+output registers; ecp5 = those inside MULT18X18D); annihilation core "
                         "v2: its row unit's multipliers (registered, default, or ecp5)")
     g.add_argument("--bram", choices=("behavioural", "ecp5"), default=None,
-                   help="annihilation core v2 only: the state RAM (behavioural, default, or ecp5 = DP16KD)")
+                   help="annihilation core v2 and the scaled deltanet / gated-deltanet core (--format int8): the "
+                        "state RAM (behavioural, default, or ecp5 = DP16KD)")
     g.add_argument("--heads", type=int, default=None,
                    help="annihilation core v2 only: independent memories interleaved on one datapath, tokens in "
                         "the order time step then head (default 1)")

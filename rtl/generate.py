@@ -51,6 +51,8 @@ ALGOS = ("engine", "annihilation", "vla", "linear", "deltanet", "gated-deltanet"
 #: (``rtl/annihilation_v2.py``, the presets below); the preset picks one (:func:`annihilation_core_for`)
 ANNIHILATION_CORES = ("v1", "v2")
 V2_PRESETS = ("int18", "int16", "int8")
+#: DeltaNet and Gated DeltaNet in these presets build the scaled core (``rtl/deltanet_scaled.py``)
+SCALED_DELTA_PRESETS = ("int8",)
 
 
 def _check_dk(d, k):
@@ -133,6 +135,8 @@ def build(algo: str, d: int, k: int, preset: str = "legacy-int8", **params) -> B
             raise ValueError(f"{sorted(extra)[0]}: not a parameter of annihilation (it takes core, dsp, bram, heads, "
                              "chains, norm_lanes, in_range, csr)")
         return _annihilation(d, k, preset, **params)
+    elif algo in ("deltanet", "gated-deltanet") and preset in SCALED_DELTA_PRESETS:
+        return _deltanet_scaled(algo, d, k, preset, **params)
     elif params and algo not in ("vla", "linear", "deltanet", "gated-deltanet"):
         raise ValueError(f"{next(iter(params))}: not a parameter of {algo}")
     check_rtl_preset(preset)  # the RTL is bit-exact with the legacy formats only
@@ -171,6 +175,58 @@ def build(algo: str, d: int, k: int, preset: str = "legacy-int8", **params) -> B
         top = BaselineTop(algo, d, k, preset, **params)  # its manifest lists the scalar beats (beta, g)
         return Built(top, f"specmem_{algo.replace('-', '_')}", top.manifest())
     raise AssertionError(algo)  # pragma: no cover - every algo returned above
+
+
+def _deltanet_scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None = None, eps: float | None = None,
+                     **rest) -> Built:
+    """The scaled DeltaNet / Gated DeltaNet core (``d``-wide token ports, no AXI4-Stream top yet)
+    and its manifest: parameters, the ports' meaning, the number formats, cycles per token."""
+    from specmem.golden.deltanet import L2_EPS
+
+    from .deltanet_scaled import GAMMA_F_WIDTH, DeltaNetScaledCore
+
+    if rest:
+        name = sorted(rest)[0]
+        why = {"csr": "the scaled core has no register block yet", "in_range": "the scaled formats scale every "
+               "vector by its own max"}.get(name, "it takes bram and eps")
+        raise ValueError(f"{name}: not a parameter of the scaled {algo} core ({preset}): {why}")
+    if bram not in (None, "behavioural", "ecp5"):
+        raise ValueError(f"bram: must be behavioural or ecp5 (DP16KD), got {bram!r}")
+    ram = bram or "behavioural"
+    gated = algo == "gated-deltanet"
+    c = DeltaNetScaledCore(d, k, preset, ram=ram, gated=gated, eps=L2_EPS if eps is None else float(eps))
+    EW, M = c.exp_width, c.M
+    vec = f"d = {d} signed {M}-bit mantissas, element i in bits [{M}i, {M}i + {M})"
+    ports = {
+        "i_k, i_v, i_q": f"{vec}; value raw 2^-i_f<k|v|q> (signed {EW}-bit exponents): block vectors, quantised as "
+                         "golden/fixed/scaled/bfp.quantize_block",
+        "i_beta, i_fbeta": f"beta as a signed {M}-bit mantissa and its exponent",
+        "i_flush": "a token slot that writes the last token's update and reads the state out on s_*",
+        "i_valid, i_ready": "the token handshake (all fields sampled when both are high)",
+        "o_data, o_frac, o_first, o_last, o_valid, o_ready": f"o as d/k beats of k signed {c.Wo}-bit elements, "
+                                                             "its exponent o_frac held over them",
+        "s_data, s_frac, s_first, s_valid": f"during a flush: the state's rows as d/k beats of k signed {c.Ws}-bit "
+                                            "mantissas, s_frac the row's exponent",
+        "tokens, sat, err": "tokens taken; state saturations; a sticky contract/overflow flag",
+    }
+    if gated:
+        ports["i_g, i_fg"] = (f"the decay g as the scalar unit's float: signed {c.P}-bit mantissa, exponent "
+                              "(golden/fixed/scaled/deltanet.scalar_in)")
+        ports["s_gamma, s_gamma_f"] = (f"gamma's {c.P}-bit mantissa and its exponent ({GAMMA_F_WIDTH}-bit count): "
+                                       "S = s_gamma s_data 2^-s_frac, the row exponents in S's frame; s_frac - "
+                                       "s_gamma_f are the model's")
+    cpt = c.cycles_per_token()
+    manifest = {
+        "parameters": {"d": d, "k": k, "preset": preset, "gated": gated, "M": M, "Ws": c.Ws, "Wo": c.Wo,
+                       "P": c.P, "exp_width": EW, "eps": c.eps, "bram": ram},
+        "sim_models": ["DP16KD"] if ram == "ecp5" else [],
+        "model": "golden/fixed/scaled/deltanet.deltanet_scaled" + (" with g" if gated else ""),
+        "interface": ports,
+        "cycles_per_token": {"full_steady_state": cpt, "floor_d2_over_k": d * d // k},
+        "cycles_per_token_note": "pass starts this many cycles apart with the input always valid and the output "
+                                 "always ready (DeltaNetScaledCore.cycles_per_token, checked in simulation)",
+    }
+    return Built(c, "specmem_gated_deltanet_scaled" if gated else "specmem_deltanet_scaled", manifest)
 
 
 def annihilation_core_for(preset, core: str | None = None) -> str:

@@ -169,6 +169,28 @@ def test_rtl_commands_take_only_the_rtl_formats(tmp_path, capsys):
     assert not (tmp_path / "o.npz").exists() and not (tmp_path / "rtl").exists()
 
 
+def test_rtl_int8_delta_rules_write_the_scaled_core(tmp_path, capsys):
+    """``specmem rtl --algo gated-deltanet --format int8``: the scaled core's Verilog, linted, with a
+    manifest naming its ports, formats and counted cycles; ``--bram ecp5`` brings the DP16KD model;
+    the register block and ``in_range`` are refused, not ignored."""
+    import json
+
+    out = tmp_path / "g"
+    assert main(["rtl", "--algo", "gated-deltanet", "--d", "8", "--k", "4", "--format", "int8", "--bram", "ecp5",
+                 "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "steady-state cycles per token: 122, floor d^2/k = 16" in said and "lint-only -Wall: clean" in said
+    man = json.loads((out / "specmem_gated_deltanet_scaled.json").read_text())
+    assert man["parameters"]["gated"] is True and man["parameters"]["bram"] == "ecp5"
+    assert {"i_g", "i_fg", "s_gamma", "s_gamma_f", "i_k"} <= {p["name"] for p in man["ports"]}
+    assert (out / "DP16KD.v").is_file() and man["cycles_per_token"]["full_steady_state"] == 122
+    base = ["rtl", "--algo", "deltanet", "--d", "8", "--k", "4", "--format", "int8", "--out", str(tmp_path / "x")]
+    assert "csr: not a parameter of the scaled deltanet core (int8): the scaled core has no register block" in \
+        _error(capsys, base + ["--csr"])
+    assert "heads: only the annihilation core v2 takes it" in _error(capsys, base + ["--heads", "2"])
+    assert not (tmp_path / "x").exists()
+
+
 def test_rtl_csr_writes_the_register_block_top_and_its_map(tmp_path, capsys):
     """``specmem rtl --csr``: core v2 with two heads behind the AXI4-Lite block, linted, with the
     register files beside it and PARAMS_CORE carrying the format and the heads; DeltaNet's top behind
