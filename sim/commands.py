@@ -229,20 +229,7 @@ def simulate(algo: str, d: int, k: int, tokens: int, seed: int, preset: str = "l
         errors=list(rec.get("errors", [])) or [f"{k_}: {v[:400]}" for k_, v in run.failures.items()],
         waves=str(run.waves) if run.waves else None, build_dir=str(b.directory), build_reused=b.reused,
         coverage=cov, coverage_report=cov_text, record=rec)
-    if res.passed:
-        say(f"specmem sim: PASS: {rec.get('tokens_compared')} tokens bit exact, counters and final state equal "
-            f"to the model; {res.cycles} cycles ({res.cycles / max(tokens, 1):.1f} per token), "
-            f"{res.cycles_per_s:,.0f} cycles/s, {res.tokens_per_s:,.0f} tokens/s in simulation")
-    else:
-        fm = res.first_mismatch
-        say(f"specmem sim: FAIL ({rec.get('mismatched_tokens', '?')} mismatched tokens)")
-        if fm:
-            say(f"  first mismatch: token {fm['token']}, element {fm['element']} (beat {fm['beat']}, lane {fm['lane']}): "
-                f"expected {fm['expected']}, observed {fm['observed']}, cycle {fm['cycle']}")
-        for e in res.errors[:5]:
-            say(f"  {e}")
-        say(f"  waveform: {res.waves}" if res.waves else "  waveform: none (rerun with waves=True / --waves)")
-        say(f"  log: {run.log}")
+    _say_verdict(say, res, rec, run)
     if res.passed and res.waves:
         say(f"specmem sim: waveform {res.waves}")
     if cov_text:
@@ -250,6 +237,26 @@ def simulate(algo: str, d: int, k: int, tokens: int, seed: int, preset: str = "l
         say(f"specmem sim: coverage report in {out}/coverage.txt and coverage.json")
     say(f"specmem sim: {time.perf_counter() - t0:.1f} s in all")
     return res
+
+
+def _say_verdict(say, res: SimResult, rec: dict, run) -> None:
+    """Print PASS with the cycle and simulation rates, or FAIL with the first mismatch, the errors,
+    the waveform and the log."""
+    if res.passed:
+        say(f"specmem sim: PASS: {rec.get('tokens_compared')} tokens bit exact, counters and final state equal "
+            f"to the model; {res.cycles} cycles ({res.cycles / max(res.tokens, 1):.1f} per token), "
+            f"{res.cycles_per_s:,.0f} cycles/s, {res.tokens_per_s:,.0f} tokens/s in simulation")
+        return
+    fm = res.first_mismatch
+    say(f"specmem sim: FAIL ({rec.get('mismatched_tokens', '?')} mismatched tokens)")
+    if fm:
+        cyc = "" if fm.get("cycle") is None else f", cycle {fm['cycle']}"
+        say(f"  first mismatch: token {fm['token']}, element {fm['element']} (beat {fm['beat']}, lane {fm['lane']}): "
+            f"expected {fm['expected']}, observed {fm['observed']}{cyc}")
+    for e in res.errors[:5]:
+        say(f"  {e}")
+    say(f"  waveform: {res.waves}" if res.waves else "  waveform: none (rerun with waves=True / --waves)")
+    say(f"  log: {run.log}")
 
 
 def _simulate_scaled(algo, d, k, tokens, seed, preset, coverage, waves, *, idle, stall, kind, quiet,
@@ -291,20 +298,8 @@ def _simulate_scaled(algo, d, k, tokens, seed, preset, coverage, waves, *, idle,
         errors=list(rec.get("errors", [])) or [f"{k_}: {v[:400]}" for k_, v in run.failures.items()],
         waves=str(run.waves) if run.waves else None, build_dir=str(b.directory), build_reused=b.reused,
         record=rec)
-    if res.passed:
-        say(f"specmem sim: PASS: {rec.get('tokens_compared')} tokens bit exact, counters and final state equal "
-            f"to the model; {res.cycles} cycles ({res.cycles / max(tokens, 1):.1f} per token), "
-            f"{res.cycles_per_s:,.0f} cycles/s, {res.tokens_per_s:,.0f} tokens/s in simulation")
-    else:
-        fm = res.first_mismatch
-        say(f"specmem sim: FAIL ({rec.get('mismatched_tokens', '?')} mismatched tokens)")
-        if fm:
-            say(f"  first mismatch: token {fm['token']}, element {fm['element']} (beat {fm['beat']}, lane {fm['lane']}): "
-                f"expected {fm['expected']}, observed {fm['observed']}")
-        for e in res.errors[:5]:
-            say(f"  {e}")
-        say(f"  log: {run.log}")
-    if res.waves:
+    _say_verdict(say, res, rec, run)
+    if res.passed and res.waves:
         say(f"specmem sim: waveform {res.waves}")
     say(f"specmem sim: {time.perf_counter() - t0:.1f} s in all")
     return res
