@@ -7,7 +7,8 @@ int8 for the others), with its error against float64; the annihilation
 RTL (core v2 in int18, its hardware default; core v1 in legacy-int8) and the VLA RTL
 (legacy-int8) as Verilog plus manifest, linted by Verilator; the annihilation core v2
 simulated in Verilator (cocotb) against the fixed-point model (int18, a stream with
-evictions, random idle gaps and backpressure); the claims ledger (``out/main/claims/claims.md``;
+evictions, random idle gaps and backpressure) and the scaled Gated DeltaNet core (int8, generated,
+linted and simulated likewise); the claims ledger (``out/main/claims/claims.md``;
 ``specmem claims`` rewrites ``docs/claims.md``); the small INT8-vs-float accuracy report of the RTL's formats
 and the small number-format report (``out/main/accuracy``, ``formats.md``; the full
 ones are ``specmem accuracy [--formats] --full --out docs/accuracy``).
@@ -31,6 +32,8 @@ __all__ = ["DEFAULTS", "main_job"]
 
 # The small default configuration shared by the main job and the tests.
 DEFAULTS = {"d": 16, "k": 4, "T": 256, "seed": 0}
+#: tokens through the scaled Gated DeltaNet core in Verilator (its testbench runs the model per token)
+T_SCALED = 64
 
 
 def main_job(out_dir: str = "out/main", progress=print) -> int:
@@ -71,14 +74,15 @@ def main_job(out_dir: str = "out/main", progress=print) -> int:
         summary["fixed"][name] = {"format": fmt, "rel_error_" + key: err, "saturations": sats}
         progress(f"main: fixed {fmt:5s} {name:14s} relative error of {key} vs float64 {err:.3g}, saturations {sats}")
 
-    from specmem.rtl.generate import generate, lint
+    from specmem.rtl.generate import generate, lint, model_sources
 
     summary["rtl"] = {}
     # the annihilation's hardware default is core v2 in int18; core v1 (legacy-int8) and VLA stay generated
     for key, name, preset in (("annihilation", "annihilation", "int18"),
-                              ("annihilation-v1", "annihilation", "legacy-int8"), ("vla", "vla", "legacy-int8")):
+                              ("annihilation-v1", "annihilation", "legacy-int8"), ("vla", "vla", "legacy-int8"),
+                              ("gated-deltanet-int8", "gated-deltanet", "int8")):
         manifest = generate(name, d, k, preset, os.path.join(out_dir, "rtl", key))
-        res = lint(manifest["paths"]["verilog"])
+        res = lint(manifest["paths"]["verilog"], models=model_sources(manifest))
         if res.returncode or res.warnings:
             raise RuntimeError(f"verilator lint of {manifest['paths']['verilog']} failed:\n"
                                + "\n".join(res.warnings or [res.output]))
@@ -101,6 +105,17 @@ def main_job(out_dir: str = "out/main", progress=print) -> int:
                             "tokens_per_s": sim.tokens_per_s, "build": sim.build_dir}
     progress(f"main: Verilator: {T} tokens of the annihilation core v2 (int18, random idle gaps and backpressure) "
              f"bit exact against the fixed-point model; {sim.cycles / T:.0f} cycles per token in this stream")
+
+    with stage("main: Verilator (scaled Gated DeltaNet core, int8)", progress, 30.0):
+        gsim = simulate("gated-deltanet", d, k, T_SCALED, seed, preset="int8", quiet=True)
+    if not gsim.passed:
+        raise RuntimeError(f"Verilator simulation of the scaled Gated DeltaNet core disagrees with the fixed-point "
+                           f"model: {gsim.errors[:3]}")
+    summary["verilator_scaled"] = {"core": "gated-deltanet (scaled)", "preset": "int8", "tokens": T_SCALED,
+                                   "cycles": gsim.cycles, "cycles_per_token": gsim.cycles / T_SCALED,
+                                   "build": gsim.build_dir}
+    progress(f"main: Verilator: {T_SCALED} tokens of the scaled Gated DeltaNet core (int8, decays down to 2^-700, "
+             f"random idle gaps and backpressure) bit exact against the fixed-point model, state and gamma included")
 
     from specmem.claims import write_claims
 

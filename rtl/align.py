@@ -211,7 +211,7 @@ class StreamAlignBlock(wiring.Component):
             if pe:
                 fs.append([fi[i] for i in range(w)])
             else:
-                fr = Signal(signed(EW), name=f"fvec{t}")
+                fr = Signal(signed(EW), name=f"fvec{t}", reset_less=True)
                 with m.If(en & self.i_valid & first_in):
                     m.d.sync += fr.eq(fi)
                 fs.append(Mux(first_in, fi, fr))
@@ -252,7 +252,7 @@ class StreamAlignBlock(wiring.Component):
         cap = va & la
         held_tops = []
         for i, (t_, nz_) in enumerate(hist):
-            ht, hn = Signal(signed(TW), name=f"cap{i}_t"), Signal(name=f"cap{i}_nz")
+            ht, hn = Signal(signed(TW), name=f"cap{i}_t", reset_less=True), Signal(name=f"cap{i}_nz")
             with m.If(en & cap):
                 m.d.sync += [ht.eq(t_), hn.eq(nz_)]
             held_tops.append((ht, hn))
@@ -260,7 +260,7 @@ class StreamAlignBlock(wiring.Component):
         for i in range(self.beat_levels * PICK_STAGES):
             acc_done = reg(acc_done, 1, f"bt{i}_v")
         acc_t, acc_nz = max_tree(held_tops, "bt", self.beat_levels)
-        q = Signal(signed(QW), name="q")  # T - C: the vector's shifts are frac + q, its exponent Fc = -q
+        q = Signal(signed(QW), name="q", reset_less=True)  # T - C: the vector's shifts are frac + q, its exponent Fc = -q
         with m.If(en & acc_done):
             m.d.sync += q.eq(Mux(acc_nz, acc_t - self.C, 0))
 

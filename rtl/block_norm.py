@@ -49,7 +49,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigne
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .pipeline import stage_register, tag_chain, tree4_levels
+from .pipeline import hold_register, stage_register, tag_chain, tree4_levels
 
 __all__ = ["BlockNormaliser", "SerialBlockNormaliser", "StreamBlockNormaliser"]
 
@@ -447,12 +447,7 @@ class StreamBlockNormaliser(wiring.Component):
         sgs = [g for g in range(gmax + 1) if 4 * g >= M]
         reg = stage_register(m, en)
 
-        def held(value, shape, load, name):
-            """A register that takes ``value`` only in a cycle with ``load`` (and ``en``)."""
-            r = Signal(shape, name=name)
-            with m.If(en & load):
-                m.d.sync += r.eq(value)
-            return r
+        held = hold_register(m, en)  # a vector's latched values: no reset past one bit
 
         def or_tree(vals, width, tag):
             lv = 0
@@ -488,9 +483,9 @@ class StreamBlockNormaliser(wiring.Component):
         fqa = fq2
         for i in range(Lk):
             fqa = reg(fqa, signed(FW), f"ort{i}_f")
-        acc_or = Signal(unsigned(W))
+        acc_or = Signal(unsigned(W), reset_less=True)  # restarts at each vector's first beat
         acc_done = Signal()  # acc_or holds a whole vector (its last beat went in)
-        acc_f = Signal(signed(FW))
+        acc_f = Signal(signed(FW), reset_less=True)
         with m.If(en):
             m.d.sync += acc_done.eq(va & la)
             with m.If(va):

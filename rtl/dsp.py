@@ -68,10 +68,14 @@ class LaneMultiplier(wiring.Component):
             with m.If(self.en):
                 m.d.sync += self.p.eq(self.a * self.b)
         elif self.style == "registered":
-            ra, rb = Signal.like(self.a, name="ra"), Signal.like(self.b, name="rb")
-            mid = Signal.like(self.p, name="m")
+            # operands, product and output register: data (the caller's valid tags qualify it), no reset
+            ra = Signal(signed(self.a_width), name="ra", reset_less=True)
+            rb = Signal(signed(self.b_width), name="rb", reset_less=True)
+            mid = Signal(signed(self.a_width + self.b_width), name="m", reset_less=True)
+            out = Signal(signed(self.a_width + self.b_width), name="p_r", reset_less=True)
             with m.If(self.en):
-                m.d.sync += [ra.eq(self.a), rb.eq(self.b), mid.eq(ra * rb), self.p.eq(mid)]
+                m.d.sync += [ra.eq(self.a), rb.eq(self.b), mid.eq(ra * rb), out.eq(mid)]
+            m.d.comb += self.p.eq(out)
         else:
             w = ECP5_MULT_WIDTH
             a18, b18 = Signal(signed(w), name="a18"), Signal(signed(w), name="b18")
@@ -149,7 +153,8 @@ class PipelinedMultiplier(wiring.Component):
         W = self.a_width + self.b_width
         a, b = self.a, self.b
         if self.input_register:
-            a, b = Signal.like(self.a, name="a_r"), Signal.like(self.b, name="b_r")
+            a = Signal(signed(self.a_width), name="a_r", reset_less=True)  # operands and sums: data, no reset
+            b = Signal(signed(self.b_width), name="b_r", reset_less=True)
             with m.If(self.en):
                 m.d.sync += [a.eq(self.a), b.eq(self.b)]
         terms = []
@@ -169,13 +174,13 @@ class PipelinedMultiplier(wiring.Component):
             for i in range(0, len(terms) - 1, 2):
                 (o1, t1), (o2, t2) = terms[i], terms[i + 1]
                 o = min(o1, o2)
-                r = Signal(signed(W - o), name=f"sum{level}_{i // 2}")
+                r = Signal(signed(W - o), name=f"sum{level}_{i // 2}", reset_less=True)
                 with m.If(self.en):
                     m.d.sync += r.eq((t1 << (o1 - o)) + (t2 << (o2 - o)))
                 nxt.append((o, r))
             if len(terms) % 2:
                 o, t = terms[-1]
-                r = Signal(signed(W - o), name=f"sum{level}_odd")
+                r = Signal(signed(W - o), name=f"sum{level}_odd", reset_less=True)
                 with m.If(self.en):
                     m.d.sync += r.eq(t)
                 nxt.append((o, r))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Signal
 
-__all__ = ["stage_register", "free_register", "register_chain", "reduce_tree", "tree4_levels", "tag_chain", "or_all"]
+__all__ = ["stage_register", "hold_register", "free_register", "register_chain", "reduce_tree", "tree4_levels", "tag_chain", "or_all"]
 
 
 def stage_register(m, en):
@@ -23,6 +23,20 @@ def stage_register(m, en):
             m.d.sync += r.eq(value)
         return r
     return reg
+
+
+def hold_register(m, en):
+    """``held(value, shape, load, name)``: a ``sync`` register taking ``value`` only in a cycle with
+    ``load`` (and ``en``): a vector's latched controls and exponents. The reset rule of
+    :func:`stage_register`: one-bit ones reset, wider ones hold data and have none."""
+    def held(value, shape, load, name):
+        r = Signal(shape, name=name)
+        if len(r) > 1:
+            r = Signal(shape, name=name, reset_less=True)
+        with m.If(en & load):
+            m.d.sync += r.eq(value)
+        return r
+    return held
 
 
 def free_register(m):

@@ -36,7 +36,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .pipeline import or_all, stage_register, tree4_levels
+from .pipeline import hold_register, or_all, stage_register, tree4_levels
 from .saturate import COUNT_WIDTH, SaturatingNarrow, fits_signed
 from .shift import RoundShiftVar
 
@@ -90,11 +90,7 @@ class RowBFPWrite(wiring.Component):
         k, Ws, EW, SW, en = self.lanes, self.Ws, self.exp_width, self.shift_width, self.en
         reg = stage_register(m, en)
 
-        def held(value, shape, load, name):
-            r = Signal(shape, name=name)
-            with m.If(en & load):
-                m.d.sync += r.eq(value)
-            return r
+        held = hold_register(m, en)  # a vector's latched values: no reset past one bit
 
         # the beats and their tags through the control stages
         olds = [self.i_old[i] for i in range(k)]

@@ -181,8 +181,10 @@ class RoundShiftVar(wiring.Component):
         for i, (lo, hi, hi1, lf4) in enumerate(outs):
             right = Cat(lo[:h], Mux(lo[h], hi1, hi)).as_signed()
             out = Mux(neg4[i], lf4, right) if self.max_left else right
+            od = Signal(signed(self.out_width), name=f"o_data{i}", reset_less=True)  # data: o_valid qualifies it
             with m.If(en):
-                m.d.sync += self.o_data[i].eq(out)
+                m.d.sync += od.eq(out)
+            m.d.comb += self.o_data[i].eq(od)
         with m.If(en):
             m.d.sync += self.o_valid.eq(v4)
         return m

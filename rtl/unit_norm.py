@@ -37,7 +37,7 @@ from specmem.golden.fixed.scalar_unit import ScalarUnit as GoldenScalarUnit
 
 from .block_norm import StreamBlockNormaliser
 from .delay_line import DELAY_STYLES, MIN_RAM_DELAY, DelayLine
-from .pipeline import stage_register, tag_chain
+from .pipeline import hold_register, stage_register, tag_chain
 from .scalar_unit import ScalarOp, ScalarUnit
 
 __all__ = ["UnitNormaliser", "eps_table"]
@@ -122,11 +122,7 @@ class UnitNormaliser(wiring.Component):
         def tags(v, first, last, n, tag):
             return tag_chain(reg, v, first, last, n, tag)
 
-        def held(value, shape, load, name):
-            r = Signal(shape, name=name)
-            with m.If(en & load):
-                m.d.sync += r.eq(value)
-            return r
+        held = hold_register(m, en)  # a vector's latched values: no reset past one bit
 
         # framing; the vector's exponent held from its first beat; vectors too close together
         cnt = Signal(range(max(B, 2)))
