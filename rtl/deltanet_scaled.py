@@ -39,9 +39,9 @@ this core is the one-memory step, measured by :meth:`DeltaNetScaledCore.cycles_p
 
 Interfaces: a token (``i_k``, ``i_v``, ``i_q``: ``d`` ``M``-bit mantissas each with one exponent
 ``i_f*``; ``i_beta`` an ``M``-bit mantissa with ``i_fbeta``; or ``i_flush``) with ``i_valid`` /
-``i_ready``; Gated DeltaNet's ``i_g``, ``i_fg``: ``g``'s ``P``-bit mantissa and exponent,
-``golden/fixed/scaled/deltanet.scalar_in``); the output ``o`` as ``d/k`` beats of ``k`` ``Wo``-bit elements with its exponent,
-``o_valid`` / ``o_ready`` (backpressure holds the next chain, never loses a token); ``sat`` and
+``i_ready``; Gated DeltaNet's ``i_g``, ``i_fg``: ``g``'s ``P``-bit mantissa and exponent
+(``golden/fixed/scaled/deltanet.scalar_in``); the output ``o`` as ``d/k`` beats of ``k``
+``Wo``-bit elements with its exponent, ``o_valid`` / ``o_ready`` (backpressure holds the next chain, never loses a token); ``sat`` and
 ``tokens`` counters.
 """
 
