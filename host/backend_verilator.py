@@ -63,13 +63,9 @@ from pathlib import Path
 import numpy as np
 
 from specmem.golden.common import SpecmemInputError
-from specmem.rtl.presets import check_rtl_preset
+from specmem.rtl.presets import check_rtl_preset, scaled_delta_core
 
 __all__ = ["verilator_backend", "VerilatorBackendError"]
-
-#: the rules and scaled presets with a scaled core (``rtl/deltanet_scaled.py``)
-SCALED_ALGOS = ("deltanet", "gated-deltanet")
-SCALED_RTL_PRESETS = ("int8",)
 
 
 class VerilatorBackendError(RuntimeError):
@@ -86,7 +82,7 @@ def _options(options: dict, algo: str = "") -> tuple[str, dict]:
             annihilation_core_for(preset)
         except ValueError as exc:
             raise SpecmemInputError(str(exc).replace("preset:", "format:", 1)) from None
-    elif algo in SCALED_ALGOS and preset in SCALED_RTL_PRESETS:  # DeltaNetScaledCore
+    elif scaled_delta_core(algo, preset):  # DeltaNetScaledCore
         pass
     else:  # the other RTL is bit-exact with the legacy fixed-binary-point formats only
         check_rtl_preset(preset, SpecmemInputError, "format")
@@ -115,7 +111,7 @@ def verilator_backend(algo: str, inputs: dict, params: dict, options: dict) -> d
     lanes = sim_opts.pop("lanes", None)
     if algo == "vla":
         return _vla(inputs, params, preset, sim_opts, lanes)
-    if algo in SCALED_ALGOS and preset in SCALED_RTL_PRESETS:
+    if scaled_delta_core(algo, preset):
         return _deltanet_scaled(algo, inputs, params, preset, sim_opts, lanes)
     if algo in ("linear", "deltanet", "gated-deltanet"):
         return _baseline(algo, inputs, params, preset, sim_opts, lanes)

@@ -166,6 +166,7 @@ def _cmd_accuracy_in(args) -> int:
 
 def _cmd_rtl(args) -> int:
     from specmem.rtl.generate import generate, lint, model_sources
+    from specmem.rtl.presets import scaled_delta_core
 
     params = {"dsp": args.dsp} if args.dsp else {}
     if args.core:
@@ -184,7 +185,7 @@ def _cmd_rtl(args) -> int:
     try:
         if "core" in params and args.algo != "annihilation":
             raise ValueError(f"core: only the annihilation has two cores (v1, v2), not {args.algo}")
-        scaled = args.algo in ("deltanet", "gated-deltanet") and fmt == "int8"  # the scaled core
+        scaled = scaled_delta_core(args.algo, fmt)  # the scaled core takes bram
         for name in ("bram", "heads", "chains", "norm_lanes"):
             if name in params and args.algo != "annihilation" and not (scaled and name == "bram"):
                 raise ValueError(f"{name}: only the annihilation core v2 takes it, not {args.algo}")

@@ -42,7 +42,8 @@ class DecayScale(wiring.Component):
     the module docstring. ``su``: the preset's golden scalar unit (``P = su.out_bits``);
     ``exp_width``: signed bits of ``g``'s exponent and of ``delta``. Ports: ``i_valid``,
     ``i_ready``, ``i_g`` (``g``'s ``P``-bit mantissa, positive), ``i_fg``; ``o_valid`` (one
-    cycle), ``o_gam``, ``o_delta``, ``o_rg``, ``o_rgf``; ``gam`` (the running mantissa)."""
+    cycle), ``o_gam`` (the running mantissa, held until the next token), ``o_delta``, ``o_rg``,
+    ``o_rgf``."""
 
     def __init__(self, su: GoldenScalarUnit, *, exp_width: int = 12):
         if not isinstance(su, GoldenScalarUnit):
@@ -61,7 +62,7 @@ class DecayScale(wiring.Component):
         super().__init__({
             "i_valid": In(1), "i_ready": Out(1), "i_g": In(signed(P)), "i_fg": In(signed(exp_width)),
             "o_valid": Out(1), "o_gam": Out(signed(P)), "o_delta": Out(signed(exp_width)),
-            "o_rg": Out(signed(P)), "o_rgf": Out(signed(self.rgf_width)), "gam": Out(signed(P)),
+            "o_rg": Out(signed(P)), "o_rgf": Out(signed(self.rgf_width)),
         })
 
     def elaborate(self, platform):
@@ -69,7 +70,7 @@ class DecayScale(wiring.Component):
         P, EW = self.P, self.exp_width
         gam = Signal(signed(P), name="gam_r", init=self.one)
         busy = Signal(name="busy")
-        m.d.comb += [self.i_ready.eq(~busy), self.gam.eq(gam)]
+        m.d.comb += [self.i_ready.eq(~busy), self.o_gam.eq(gam)]
         take = self.i_valid & ~busy
         p1 = Signal(signed(2 * P), name="p1", reset_less=True)
         f1 = Signal(signed(EW), name="f1", reset_less=True)
@@ -80,15 +81,13 @@ class DecayScale(wiring.Component):
 
         m.submodules.norm = nb = self.norm
         m.d.comb += [nb.en.eq(1), nb.i_valid.eq(v1), nb.i_data[0].eq(p1), nb.i_frac.eq(f1)]
-        rq_v = Signal(name="rq_v")
-        rq_x = Signal(signed(P), name="rq_x", reset_less=True)
+        rq_v = Signal(name="rq_v")  # the new gamma is in gam_r: its reciprocal requested
         m.d.sync += rq_v.eq(nb.o_valid)
         with m.If(nb.o_valid):
-            m.d.sync += [gam.eq(nb.o_data[0]), rq_x.eq(nb.o_data[0]), self.o_gam.eq(nb.o_data[0]),
-                         self.o_delta.eq(nb.o_frac)]
+            m.d.sync += [gam.eq(nb.o_data[0]), self.o_delta.eq(nb.o_frac)]
 
         m.submodules.unit = su = self.unit
-        m.d.comb += [su.i.valid.eq(rq_v), su.i.payload.x.eq(rq_x), su.i.payload.frac.eq(0),
+        m.d.comb += [su.i.valid.eq(rq_v), su.i.payload.x.eq(gam), su.i.payload.frac.eq(0),
                      su.i.payload.op.eq(ScalarOp.RECIP), su.o.ready.eq(1)]
         m.d.sync += self.o_valid.eq(su.o.valid)
         with m.If(su.o.valid):

@@ -25,7 +25,7 @@ from specmem.golden.fixed.formats import PRESETS as GOLDEN_PRESETS
 from .dsp import check_dsp
 from .params import check_dims
 from .engine import DotEngine
-from .presets import RTL_PRESETS, check_rtl_preset
+from .presets import RTL_PRESETS, check_rtl_preset, scaled_delta_core
 
 __all__ = ["ALGOS", "ANNIHILATION_CORES", "V2_PRESETS", "annihilation_core_for", "PRESETS",
            "WAIVERS", "generate", "lint", "LintResult", "build", "payload_fields", "verilog_ports",
@@ -51,8 +51,6 @@ ALGOS = ("engine", "annihilation", "vla", "linear", "deltanet", "gated-deltanet"
 #: (``rtl/annihilation_v2.py``, the presets below); the preset picks one (:func:`annihilation_core_for`)
 ANNIHILATION_CORES = ("v1", "v2")
 V2_PRESETS = ("int18", "int16", "int8")
-#: DeltaNet and Gated DeltaNet in these presets build the scaled core (``rtl/deltanet_scaled.py``)
-SCALED_DELTA_PRESETS = ("int8",)
 
 
 def _check_dk(d, k):
@@ -135,7 +133,7 @@ def build(algo: str, d: int, k: int, preset: str = "legacy-int8", **params) -> B
             raise ValueError(f"{sorted(extra)[0]}: not a parameter of annihilation (it takes core, dsp, bram, heads, "
                              "chains, norm_lanes, in_range, csr)")
         return _annihilation(d, k, preset, **params)
-    elif algo in ("deltanet", "gated-deltanet") and preset in SCALED_DELTA_PRESETS:
+    elif scaled_delta_core(algo, preset):
         return _deltanet_scaled(algo, d, k, preset, **params)
     elif params and algo not in ("vla", "linear", "deltanet", "gated-deltanet"):
         raise ValueError(f"{next(iter(params))}: not a parameter of {algo}")

@@ -6,19 +6,23 @@ from __future__ import annotations
 
 from amaranth.hdl import Signal
 
-__all__ = ["stage_register", "hold_register", "free_register", "register_chain", "reduce_tree", "tree4_levels", "tag_chain", "or_all"]
+__all__ = ["stage_register", "hold_register", "free_register", "register_chain", "reduce_tree", "tree4_levels",
+           "tag_chain", "or_all"]
+
+
+def _pipeline_signal(shape, name):
+    """One-bit registers (the valid, first and last tags, flags) reset; wider ones hold data that a
+    tag qualifies and have none: a reset net to every pipeline register (31,000 flip-flops in the
+    scaled DeltaNet core) was a routed critical path, and a reset-less flip-flop packs freely."""
+    r = Signal(shape, name=name)
+    return r if len(r) <= 1 else Signal(shape, name=name, reset_less=True)
 
 
 def stage_register(m, en):
-    """``reg(value, shape, name)``: a ``sync`` register of ``shape`` loading ``value`` while ``en`` is high.
-
-    One-bit stages (the valid, first and last tags, flags) reset; wider ones hold data that a tag
-    qualifies and have none: a reset net to every pipeline register (31,000 flip-flops in the
-    scaled DeltaNet core) was a routed critical path, and a reset-less flip-flop packs freely."""
+    """``reg(value, shape, name)``: a ``sync`` register of ``shape`` loading ``value`` while ``en``
+    is high; reset only when one bit wide (:func:`_pipeline_signal`)."""
     def reg(value, shape, name):
-        r = Signal(shape, name=name)
-        if len(r) > 1:
-            r = Signal(shape, name=name, reset_less=True)
+        r = _pipeline_signal(shape, name)
         with m.If(en):
             m.d.sync += r.eq(value)
         return r
@@ -27,12 +31,9 @@ def stage_register(m, en):
 
 def hold_register(m, en):
     """``held(value, shape, load, name)``: a ``sync`` register taking ``value`` only in a cycle with
-    ``load`` (and ``en``): a vector's latched controls and exponents. The reset rule of
-    :func:`stage_register`: one-bit ones reset, wider ones hold data and have none."""
+    ``load`` (and ``en``): a vector's latched controls and exponents; reset only when one bit wide."""
     def held(value, shape, load, name):
-        r = Signal(shape, name=name)
-        if len(r) > 1:
-            r = Signal(shape, name=name, reset_less=True)
+        r = _pipeline_signal(shape, name)
         with m.If(en & load):
             m.d.sync += r.eq(value)
         return r

@@ -11,7 +11,17 @@ from __future__ import annotations
 
 from specmem.golden.fixed.formats import PRESETS, RTL_PRESETS
 
-__all__ = ["RTL_PRESETS", "rtl_preset_error", "check_rtl_preset"]
+__all__ = ["RTL_PRESETS", "SCALED_DELTA_ALGOS", "SCALED_DELTA_PRESETS", "scaled_delta_core", "rtl_preset_error",
+           "check_rtl_preset"]
+
+#: the rules and presets built by the scaled core (``rtl/deltanet_scaled.py``)
+SCALED_DELTA_ALGOS = ("deltanet", "gated-deltanet")
+SCALED_DELTA_PRESETS = ("int8",)
+
+
+def scaled_delta_core(algo, preset) -> bool:
+    """Whether ``algo`` in ``preset`` is built by the scaled DeltaNet / Gated DeltaNet core."""
+    return algo in SCALED_DELTA_ALGOS and preset in SCALED_DELTA_PRESETS
 
 
 def rtl_preset_error(preset, arg: str = "preset") -> str | None:
@@ -24,8 +34,8 @@ def rtl_preset_error(preset, arg: str = "preset") -> str | None:
     if p is None:
         return f"{msg}, got {preset!r}"
     if p.scheme == "scaled":
-        built = (" (its RTL so far: the annihilation core v2 and the scaled DeltaNet / Gated DeltaNet core, "
-                 "--backend verilator and specmem sim)") if preset == "int8" else ", not built in RTL yet"
+        built = (" (its RTL so far: the annihilation core v2 and the scaled DeltaNet / Gated DeltaNet core)"
+                 if preset in SCALED_DELTA_PRESETS else ", not built in RTL yet")
         return f"{msg}; {preset!r} is the scaled golden-model format{built}"
     legacy = f"legacy-{preset}"
     hint = f" (the RTL's {legacy!r} has its widths)" if legacy in RTL_PRESETS else ""

@@ -218,18 +218,14 @@ def verilog_for(design: Design) -> tuple[str, str, str]:
         built = rtl_build(design.kind, design.d, design.k, design.preset, **params)
         comp, top, manifest = built.component, built.top, dict(built.manifest)
     elif design.kind == "deltanet-scaled":
-        from specmem.rtl.deltanet_scaled import DeltaNetScaledCore
+        from specmem.rtl.generate import build as rtl_build
 
-        ram = dict(design.params).get("ram", "ecp5")
-        gated = bool(dict(design.params).get("gated", 0))
-        extra = {"eps": float(dict(design.params)["eps"])} if "eps" in dict(design.params) else {}
-        comp = DeltaNetScaledCore(design.d, design.k, design.preset, ram=ram, gated=gated, **extra)
-        top = "specmem_gated_deltanet_scaled" if gated else "specmem_deltanet_scaled"
-        manifest = {"parameters": {"d": design.d, "k": design.k, "M": comp.M, "Ws": comp.Ws, "Wo": comp.Wo,
-                                   "exp_width": comp.exp_width, "ram": ram, "gated": gated, "P": comp.P,
-                                   "eps": comp.eps},
-                    "cycles_per_token": comp.cycles_per_token(),
-                    "sim_models": ["DP16KD"] if ram == "ecp5" else []}
+        p = dict(design.params)
+        extra = {"eps": float(p["eps"])} if "eps" in p else {}
+        built = rtl_build("gated-deltanet" if p.get("gated", 0) else "deltanet", design.d, design.k, design.preset,
+                          bram=p.get("ram", "ecp5"), **extra)  # `specmem rtl`'s core and manifest
+        comp, top, manifest = built.component, built.top, dict(built.manifest)
+        manifest["cycles_per_token"] = manifest["cycles_per_token"]["full_steady_state"]  # the testbench's count
     elif design.kind == "bram":
         from specmem.rtl.bram import RegisteredRAMPair
 

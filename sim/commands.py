@@ -22,9 +22,6 @@ __all__ = ["SimResult", "simulate", "bench_sim", "coverage_command", "mutation_c
 
 SIM_ALGOS = ("annihilation", "vla", "linear", "deltanet", "gated-deltanet")
 _V2_PRESETS = ("int18", "int16", "int8")  # the annihilation core v2's (rtl/generate.py: V2_PRESETS)
-#: the rules and presets that run on the scaled core (``rtl/deltanet_scaled.py``, ``sim/tb_deltanet_scaled.py``)
-SCALED_SIM_ALGOS = ("deltanet", "gated-deltanet")
-SCALED_SIM_PRESETS = ("int8",)
 
 
 @dataclass
@@ -87,14 +84,15 @@ def _check(algo, d, k, tokens, seed, preset):
         except ValueError as exc:
             raise SpecmemInputError(str(exc)) from None
         return
-    if algo in SCALED_SIM_ALGOS and preset in SCALED_SIM_PRESETS:  # the scaled core
+    from specmem.rtl.presets import SCALED_DELTA_ALGOS, check_rtl_preset, scaled_delta_core
+
+    if scaled_delta_core(algo, preset):  # the scaled core (sim/tb_deltanet_scaled.py)
         return
-    from specmem.rtl.presets import check_rtl_preset
 
     try:  # the RTL is bit-exact with the legacy formats, the delta rules' also with the scaled int8
         check_rtl_preset(preset, SpecmemInputError)
     except SpecmemInputError as exc:
-        if algo in SCALED_SIM_ALGOS:
+        if algo in SCALED_DELTA_ALGOS:
             raise SpecmemInputError(f"{exc}; {algo} also int8 (the scaled core)") from None
         raise
 
@@ -182,7 +180,9 @@ def simulate(algo: str, d: int, k: int, tokens: int, seed: int, preset: str = "l
     _check(algo, d, k, tokens, seed, preset)
     if coverage and waves:
         raise SpecmemInputError("waves: the coverage build records no waveform; run --waves and --coverage separately")
-    if algo in SCALED_SIM_ALGOS and preset in SCALED_SIM_PRESETS:
+    from specmem.rtl.presets import scaled_delta_core
+
+    if scaled_delta_core(algo, preset):
         return _simulate_scaled(algo, d, k, tokens, seed, preset, coverage, waves, idle=idle, stall=stall, kind=kind,
                                 quiet=quiet, params=params)
     if algo != "annihilation":
