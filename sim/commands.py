@@ -268,7 +268,7 @@ def _simulate_scaled(algo, d, k, tokens, seed, preset, coverage, waves, *, idle,
 
     if coverage:
         raise SpecmemInputError(f"coverage: not measured for the scaled core yet ({algo} {preset}); run without it")
-    if kind not in (None, "mixed", "gaussian"):
+    if kind not in (None, "gaussian"):
         raise SpecmemInputError(f"kind: the scaled core's stream is Gaussian (gaussian), got {kind!r}")
     p = dict(params or {})
     extra = set(p) - {"eps"}
