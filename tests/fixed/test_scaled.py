@@ -214,7 +214,7 @@ def test_default_formats_are_the_rules_hardware_formats():
     assert json.loads(dn["formats"])["constants"]["scheme"]["name"] == "scaled"
 
 
-@pytest.mark.parametrize("scale", [1e-6, 1.0, 30.0, 1e5])
+@pytest.mark.parametrize("scale", [1e-9, 1e-6, 1.0, 30.0, 1e5])
 def test_elu1_block_within_half_an_lsb_plus_interpolation(scale):
     from specmem.golden.common import elu1
     from specmem.golden.fixed.scaled.elu import elu1_block

@@ -7,6 +7,14 @@ unit (``datapath.exp2_table``: ``2^L + 1`` entries, index the top ``L`` bits of 
 weight the next ``Ib`` bits, floor), and ``n`` becomes the element's exponent: nothing
 underflows before the final rounding. The per-element results go through
 :func:`~.bfp.align_block` into an ``M``-bit block vector (the feature's own scale).
+
+The hardware's input window (``rtl/elu.BlockElu1``): a vector whose exponent ``frac`` exceeds
+:data:`FRAC_HI` (its largest element below ``2^(M - 1 - FRAC_HI)``, e.g. ``2^-23`` at ``M`` = 8) is
+first rounded to ``FRAC_HI`` fraction bits, so the positive branch's ``x + 1`` fits
+``FRAC_HI + 2`` bits; that changes no feature of any measured stream (the ``+ 1`` dwarfs the
+dropped bits: only exact rounding ties could move). Above the window's other end
+(``max |x| >= 2^`` :data:`TOP_MAX`, where ``exp(x)``'s exponent passes the hardware's exponent
+range) the model computes on and the hardware raises its error flag.
 """
 
 from __future__ import annotations
@@ -17,13 +25,22 @@ from ..datapath import LOG2E, exp2_table
 from ..fxtype import round_shift
 from .bfp import align_block
 
-__all__ = ["elu1_block"]
+__all__ = ["elu1_block", "FRAC_HI", "TOP_MAX"]
+
+#: the largest input exponent the features take as given; larger ones are rounded to it first
+FRAC_HI = 30
+#: the hardware's inputs stay below ``2^TOP_MAX`` in magnitude (``frac >= M - 1 - TOP_MAX``), so
+#: ``-x log2(e) < 740``: ``exp(x)``'s exponent fits 12-bit exponent arithmetic
+TOP_MAX = 9
 
 
 def elu1_block(raw, frac, M: int, lut_bits: int, rounding: str = "rne"):
     """ELU+1 of block vectors ``(raw [..., d], frac [...])`` -> ``(raw, frac)``, ``M`` bits."""
     raw = np.asarray(raw, dtype=np.int64)
     f = np.broadcast_to(np.asarray(frac, dtype=np.int64)[..., None], raw.shape)
+    if np.any(f > FRAC_HI):  # the hardware's input window: tiny vectors rounded to FRAC_HI first
+        raw = np.where(f > FRAC_HI, round_shift(raw, np.maximum(f - FRAC_HI, 0), rounding), raw)
+        f = np.minimum(f, FRAC_HI)
     C = M + 4  # log2(e) constant and ROM word fraction bits
     Ib = M  # interpolation weight bits
     log2e = int(np.rint(np.ldexp(LOG2E, C)))
