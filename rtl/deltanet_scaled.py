@@ -47,7 +47,7 @@ Interfaces: a token (``i_k``, ``i_v``, ``i_q``: ``d`` ``M``-bit mantissas each w
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Module, Mux, Signal, signed
+from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -55,6 +55,8 @@ from specmem.golden.deltanet import L2_EPS
 from specmem.golden.fixed.formats import PRESETS
 
 from .align import StreamAlignBlock
+from .beats import beat_index, beat_output, store_beats
+from .beats import beat_of as _beat_of
 from .block_norm import StreamBlockNormaliser
 from .decay import DecayScale
 from .delta_pass import DeltaPass
@@ -145,30 +147,12 @@ class DeltaNetScaledCore(wiring.Component):
         reg = free_register(m)  # data, qualified by a valid tag
         tag = stage_register(m, 1)  # valid, first, last: reset, so a reset leaves no beat in flight
 
-        def beat_of(vec, idx, j):
-            """Element ``j`` of beat ``idx`` of a ``d``-element register vector (a ``B``:1 select)."""
-            return Array(vec[b * k + j] for b in range(B))[idx]
-
         def vreg(name, shape=signed(M), reset=False):
             """``d`` registers; without ``reset`` data written before it is read (no reset net)."""
             return [Signal(shape, name=f"{name}{i}", reset_less=not reset) for i in range(d)]
 
-        def beat_index(src, name):
-            """The index of a stream's current beat (``src.o_valid``, ``o_first``, ``o_last``): a select."""
-            cnt = Signal(range(max(B, 2)), name=name)
-            with m.If(src.o_valid):
-                m.d.sync += cnt.eq(Mux(src.o_last, 0, cnt + 1))
-            return Mux(src.o_first, 0, cnt)
-
-        def store_beats(vec, src, name):
-            """Write a stream's beats (``src.o_valid``, ``o_first``, ``o_last``, ``o_data``) into the
-            ``d``-element register vector ``vec`` in order; returns the beat index (a select)."""
-            sel = beat_index(src, name)
-            with m.If(src.o_valid):
-                for b in range(B):
-                    with m.If(sel == b):
-                        m.d.sync += [vec[b * k + j].eq(src.o_data[j]) for j in range(k)]
-            return sel
+        def beat_of(vec, idx, j):
+            return _beat_of(vec, idx, j, k)
 
         un = self.unit
         pa, ae, nb, ao = self.pass_, self.align_e, self.norm_be, self.align_o
@@ -369,11 +353,11 @@ class DeltaNetScaledCore(wiring.Component):
         if gated:  # bh = block(be rg) in S's frame (rgf carries gamma's exponent)
             m.d.comb += [nbh.i_valid.eq(tag(nb.o_valid, 1, "bh_v")), nbh.i_frac.eq(reg(nb.o_frac + rgf, signed(EW), "bh_fr"))]
             m.d.comb += [nbh.i_data[j].eq(reg(nb.o_data[j] * rg, signed(M + P), f"bh_p{j}")) for j in range(k)]
-            wsel = beat_index(nb, "be_beat")
+            wsel = beat_index(m, nb, B, "be_beat")
             src_bh = nbh
         else:
             src_bh = nb
-        bsel = store_beats(bh, src_bh, "bh_beat")
+        bsel = store_beats(m, bh, src_bh, k, "bh_beat")
         if not gated:
             wsel = bsel
         with m.If(src_bh.o_valid & src_bh.o_first):
@@ -397,22 +381,8 @@ class DeltaNetScaledCore(wiring.Component):
             m.d.comb += [ao.i_x0[j].eq(sq2[j]), ao.i_f0[j].eq(sf2[j]), ao.i_x1[j].eq(bc2[j])]
 
         # -- the output buffer, read out as beats with backpressure
-        obuf = [Signal(signed(Wo), name=f"obuf{i}", reset_less=True) for i in range(d)]
-        ofrac = Signal(signed(EW), name="ofrac")
-        ofull = Signal(name="o_full")
-        store_beats(obuf, ao, "o_in")
-        with m.If(ao.o_valid & ao.o_first):
-            m.d.sync += ofrac.eq(ao.o_frac)
-        with m.If(ao.o_valid & ao.o_last):
-            m.d.sync += ofull.eq(1)
-        orb = Signal(range(max(B, 2)), name="o_rd")
-        m.d.comb += [self.o_valid.eq(ofull), self.o_first.eq(orb == 0), self.o_last.eq(orb == B - 1),
-                     self.o_frac.eq(ofrac)]
-        m.d.comb += [self.o_data[j].eq(beat_of(obuf, orb, j)) for j in range(k)]
-        with m.If(self.o_valid & self.o_ready):
-            m.d.sync += orb.eq(Mux(orb == B - 1, 0, orb + 1))
-            with m.If(orb == B - 1):
-                m.d.sync += [ofull.eq(0), o_pending.eq(0)]
+        with m.If(beat_output(m, self, ao, d, k, signed(Wo), signed(EW))):
+            m.d.sync += o_pending.eq(0)
 
         # -- the state read-out: the rows a flush pass writes
         m.d.comb += [self.s_valid.eq(pa.o_wvalid & cur_flush), self.s_first.eq(pa.o_wfirst),

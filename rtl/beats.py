@@ -1,0 +1,63 @@
+"""Register vectors that the scaled cores fill and read as beats of ``k`` elements: the select of
+one beat, the index of a stream's current beat, a stream stored beat by beat, and the output
+buffer read out with backpressure. Shared by the cores, not owned by one rule."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Array, Mux, Signal
+
+__all__ = ["beat_of", "beat_index", "store_beats", "beat_output"]
+
+
+def beat_of(vec, idx, j: int, k: int):
+    """Element ``j`` of beat ``idx`` of the register vector ``vec`` (``len(vec) / k`` beats): a
+    ``B``:1 select."""
+    return Array(vec[b * k + j] for b in range(len(vec) // k))[idx]
+
+
+def beat_index(m, src, B: int, name: str):
+    """The index of a stream's current beat (``src.o_valid``, ``o_first``, ``o_last``): a select
+    between 0 on the first beat and a counter."""
+    cnt = Signal(range(max(B, 2)), name=name)
+    with m.If(src.o_valid):
+        m.d.sync += cnt.eq(Mux(src.o_last, 0, cnt + 1))
+    return Mux(src.o_first, 0, cnt)
+
+
+def store_beats(m, vec, src, k: int, name: str):
+    """Write a stream's beats (``src.o_valid``, ``o_first``, ``o_last``, ``o_data``) into the
+    register vector ``vec`` in order; returns the beat index (a select)."""
+    B = len(vec) // k
+    sel = beat_index(m, src, B, name)
+    with m.If(src.o_valid):
+        for b in range(B):
+            with m.If(sel == b):
+                m.d.sync += [vec[b * k + j].eq(src.o_data[j]) for j in range(k)]
+    return sel
+
+
+def beat_output(m, core, src, d: int, k: int, shape, exp_shape):
+    """A ``d``-element buffer filled from the stream ``src`` (with its exponent ``o_frac`` from
+    the first beat) and read out on ``core``'s ``o_valid`` / ``o_ready`` / ``o_first`` /
+    ``o_last`` / ``o_data`` / ``o_frac`` as ``d/k`` beats. Returns ``read_done``: high in the
+    cycle the buffer's last beat is taken (the buffer is free for the next vector)."""
+    B = d // k
+    buf = [Signal(shape, name=f"obuf{i}", reset_less=True) for i in range(d)]
+    ofrac = Signal(exp_shape, name="ofrac")
+    ofull = Signal(name="o_full")
+    store_beats(m, buf, src, k, "o_in")
+    with m.If(src.o_valid & src.o_first):
+        m.d.sync += ofrac.eq(src.o_frac)
+    with m.If(src.o_valid & src.o_last):
+        m.d.sync += ofull.eq(1)
+    orb = Signal(range(max(B, 2)), name="o_rd")
+    m.d.comb += [core.o_valid.eq(ofull), core.o_first.eq(orb == 0), core.o_last.eq(orb == B - 1),
+                 core.o_frac.eq(ofrac)]
+    m.d.comb += [core.o_data[j].eq(beat_of(buf, orb, j, k)) for j in range(k)]
+    read_done = Signal(name="o_read_done")
+    m.d.comb += read_done.eq(core.o_valid & core.o_ready & (orb == B - 1))
+    with m.If(core.o_valid & core.o_ready):
+        m.d.sync += orb.eq(Mux(orb == B - 1, 0, orb + 1))
+    with m.If(read_done):
+        m.d.sync += ofull.eq(0)
+    return read_done

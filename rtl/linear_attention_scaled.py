@@ -1,0 +1,368 @@
+"""Linear attention with ELU+1 in the scaled ``int8`` format
+(``golden/fixed/scaled/linear_attention.linear_attention_scaled``) on the pipelined blocks of the
+scaled delta-rule cores, bit-exact with the model.
+
+Per token ``t`` (the model's order, rounding for rounding):
+
+* **front end**, off the loop, one token ahead: ``kf = elu1(k)``, then ``qf = elu1(q)`` on one
+  :class:`~specmem.rtl.elu.BlockElu1` (vectors back to back); as ``kf``'s beats come out, ``z <-
+  align(z + kf)`` (a :class:`~specmem.rtl.align.StreamAlignBlock` to 32 bits, ``z`` in ``d``
+  registers); as ``qf``'s beats come out, ``C = kfᵀ qf`` (``k`` multipliers, a registered tree);
+  as the new ``z``'s beats come out, ``den = zᵀ qf`` (exact, ``k`` multipliers of 32 x ``M`` bits);
+  then ``den = max(den, eps)`` (``eps 2^fden`` from a table on the exponent) and ``rden =
+  1/den`` on the pipelined scalar unit;
+* **pass** (:class:`~specmem.rtl.delta_pass.DeltaPass`, ``d²/k`` cycles): token ``t - 1``'s write
+  ``S += v kfᵀ`` of every row and, as each written row streams out, token ``t``'s read ``sq = S
+  qf``. The pass's second read (``sk``) is fed zeros: its multipliers have a constant operand;
+* **output chain**, beside the next pass: ``num = align(sq + v C)`` to ``Wo`` bits, then ``o =
+  block(num rden)`` (``k`` multipliers and a streaming normaliser) into the output buffer.
+
+Unlike the delta rules, the write needs nothing the read produces (``bh`` is ``v``), so the next
+pass starts as soon as this one's ``sq`` has been fed to the output chain (``d/k`` cycles):
+cycles per token are ``d²/k`` plus the pass's fill and that feed
+(:meth:`LinearAttentionScaledCore.cycles_per_token`), and the output chain runs beside the next
+pass.
+
+A flush (a token slot with ``i_flush`` set) runs a write-only pass whose written rows come out on
+the ``s_*`` ports: the state for a read-out, bit for bit the model's ``s_raw`` / ``s_frac``. The
+normaliser ``z`` has no read-out port: every token's ``o`` depends on it through ``rden``.
+
+Interfaces: a token (``i_k``, ``i_v``, ``i_q``: ``d`` ``M``-bit mantissas each with one exponent
+``i_f*``; or ``i_flush``) with ``i_valid`` / ``i_ready``; the output as ``d/k`` beats of ``k``
+``Wo``-bit elements with its exponent, ``o_valid`` / ``o_ready``; the state read-out ``s_*``;
+``tokens``, ``sat`` counters and the sticky ``err`` (a block's contract broken, an input beyond
+the ELU's window, ``eps``'s floor beyond 62 bits, where the model's integers end).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from amaranth.hdl import Array, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from specmem.golden.fixed.formats import PRESETS
+from specmem.golden.fixed.scaled.linear_attention import Z_BITS
+
+from .align import StreamAlignBlock
+from .beats import beat_index, beat_of, beat_output, store_beats
+from .block_norm import StreamBlockNormaliser
+from .delta_pass import DeltaPass
+from .elu import BlockElu1
+from .pipeline import free_register, stage_register
+from .saturate import COUNT_WIDTH
+from .scalar_unit import ScalarOp, ScalarUnit
+
+__all__ = ["LinearAttentionScaledCore", "eps_floor_table", "LINEAR_EPS"]
+
+#: the model's default ``eps`` (``linear_attention_scaled``)
+LINEAR_EPS = 1e-4
+#: registered steps between the feed's counter and the output alignment (the beat select, then
+#: the ``v C`` product and the exponents)
+FEED_STAGES = 2
+
+
+def eps_floor_table(eps: float, width: int):
+    """``(F0, rows)``: the model's floor ``max(1, rint(eps 2^f))`` is 1 for ``f <= F0`` and
+    ``rows[f - F0 - 1]`` for ``F0 < f <= F0 + len(rows)``, every row below ``2^width``; beyond,
+    the floor passes a ``width``-bit input."""
+    def floor(f):
+        return int(np.maximum(1, np.rint(np.ldexp(eps, f))))
+
+    F0 = 0
+    while floor(F0 + 1) == 1:
+        F0 += 1
+    while floor(F0) > 1:
+        F0 -= 1
+    rows, f = [], F0 + 1
+    while floor(f) < (1 << width):
+        rows.append(floor(f))
+        f += 1
+    return F0, rows
+
+
+class LinearAttentionScaledCore(wiring.Component):
+    """Linear attention in a scaled preset on ``k`` lanes, state ``d x d``; see the module
+    docstring. ``preset``: a scaled preset name; ``ram``: the block-RAM style of the state and of
+    the alignments' and the ELU's waits (``behavioural`` or ``ecp5``); ``exp_width``: signed
+    exponent bits; ``eps``: the normaliser's floor (the model's ``eps``, a generic: a table)."""
+
+    def __init__(self, d: int, k: int, preset: str = "int8", *, ram: str = "behavioural", exp_width: int = 12,
+                 eps: float = LINEAR_EPS):
+        for name, v, lo in (("d", d, 2), ("k", k, 1)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise ValueError(f"{name}: must be an integer >= {lo}, got {v!r}")
+        if d % k:
+            raise ValueError(f"d: must be a multiple of k = {k}, got {d}")
+        p = PRESETS.get(preset)
+        if p is None or p.scheme != "scaled":
+            raise ValueError(f"preset: the scaled core takes a scaled preset "
+                             f"({', '.join(n for n, q in PRESETS.items() if q.scheme == 'scaled')}), got {preset!r}")
+        if not (isinstance(eps, float | int) and not isinstance(eps, bool) and eps > 0):
+            raise ValueError(f"eps: must be a positive number, got {eps!r}")
+        self.d, self.k, self.B, self.preset, self.exp_width = d, k, d // k, preset, exp_width
+        self.M, self.Ws, self.Wo = p.mul_bits, p.state_bits, p.out_bits
+        self.eps = float(eps)
+        M, B, EW = self.M, self.B, exp_width
+        self.su = p.scalar_unit()
+        self.P = P = self.su.out_bits
+        self.pass_ = DeltaPass(d, k, self.Ws, M, exp_width=EW, ram=ram)
+        DW = self.dot_width = self.pass_.dot_width
+        self.den_width = Z_BITS + M + max(1, (d - 1).bit_length())
+        if self.den_width > 62:
+            raise ValueError(f"d: zᵀqf needs {self.den_width} bits at d = {d}; the scalar unit takes 62")
+        #: the scalar unit's input: zᵀqf or the floor, which the model holds up to 62 bits
+        self.floor_width = 62
+        self.eps_f0, self.eps_rows = eps_floor_table(self.eps, self.floor_width)
+        self.elu = BlockElu1(k, B, M, p.exp_lut_bits, rounding=p.rounding, exp_width=EW, delay_style=ram)
+        self.align_z = StreamAlignBlock(k, B, ((Z_BITS, False), (M, False)), Z_BITS, exp_width=EW, delay_style=ram)
+        self.unit = ScalarUnit(self.su, self.floor_width, frac_width=EW, pipelined=True)
+        self.align_o = StreamAlignBlock(k, B, ((DW, True), (M + DW, False)), self.Wo, exp_width=EW, delay_style=ram)
+        self.norm_o = StreamBlockNormaliser(k, B, self.Wo + P, self.Wo, frac_width=EW)
+        vec = data.ArrayLayout(signed(M), d)
+        super().__init__({
+            "i_valid": In(1), "i_ready": Out(1), "i_flush": In(1),
+            "i_k": In(vec), "i_fk": In(signed(EW)), "i_v": In(vec), "i_fv": In(signed(EW)),
+            "i_q": In(vec), "i_fq": In(signed(EW)),
+            "o_valid": Out(1), "o_ready": In(1), "o_first": Out(1), "o_last": Out(1),
+            "o_data": Out(data.ArrayLayout(signed(self.Wo), k)), "o_frac": Out(signed(EW)),
+            "s_valid": Out(1), "s_first": Out(1), "s_data": Out(data.ArrayLayout(signed(self.Ws), k)),
+            "s_frac": Out(signed(EW)),
+            "tokens": Out(32), "sat": Out(COUNT_WIDTH), "err": Out(1),
+        })
+
+    def cycles_per_token(self) -> int:
+        """Cycles from one pass's start to the next's when the front end and the output never
+        hold it: the sequencer's start (2), the pass's prep, its rows up to the last row's
+        results (``(d - 1) B + latency``) and ``done`` (1), the hold (1), the feed of ``B`` beats
+        and the return to idle (1)."""
+        pa = self.pass_
+        return 2 + pa.prep_cycles + (self.d - 1) * self.B + pa.latency + 1 + 1 + self.B + 1
+
+    def elaborate(self, platform):
+        m = Module()
+        d, k, B, M, EW, Wo, P = self.d, self.k, self.B, self.M, self.exp_width, self.Wo, self.P
+        DW, NW, FW = self.dot_width, self.den_width, self.floor_width
+        reg = free_register(m)  # data, qualified by a valid tag
+        tag = stage_register(m, 1)  # valid, first, last: reset, so a reset leaves no beat in flight
+
+        def vreg(name, shape=signed(M), reset=False):
+            """``d`` registers; without ``reset`` data written before it is read (no reset net)."""
+            return [Signal(shape, name=f"{name}{i}", reset_less=not reset) for i in range(d)]
+
+        def tree_sum(prods, width, name, flags):
+            """A registered pairwise adder tree over ``prods``, its flags beside it."""
+            lv = 0
+            while len(prods) > 1:
+                lv += 1
+                prods = [reg(prods[j] + prods[j + 1] if j + 1 < len(prods) else prods[j], signed(width),
+                             f"{name}{lv}_t{j // 2}") for j in range(0, len(prods), 2)]
+                flags = [tag(f, 1, f"{name}{lv}_f{i}") for i, f in enumerate(flags)]
+            return prods[0], flags
+
+        el, az, su, pa, ao, no = self.elu, self.align_z, self.unit, self.pass_, self.align_o, self.norm_o
+        m.submodules.elu, m.submodules.align_z, m.submodules.unit = el, az, su
+        m.submodules.pass_, m.submodules.align_o, m.submodules.norm_o = pa, ao, no
+        m.d.comb += [el.en.eq(1), az.en.eq(1), ao.en.eq(1), no.en.eq(1)]
+        err = Signal(name="err_r")
+        m.d.comb += self.err.eq(err | el.o_err | az.o_err | ao.o_err | no.o_err)
+
+        # -- front end: one token ahead into the "next" registers; k, then q through the ELU
+        fe_busy, next_full, next_flush = Signal(name="fe_busy"), Signal(name="next_full"), Signal(name="next_flush")
+        fe_k, fe_q = vreg("fe_k"), vreg("fe_q")
+        fe_fk, fe_fq = Signal(signed(EW), name="fe_fk"), Signal(signed(EW), name="fe_fq")
+        nx_v, nx_kf, nx_qf = vreg("nx_v"), vreg("nx_kf"), vreg("nx_qf")
+        nx_fv, nx_fkf, nx_fqf = (Signal(signed(EW), name=n) for n in ("nx_fv", "nx_fkf", "nx_fqf"))
+        nx_c = Signal(signed(DW), name="nx_c")
+        nx_rm, nx_rf = Signal(signed(P), name="nx_rm"), Signal(signed(len(su.o.payload.f)), name="nx_rf")
+        fe_t = Signal(range(2 * B + 1), name="fe_t", init=2 * B)  # cycles since k's first beat went in
+        m.d.comb += self.i_ready.eq(~fe_busy & ~next_full)
+        with m.If(self.i_valid & self.i_ready):
+            with m.If(self.i_flush):
+                m.d.sync += [next_full.eq(1), next_flush.eq(1)]
+            with m.Else():
+                m.d.sync += [fe_busy.eq(1), next_flush.eq(0), fe_t.eq(0), fe_fk.eq(self.i_fk), fe_fq.eq(self.i_fq),
+                             nx_fv.eq(self.i_fv)]
+                m.d.sync += [fe_k[i].eq(self.i_k[i]) for i in range(d)]
+                m.d.sync += [fe_q[i].eq(self.i_q[i]) for i in range(d)]
+                m.d.sync += [nx_v[i].eq(self.i_v[i]) for i in range(d)]
+        with m.If(fe_t != 2 * B):
+            m.d.sync += fe_t.eq(fe_t + 1)
+        # the ELU's input from registers: which vector and beat decoded from fe_t a cycle ahead
+        feed_k = tag(fe_t < B, 1, "fe_feed_k")
+        feed_q = tag((fe_t >= B) & (fe_t < 2 * B), 1, "fe_feed_q")
+        fb_idx = reg(Mux(fe_t < B, fe_t, fe_t - B)[:max(1, (B - 1).bit_length())], range(max(B, 2)), "fe_beat")
+        m.d.comb += [el.i_valid.eq(tag(feed_k | feed_q, 1, "fe_in_v")),
+                     el.i_frac.eq(reg(Mux(feed_k, fe_fk, fe_fq), signed(EW), "fe_in_f"))]
+        m.d.comb += [el.i_data[j].eq(reg(Mux(feed_k, beat_of(fe_k, fb_idx, j, k), beat_of(fe_q, fb_idx, j, k)),
+                                         signed(M), f"fe_in_d{j}")) for j in range(k)]
+        out_q = Signal(name="fe_out_q")  # the ELU's next output vector is qf (kf's went first)
+        osel = beat_index(m, el, B, "fe_ob")
+        with m.If(el.o_valid & el.o_last):
+            m.d.sync += out_q.eq(~out_q)
+        with m.If(el.o_valid):
+            for b in range(B):
+                with m.If(osel == b):
+                    with m.If(out_q):
+                        m.d.sync += [nx_qf[b * k + j].eq(el.o_data[j]) for j in range(k)]
+                    with m.Else():
+                        m.d.sync += [nx_kf[b * k + j].eq(el.o_data[j]) for j in range(k)]
+            with m.If(el.o_first):
+                with m.If(out_q):
+                    m.d.sync += nx_fqf.eq(el.o_frac)
+                with m.Else():
+                    m.d.sync += nx_fkf.eq(el.o_frac)
+        # z <- align(z + kf) as kf's beats come out (z's beat read beside them)
+        z = vreg("z", signed(Z_BITS), reset=True)
+        fz = Signal(signed(EW), name="fz")
+        m.d.comb += [az.i_valid.eq(tag(el.o_valid & ~out_q, 1, "z_in_v")),
+                     az.i_f0.eq(reg(fz, signed(EW), "z_in_fz")), az.i_f1.eq(reg(el.o_frac, signed(EW), "z_in_fkf"))]
+        m.d.comb += [az.i_x0[j].eq(reg(beat_of(z, osel, j, k), signed(Z_BITS), f"z_in_z{j}")) for j in range(k)]
+        m.d.comb += [az.i_x1[j].eq(reg(el.o_data[j], signed(M), f"z_in_kf{j}")) for j in range(k)]
+        zsel = store_beats(m, z, az, k, "z_beat")
+        with m.If(az.o_valid & az.o_first):
+            m.d.sync += fz.eq(az.o_frac)
+        # C = kf . qf as qf's beats come out beside kf's (read back)
+        cv, cf, cl = tag(el.o_valid & out_q, 1, "c0_v"), tag(el.o_first, 1, "c0_f"), tag(el.o_last, 1, "c0_l")
+        cq = [reg(el.o_data[j], signed(M), f"c0_q{j}") for j in range(k)]
+        ck = [reg(beat_of(nx_kf, osel, j, k), signed(M), f"c0_k{j}") for j in range(k)]
+        cv, cf, cl = tag(cv, 1, "c1_v"), tag(cf, 1, "c1_f"), tag(cl, 1, "c1_l")
+        cp = [reg(a * b, signed(2 * M), f"c1_p{j}") for j, (a, b) in enumerate(zip(cq, ck))]
+        cs, (cv, cf, cl) = tree_sum(cp, DW, "c", [cv, cf, cl])
+        c_acc = Signal(signed(DW), name="c_acc")
+        with m.If(cv):
+            m.d.sync += c_acc.eq(Mux(cf, 0, c_acc) + cs)
+        # den = z . qf as the new z's beats come out (qf's are in: the alignment waits longer than
+        # qf takes to follow kf out of the ELU)
+        assert az.latency >= B
+        dv, df, dl = tag(az.o_valid, 1, "n0_v"), tag(az.o_first, 1, "n0_f"), tag(az.o_last, 1, "n0_l")
+        dz = [reg(az.o_data[j], signed(Z_BITS), f"n0_z{j}") for j in range(k)]
+        dq = [reg(beat_of(nx_qf, zsel, j, k), signed(M), f"n0_q{j}") for j in range(k)]
+        dfr = Signal(signed(EW), name="n0_fr")  # fden = fz + fqf, from the new z's first beat
+        with m.If(az.o_valid & az.o_first):
+            m.d.sync += dfr.eq(az.o_frac + nx_fqf)
+        dv, df, dl = tag(dv, 1, "n1_v"), tag(df, 1, "n1_f"), tag(dl, 1, "n1_l")
+        dp = [reg(a * b, signed(Z_BITS + M), f"n1_p{j}") for j, (a, b) in enumerate(zip(dz, dq))]
+        ds, (dv, df, dl) = tree_sum(dp, NW, "n", [dv, df, dl])
+        den = Signal(signed(NW + 1), name="den_acc")
+        with m.If(dv):
+            m.d.sync += den.eq(Mux(df, 0, den) + ds)
+        # the floor: eps 2^fden from a table (1 below it, beyond it the scalar unit's input passed)
+        e1 = tag(dv & dl, 1, "eps1_v")  # den and fden final
+        F0, rows = self.eps_f0, self.eps_rows
+        e2 = tag(e1, 1, "eps2_v")
+        off = reg(dfr - (F0 + 1), signed(EW + 1), "eps_off")
+        fden2 = reg(dfr, signed(EW), "eps_fden")
+        den2 = reg(den, signed(NW + 1), "eps_den")
+        e3 = tag(e2, 1, "eps3_v")
+        table = Array(Const(r, FW) for r in rows) if rows else None
+        in_tab = (off >= 0) & (off < len(rows))
+        floor3 = reg(Mux(in_tab, table[off[:max(1, (len(rows) - 1).bit_length())]], 1) if rows else 1,
+                     unsigned(FW), "eps_floor")
+        over3 = tag(e2 & (off >= len(rows)), 1, "eps_over")
+        fden3, den3 = reg(fden2, signed(EW), "eps_fden3"), reg(den2, signed(NW + 1), "eps_den3")
+        e4 = tag(e3, 1, "eps4_v")
+        lt4 = reg(den3 < floor3, 1, "eps_lt")  # den >= 0: z and qf are ELU+1 features
+        den4, floor4, fden4 = reg(den3, signed(NW + 1), "eps_den4"), reg(floor3, unsigned(FW), "eps_floor4"), \
+            reg(fden3, signed(EW), "eps_fden4")
+        with m.If(over3):
+            m.d.sync += err.eq(1)
+        m.d.comb += [su.i.valid.eq(tag(e4, 1, "rq_v")), su.i.payload.op.eq(ScalarOp.RECIP), su.o.ready.eq(1),
+                     su.i.payload.x.eq(reg(Mux(lt4, floor4, den4[:NW]), unsigned(FW), "rq_x")),
+                     su.i.payload.frac.eq(reg(fden4, signed(EW), "rq_f"))]
+        with m.If(su.o.valid):
+            m.d.sync += [nx_rm.eq(su.o.payload.m), nx_rf.eq(su.o.payload.f)]
+        fe_done = tag(su.o.valid, 1, "fe_done")
+        with m.If(fe_done):
+            m.d.sync += [nx_c.eq(c_acc), fe_busy.eq(0), next_full.eq(1)]
+
+        # -- the token sequencer: pass, then the feed of sq to the output chain
+        # kf and v reset to zero: the first pass after a reset writes v kfᵀ with both zero
+        cur_v, kf, qf, knw, bh = vreg("cur_v", reset=True), vreg("kf", reset=True), vreg("qf"), vreg("knw"), vreg("bh")
+        cur_fv, fkf, fqf, fknw, fbh = (Signal(signed(EW), name=n) for n in ("cur_fv", "fkf", "fqf", "fknw", "fbh"))
+        cval = Signal(signed(DW), name="c")
+        rm, rf = Signal(signed(P), name="rm"), Signal(signed(len(nx_rf)), name="rf")
+        cur_flush = Signal(name="cur_flush")
+        for port, vec in ((pa.i_bh, bh), (pa.i_knw, knw), (pa.i_qn, qf)):
+            m.d.comb += [port[i].eq(vec[i]) for i in range(d)]
+        m.d.comb += [pa.i_kn[i].eq(0) for i in range(d)]
+        m.d.comb += [pa.i_fknw.eq(fknw), pa.i_fbh.eq(fbh), pa.i_fkn.eq(0), pa.i_fqn.eq(fqf)]
+        sq_b, rf_b = vreg("sq_b", signed(DW)), vreg("rf_b", signed(EW))
+        prow = Signal(range(d + 1), name="prow")
+        with m.If(pa.o_valid):
+            m.d.sync += prow.eq(prow + 1)
+            for i in range(d):
+                with m.If(prow == i):
+                    m.d.sync += [sq_b[i].eq(pa.o_sq), rf_b[i].eq(pa.o_rf)]
+        o_pending = Signal(name="o_pending")
+        feed = Signal(range(B + 1), name="o_feed")
+        tokens = Signal(32, name="tokens_r")
+        m.d.comb += [self.tokens.eq(tokens), self.sat.eq(pa.count)]
+        go = Signal(name="pass_go")
+        m.d.sync += go.eq(0)
+        m.d.comb += pa.start.eq(go)
+        # the output chain's per-token values, held from the feed's start to the next feed
+        ch_c, ch_fvc = Signal(signed(DW), name="ch_c"), Signal(signed(EW), name="ch_fvc")
+        ch_fq = Signal(signed(EW), name="ch_fq")
+        ch_rm, ch_rf = Signal(signed(P), name="ch_rm"), Signal(signed(len(nx_rf)), name="ch_rf")
+        with m.FSM(init="IDLE"):
+            with m.State("IDLE"):
+                with m.If(next_full & ~pa.busy):
+                    # the previous token's write: v and kf move to bh and knw
+                    m.d.sync += [next_full.eq(0), cur_flush.eq(next_flush), go.eq(1), prow.eq(0),
+                                 fknw.eq(fkf), fbh.eq(cur_fv)]
+                    m.d.sync += [knw[i].eq(kf[i]) for i in range(d)] + [bh[i].eq(cur_v[i]) for i in range(d)]
+                    with m.If(next_flush):
+                        m.d.sync += [fkf.eq(0), fqf.eq(0)]
+                        m.d.sync += [kf[i].eq(0) for i in range(d)] + [qf[i].eq(0) for i in range(d)]
+                    with m.Else():
+                        m.d.sync += [fkf.eq(nx_fkf), fqf.eq(nx_fqf), cur_fv.eq(nx_fv), cval.eq(nx_c),
+                                     rm.eq(nx_rm), rf.eq(nx_rf), tokens.eq(tokens + 1)]
+                        m.d.sync += [kf[i].eq(nx_kf[i]) for i in range(d)] + [qf[i].eq(nx_qf[i]) for i in range(d)]
+                        m.d.sync += [cur_v[i].eq(nx_v[i]) for i in range(d)]
+                    m.next = "START"
+            with m.State("START"):  # the pass takes go this cycle
+                m.next = "PASS"
+            with m.State("PASS"):
+                with m.If(pa.done):
+                    with m.If(cur_flush):
+                        m.next = "IDLE"
+                    with m.Else():
+                        m.next = "HOLD"
+            with m.State("HOLD"):  # the previous output must be out before this chain makes one
+                with m.If(~o_pending):
+                    m.d.sync += [o_pending.eq(1), feed.eq(B), ch_c.eq(cval), ch_fvc.eq(cur_fv + fkf + fqf),
+                                 ch_fq.eq(fqf), ch_rm.eq(rm), ch_rf.eq(rf)]
+                    m.next = "FEED"
+            with m.State("FEED"):
+                m.d.sync += feed.eq(feed - 1)
+                with m.If(feed == 1):
+                    m.next = "IDLE"
+
+        # -- output chain: num = align(sq + v C), o = block(num rden)
+        # the beats read from sq_b, rf_b and bh (v, once the next pass has started) by a counter
+        # that counts up: a B:1 select into registers, then the products and exponents
+        ob = Signal(range(max(B, 2)), name="feed_beat")
+        with m.If(feed == 0):
+            m.d.sync += ob.eq(0)
+        with m.Else():
+            m.d.sync += ob.eq(ob + 1)
+        fv1 = tag(feed != 0, 1, "of1_v")
+        v1 = [reg(beat_of(cur_v, ob, j, k), signed(M), f"of1_v{j}") for j in range(k)]
+        s1 = [reg(beat_of(sq_b, ob, j, k), signed(DW), f"of1_s{j}") for j in range(k)]
+        r1 = [reg(beat_of(rf_b, ob, j, k), signed(EW), f"of1_r{j}") for j in range(k)]
+        m.d.comb += [ao.i_valid.eq(tag(fv1, 1, "of2_v")), ao.i_f1.eq(ch_fvc)]
+        for j in range(k):
+            m.d.comb += [ao.i_x0[j].eq(reg(s1[j], signed(DW), f"of2_s{j}")),
+                         ao.i_f0[j].eq(reg(r1[j] + ch_fq, signed(EW), f"of2_r{j}")),
+                         ao.i_x1[j].eq(reg(v1[j] * ch_c, signed(M + DW), f"of2_vc{j}"))]
+        m.d.comb += [no.i_valid.eq(tag(ao.o_valid, 1, "on_v")), no.i_frac.eq(reg(ao.o_frac + ch_rf, signed(EW), "on_f"))]
+        m.d.comb += [no.i_data[j].eq(reg(ao.o_data[j] * ch_rm, signed(Wo + P), f"on_p{j}")) for j in range(k)]
+        with m.If(beat_output(m, self, no, d, k, signed(Wo), signed(EW))):
+            m.d.sync += o_pending.eq(0)
+
+        # -- the state read-out: the rows a flush pass writes
+        m.d.comb += [self.s_valid.eq(pa.o_wvalid & cur_flush), self.s_first.eq(pa.o_wfirst),
+                     self.s_frac.eq(pa.o_wfrac)]
+        m.d.comb += [self.s_data[j].eq(pa.o_wdata[j]) for j in range(k)]
+        return m
