@@ -25,11 +25,12 @@ pass.
 
 A flush (a token slot with ``i_flush`` set) runs a write-only pass whose written rows come out on
 the ``s_*`` ports: the state for a read-out, bit for bit the model's ``s_raw`` / ``s_frac``. The
-normaliser ``z`` has no read-out port: every token's ``o`` depends on it through ``rden``.
+normaliser ``z`` comes out on the ``z_*`` ports at the flush (``d/k`` beats of ``k`` 32-bit
+mantissas and its exponent, from the cycle the flush is taken): the model's ``z_raw`` / ``z_frac``.
 
 Interfaces: a token (``i_k``, ``i_v``, ``i_q``: ``d`` ``M``-bit mantissas each with one exponent
 ``i_f*``; or ``i_flush``) with ``i_valid`` / ``i_ready``; the output as ``d/k`` beats of ``k``
-``Wo``-bit elements with its exponent, ``o_valid`` / ``o_ready``; the state read-out ``s_*``;
+``Wo``-bit elements with its exponent, ``o_valid`` / ``o_ready``; the read-outs ``s_*`` and ``z_*``;
 ``tokens``, ``sat`` counters and the sticky ``err`` (a block's contract broken, an input beyond
 the ELU's window, ``eps``'s floor beyond 62 bits, where the model's integers end).
 """
@@ -128,6 +129,8 @@ class LinearAttentionScaledCore(wiring.Component):
             "o_data": Out(data.ArrayLayout(signed(self.Wo), k)), "o_frac": Out(signed(EW)),
             "s_valid": Out(1), "s_first": Out(1), "s_data": Out(data.ArrayLayout(signed(self.Ws), k)),
             "s_frac": Out(signed(EW)),
+            "z_valid": Out(1), "z_first": Out(1), "z_data": Out(data.ArrayLayout(signed(Z_BITS), k)),
+            "z_frac": Out(signed(EW)),
             "tokens": Out(32), "sat": Out(COUNT_WIDTH), "err": Out(1),
         })
 
@@ -305,8 +308,10 @@ class LinearAttentionScaledCore(wiring.Component):
         ch_c, ch_fvc = Signal(signed(DW), name="ch_c"), Signal(signed(EW), name="ch_fvc")
         ch_fq = Signal(signed(EW), name="ch_fq")
         ch_rm, ch_rf = Signal(signed(P), name="ch_rm"), Signal(signed(len(nx_rf)), name="ch_rf")
+        fsm_idle = Signal(name="seq_idle")
         with m.FSM(init="IDLE"):
             with m.State("IDLE"):
+                m.d.comb += fsm_idle.eq(1)
                 with m.If(next_full & ~pa.busy):
                     # the previous token's write: v and kf move to bh and knw
                     m.d.sync += [next_full.eq(0), cur_flush.eq(next_flush), go.eq(1), prow.eq(0),
@@ -360,6 +365,21 @@ class LinearAttentionScaledCore(wiring.Component):
         m.d.comb += [no.i_data[j].eq(reg(ao.o_data[j] * ch_rm, signed(Wo + P), f"on_p{j}")) for j in range(k)]
         with m.If(beat_output(m, self, no, d, k, signed(Wo), signed(EW))):
             m.d.sync += o_pending.eq(0)
+
+        # -- z's read-out: its beats from the cycle a flush is taken (the next token's z comes out
+        # of the ELU and the alignment later than that)
+        assert el.latency + az.latency > B
+        zr = Signal(range(B + 1), name="z_rd")
+        take_flush = Signal(name="take_flush")
+        m.d.comb += take_flush.eq(next_full & next_flush & ~pa.busy & fsm_idle)
+        with m.If(take_flush):
+            m.d.sync += zr.eq(B)
+        with m.Elif(zr != 0):
+            m.d.sync += zr.eq(zr - 1)
+        zb = Signal(range(max(B, 2)), name="z_beat_rd")
+        m.d.comb += zb.eq(B - zr)
+        m.d.comb += [self.z_valid.eq(zr != 0), self.z_first.eq(zr == B), self.z_frac.eq(fz)]
+        m.d.comb += [self.z_data[j].eq(beat_of(z, zb, j, k)) for j in range(k)]
 
         # -- the state read-out: the rows a flush pass writes
         m.d.comb += [self.s_valid.eq(pa.o_wvalid & cur_flush), self.s_first.eq(pa.o_wfirst),

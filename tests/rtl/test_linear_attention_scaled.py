@@ -31,6 +31,7 @@ def _run(dut, k, v, q, *, idle=0.0, stall=0.0, seed=0, burst=0, flush_after=(), 
     T = len(k)
     rng = random.Random(seed)
     outs, fracs, state, sfr, starts, done = [], [], [], [], [], {}
+    dut.read_z = []
     slots = [t for t in range(T) for _ in range(1 + (t in flush_after))] + [T]
     n_flush = len(flush_after) + 1
 
@@ -58,9 +59,14 @@ def _run(dut, k, v, q, *, idle=0.0, stall=0.0, seed=0, burst=0, flush_after=(), 
             hold = max(hold - 1, 0)
             ready = rng.random() >= stall and hold == 0
             ctx.set(dut.o_ready, int(ready))
-            _, _, ov, of, ol, od, ofr, sv, sf, sd, sfrac, go = await ctx.tick().sample(
+            _, _, ov, of, ol, od, ofr, sv, sf, sd, sfrac, go, zv, zf, zd, zfr = await ctx.tick().sample(
                 dut.o_valid, dut.o_first, dut.o_last, dut.o_data, dut.o_frac,
-                dut.s_valid, dut.s_first, dut.s_data, dut.s_frac, dut.pass_.start)
+                dut.s_valid, dut.s_first, dut.s_data, dut.s_frac, dut.pass_.start,
+                dut.z_valid, dut.z_first, dut.z_data, dut.z_frac)
+            if zv:
+                if zf:
+                    dut.read_z.append(([], int(zfr)))
+                dut.read_z[-1][0].extend(int(x) for x in zd)
             cycle += 1
             if go:
                 starts.append(cycle)
@@ -88,8 +94,10 @@ def _run(dut, k, v, q, *, idle=0.0, stall=0.0, seed=0, burst=0, flush_after=(), 
     return np.array(outs), np.array(fracs), st, sf, done["sat"], np.diff(starts)
 
 
-def _check(got, want):
+def _check(got, want, dut=None):
     o, of, s, sf, sat, _ = got
+    if dut is not None:  # z read out at the (last) flush
+        assert dut.read_z[-1] == (want["z_raw"].tolist(), int(want["z_frac"]))
     assert o.tolist() == want["o_raw"].tolist()
     assert of.tolist() == want["o_frac"].tolist()
     assert s.tolist() == want["s_raw"].tolist() and sf.tolist() == want["s_frac"].tolist()
@@ -104,7 +112,7 @@ def test_stream_bit_exact_with_the_model(d, k):
     dut = LinearAttentionScaledCore(d, k)
     got = _run(dut, kx, v, q, idle=0.3, stall=0.3, seed=k, burst=4 * dut.cycles_per_token())
     want = linear_attention_scaled(kx, v, q, preset="int8")
-    _check(got, want)
+    _check(got, want, dut)
     assert np.count_nonzero(want["o_raw"]) > 0
 
 
@@ -131,7 +139,7 @@ def test_scale_spread_and_tiny_inputs():
     kx[4] = 0
     q[6] = 0
     dut = LinearAttentionScaledCore(d, k)
-    _check(_run(dut, kx, v, q, seed=3), linear_attention_scaled(kx, v, q, preset="int8"))
+    _check(_run(dut, kx, v, q, seed=3), linear_attention_scaled(kx, v, q, preset="int8"), dut)
 
 
 def test_a_flush_mid_stream_reads_the_state_and_changes_nothing():
@@ -145,6 +153,7 @@ def test_a_flush_mid_stream_reads_the_state_and_changes_nothing():
     assert o.tolist() == want["o_raw"].tolist() and of.tolist() == want["o_frac"].tolist()
     assert s[0].tolist() == part["s_raw"].tolist() and sf[0].tolist() == part["s_frac"].tolist()
     assert s[1].tolist() == want["s_raw"].tolist() and sf[1].tolist() == want["s_frac"].tolist()
+    assert dut.read_z == [(part["z_raw"].tolist(), int(part["z_frac"])), (want["z_raw"].tolist(), int(want["z_frac"]))]
 
 
 def test_eps_floor_bit_exact_where_it_acts():
