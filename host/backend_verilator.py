@@ -4,8 +4,9 @@ variational linear attention (VLA), of linear attention, of DeltaNet or of Gated
 The RTL implements the legacy fixed-binary-point formats (``RTL_PRESETS``; default
 ``legacy-int8``); the annihilation also ``int18``, ``int16`` and ``int8`` (its core v2: the
 co-accumulated Gram, orthogonal inputs evicted, those presets' defaults in the fixed model);
-DeltaNet and Gated DeltaNet also the scaled ``int8`` (``rtl/deltanet_scaled.py``, below). Any
-other format is an input error.
+linear attention, DeltaNet and Gated DeltaNet also the scaled ``int8``
+(``rtl/linear_attention_scaled.py``, ``rtl/deltanet_scaled.py``, below). Any other format is an
+input error.
 
 ``verilator_backend("annihilation", {"x": x}, {"k": 4}, {"format": "legacy-int8"})`` returns the same
 names, shapes and dtypes as the ``fixed`` backend (:func:`specmem.golden.fixed.run_fixed`) with the
@@ -63,7 +64,7 @@ from pathlib import Path
 import numpy as np
 
 from specmem.golden.common import SpecmemInputError
-from specmem.rtl.presets import check_rtl_preset, scaled_delta_core
+from specmem.rtl.presets import check_rtl_preset, scaled_core
 
 __all__ = ["verilator_backend", "VerilatorBackendError"]
 
@@ -82,7 +83,7 @@ def _options(options: dict, algo: str = "") -> tuple[str, dict]:
             annihilation_core_for(preset)
         except ValueError as exc:
             raise SpecmemInputError(str(exc).replace("preset:", "format:", 1)) from None
-    elif scaled_delta_core(algo, preset):  # DeltaNetScaledCore
+    elif scaled_core(algo, preset):  # the scaled cores
         pass
     else:  # the other RTL is bit-exact with the legacy fixed-binary-point formats only
         check_rtl_preset(preset, SpecmemInputError, "format")
@@ -111,8 +112,8 @@ def verilator_backend(algo: str, inputs: dict, params: dict, options: dict) -> d
     lanes = sim_opts.pop("lanes", None)
     if algo == "vla":
         return _vla(inputs, params, preset, sim_opts, lanes)
-    if scaled_delta_core(algo, preset):
-        return _deltanet_scaled(algo, inputs, params, preset, sim_opts, lanes)
+    if scaled_core(algo, preset):
+        return _scaled(algo, inputs, params, preset, sim_opts, lanes)
     if algo in ("linear", "deltanet", "gated-deltanet"):
         return _baseline(algo, inputs, params, preset, sim_opts, lanes)
     if lanes is not None:
@@ -323,24 +324,25 @@ def _baseline(algo: str, inputs: dict, params: dict, preset: str, sim_opts: dict
     return {name: out[name] for name in ref}  # the fixed backend's order
 
 
-def _deltanet_scaled(algo: str, inputs: dict, params: dict, preset: str, sim_opts: dict, lanes=None) -> dict:
-    """DeltaNet or Gated DeltaNet on the scaled core (``DeltaNetScaledCore``): the host quantises
-    each stream exactly as the model does (block vectors, ``g`` as the scalar unit's floats), the
-    testbench's ``streams`` case runs them and reads the state out by a flush; every raw output
-    and exponent must equal the model's."""
+def _scaled(algo: str, inputs: dict, params: dict, preset: str, sim_opts: dict, lanes=None) -> dict:
+    """Linear attention, DeltaNet or Gated DeltaNet on a scaled core (``LinearAttentionScaledCore``,
+    ``DeltaNetScaledCore``): the host quantises each stream exactly as the model does (block
+    vectors, ``g`` as the scalar unit's floats), the testbench's ``streams`` case runs them and
+    reads the state (linear attention: and ``z``) out by a flush; every raw output and exponent
+    must equal the model's."""
     from specmem.golden.fixed import run_fixed
     from specmem.golden.fixed.formats import PRESETS
     from specmem.golden.fixed.scaled.bfp import quantize_block, to_float
     from specmem.golden.fixed.scaled.deltanet import scalar_in
 
     ref = run_fixed(algo, inputs, preset, params)  # validates inputs and parameters as --backend fixed does
-    gated = algo == "gated-deltanet"
+    gated, linear = algo == "gated-deltanet", algo == "linear"
     names = ("k", "v", "q")
     x = {n: np.asarray(inputs[n], dtype=np.float64) for n in names}
     shape = np.broadcast_shapes(*(v.shape for v in x.values()))
     batch, T, d = shape[:-2], shape[-2], shape[-1]
     flat = {n: np.broadcast_to(v, shape).reshape((-1, T, d)) for n, v in x.items()}
-    for name in ("beta", "g") if gated else ("beta",):
+    for name in ("beta", "g") if gated else () if linear else ("beta",):
         flat[name] = np.broadcast_to(np.asarray(inputs[name], dtype=np.float64), batch + (T,)).reshape(-1, T)
     k = _lanes(d) if lanes is None else lanes
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1 or d % k:
@@ -354,15 +356,16 @@ def _deltanet_scaled(algo: str, inputs: dict, params: dict, preset: str, sim_opt
     for i in range(B):
         for n, tag in (("k", "K"), ("v", "V"), ("q", "Q")):
             streams[f"{tag}{i}"], streams[f"f{n}{i}"] = quantize_block(flat[n][i], M, n, p.rounding)
-        bt, fb = quantize_block(flat["beta"][i][:, None], M, "beta", p.rounding)
-        streams[f"beta{i}"], streams[f"fbeta{i}"] = bt[:, 0], fb
+        if not linear:
+            bt, fb = quantize_block(flat["beta"][i][:, None], M, "beta", p.rounding)
+            streams[f"beta{i}"], streams[f"fbeta{i}"] = bt[:, 0], fb
         if gated:
             streams[f"G{i}"], streams[f"fg{i}"] = scalar_in(p.scalar_unit(), flat["g"][i])
     design_params = [("gated", 1)] if gated else []  # the state in DP16KD through its model, as synthesised
     if "eps" in params:
         design_params.append(("eps", float(params["eps"])))
-    design = _design("deltanet-scaled", d, int(k), preset, params=tuple(design_params))
-    hw, run = _simulate_raw(design, "specmem.sim.tb_deltanet_scaled", streams, sim_opts)
+    design = _design("linear-scaled" if linear else "deltanet-scaled", d, int(k), preset, params=tuple(design_params))
+    hw, run = _simulate_raw(design, "specmem.sim.tb_scaled", streams, sim_opts)
     o_raw = np.stack([hw[f"o{i}"] for i in range(B)])
     o_frac = np.stack([hw[f"o_frac{i}"] for i in range(B)])
     s_raw = np.stack([hw[f"s{i}"] for i in range(B)])
@@ -380,6 +383,11 @@ def _deltanet_scaled(algo: str, inputs: dict, params: dict, preset: str, sim_opt
     want = {n: np.asarray(ref[n]).reshape((B,) + np.shape(v)[1:])
             for n, v in (("o_raw", o_raw), ("o_frac", o_frac), ("s_raw", s_raw), ("s_frac", s_frac))}
     got = {"o_raw": o_raw, "o_frac": o_frac, "s_raw": s_raw, "s_frac": s_frac}
+    if linear:  # z read out at the flush
+        got["z_raw"] = np.stack([hw[f"z{i}"] for i in range(B)])
+        got["z_frac"] = np.stack([hw[f"z_frac{i}"] for i in range(B)])
+        want["z_raw"] = np.asarray(ref["z_raw"]).reshape(got["z_raw"].shape)
+        want["z_frac"] = np.asarray(ref["z_frac"]).reshape(got["z_frac"].shape)
     bad = [n for n in got if not np.array_equal(got[n], want[n])]
     sat_model = sum(int(v) for n, v in ref.items() if n.startswith("sat_"))
     if (bad or not run.passed or int(status[:, 1].sum()) != sat_model or np.any(status[:, 2])
@@ -396,6 +404,10 @@ def _deltanet_scaled(algo: str, inputs: dict, params: dict, preset: str, sim_opt
         "s_raw": s_raw.reshape(batch + (d, d)),
         "s_frac": s_frac.reshape(batch + (d,)),
     }
+    if linear:
+        out["z_raw"] = got["z_raw"].reshape(batch + (d,))
+        out["z_frac"] = got["z_frac"].reshape(batch)
+        out["z"] = to_float(got["z_raw"], got["z_frac"]).reshape(batch + (d,))
     for name, v in ref.items():
         if name == "s_norm" or name.startswith("sat_") or name == "formats":
             out[name] = v

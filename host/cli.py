@@ -166,7 +166,7 @@ def _cmd_accuracy_in(args) -> int:
 
 def _cmd_rtl(args) -> int:
     from specmem.rtl.generate import generate, lint, model_sources
-    from specmem.rtl.presets import scaled_delta_core
+    from specmem.rtl.presets import scaled_core
 
     params = {"dsp": args.dsp} if args.dsp else {}
     if args.core:
@@ -185,7 +185,7 @@ def _cmd_rtl(args) -> int:
     try:
         if "core" in params and args.algo != "annihilation":
             raise ValueError(f"core: only the annihilation has two cores (v1, v2), not {args.algo}")
-        scaled = scaled_delta_core(args.algo, fmt)  # the scaled core takes bram
+        scaled = scaled_core(args.algo, fmt)  # the scaled cores take bram
         for name in ("bram", "heads", "chains", "norm_lanes"):
             if name in params and args.algo != "annihilation" and not (scaled and name == "bram"):
                 raise ValueError(f"{name}: only the annihilation core v2 takes it, not {args.algo}")
@@ -372,7 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="number format for --backend fixed (default: the rule's own, int18 annihilation, int8 the "
                         "others): int8, int18, int16, wide, legacy-int8, legacy-int16, legacy-wide; "
                         "--backend verilator takes the legacy-* ones (default legacy-int8), for annihilation also "
-                        "int18, int16, int8 (core v2), for deltanet and gated-deltanet also int8 (the scaled core)")
+                        "int18, int16, int8 (core v2), for linear, deltanet and gated-deltanet also int8 (the scaled cores)")
     r.add_argument("--param", action="append", metavar="NAME=VALUE",
                    help="rule parameter, repeatable (default: the rule's own defaults; annihilation needs k=N)")
     r.set_defaults(fn=_cmd_run)
@@ -437,8 +437,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="memory columns (annihilation) or dot-product lanes (the others); must divide d")
     g.add_argument("--format", default=None,
                    help="fixed-point preset the RTL implements: legacy-int8 (default), legacy-int16, legacy-wide; "
-                        "annihilation also int18, int16, int8 (core v2); deltanet and gated-deltanet also int8 "
-                        "(the scaled core, d-wide token ports)")
+                        "annihilation also int18, int16, int8 (core v2); linear, deltanet and gated-deltanet also "
+                        "int8 (the scaled cores, d-wide token ports)")
     g.add_argument("--core", choices=("v1", "v2"), default=None,
                    help="annihilation only: v1 (legacy-* formats, skip policy) or v2 (int18/int16/int8, "
                         "co-accumulated Gram, evict); default: the format decides (--core v2 alone: int18)")
@@ -449,7 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "registered = input+output registers; ecp5 = those inside MULT18X18D); annihilation core "
                         "v2: its row unit's multipliers (registered, default, or ecp5)")
     g.add_argument("--bram", choices=("behavioural", "ecp5"), default=None,
-                   help="annihilation core v2 and the scaled deltanet / gated-deltanet core (--format int8): the "
+                   help="annihilation core v2 and the scaled linear / deltanet / gated-deltanet cores (--format int8): the "
                         "state RAM (behavioural, default, or ecp5 = DP16KD)")
     g.add_argument("--heads", type=int, default=None,
                    help="annihilation core v2 only: independent memories interleaved on one datapath, tokens in "
@@ -494,8 +494,8 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--seed", type=int, default=None, help="stream seed (default 0)")
     sm.add_argument("--format", default=None,
                     help="fixed-point preset the RTL implements: legacy-int8 (default), legacy-int16, legacy-wide; "
-                         "annihilation also int18, int16, int8 (core v2: co-accumulated Gram, evict); deltanet and "
-                         "gated-deltanet also int8 (the scaled core: block vectors, row-BFP state)")
+                         "annihilation also int18, int16, int8 (core v2: co-accumulated Gram, evict); linear, deltanet "
+                         "and gated-deltanet also int8 (the scaled cores: block vectors, row-BFP state)")
     sm.add_argument("--coverage", action="store_true",
                     help="line/toggle coverage of the directed cases and the stream, summary and what is not "
                          "covered (default off)")

@@ -9,6 +9,8 @@ resources: the same tools, device and I/O shell as ``specmem synth``'s cores.
     python -m specmem.synth_block unit_norm --k 8 --beats 8
     python -m specmem.synth_block deltanet_scaled --d 32 --k 4 --style ecp5
     python -m specmem.synth_block gated_deltanet_scaled --d 32 --k 4 --style ecp5
+    python -m specmem.synth_block linear_scaled --d 32 --k 4 --style ecp5
+    python -m specmem.synth_block block_elu --k 4 --beats 8 --style ecp5
     python -m specmem.synth_block decay
     python -m specmem.synth_block saturate --k 8 --in-width 36 --out-width 18
     python -m specmem.synth_block round_shift --k 8 --in-width 36 --max-left 24
@@ -95,6 +97,21 @@ def _deltanet_scaled(d=32, k=4, preset="int8", ram="ecp5", gated=False):
             f"{'gated_' if gated else ''}deltanet_scaled_d{d}_k{k}_{preset}_{ram}")
 
 
+def _linear_scaled(d=32, k=4, preset="int8", ram="ecp5"):
+    """The scaled linear-attention core (ELU front end, running z, fused pass, output chain)."""
+    from specmem.rtl.linear_attention_scaled import LinearAttentionScaledCore
+    return LinearAttentionScaledCore(d, k, preset, ram=ram), f"linear_scaled_d{d}_k{k}_{preset}_{ram}"
+
+
+def _block_elu(k=4, beats=8, preset="int8", ram="ecp5"):
+    """The scaled formats' ELU+1 (element pipeline and its alignment)."""
+    from specmem.golden.fixed.formats import PRESETS
+    from specmem.rtl.elu import BlockElu1
+    p = PRESETS[preset]
+    return (BlockElu1(k, beats, p.mul_bits, p.exp_lut_bits, rounding=p.rounding, delay_style=ram),
+            f"block_elu_k{k}_b{beats}_{preset}_{ram}")
+
+
 def _saturate(k=8, in_width=36, out_width=18):
     from specmem.rtl.saturate import SaturatingNarrow
     return SaturatingNarrow(k, in_width, out_width), f"saturate_k{k}_w{in_width}_o{out_width}"
@@ -139,7 +156,8 @@ def _core_v2(d=64, k=8, preset="int18", dsp="registered", bram="ecp5", norm_lane
 
 BLOCKS = {"bram": _bram, "delay_line": _delay_line, "block_norm": _block_norm, "block_norm_stream": _block_norm_stream, "row_bfp": _row_bfp,
           "align": _align, "unit_norm": _unit_norm, "deltanet_scaled": _deltanet_scaled,
-          "gated_deltanet_scaled": _gated_deltanet_scaled, "decay": _decay, "saturate": _saturate, "lane_control": _lane_control,
+          "gated_deltanet_scaled": _gated_deltanet_scaled, "linear_scaled": _linear_scaled,
+          "block_elu": _block_elu, "decay": _decay, "saturate": _saturate, "lane_control": _lane_control,
           "round_shift": _round_shift, "row_unit": _row_unit, "token_chain": _token_chain, "core_v2": _core_v2}
 
 
@@ -253,6 +271,10 @@ def main(argv=None) -> int:
             comp, name = _unit_norm(a.k, a.beats)
         elif a.block in ("deltanet_scaled", "gated_deltanet_scaled"):
             comp, name = _deltanet_scaled(a.d, a.k, "int8", a.style, a.block.startswith("gated"))
+        elif a.block == "linear_scaled":
+            comp, name = _linear_scaled(a.d, a.k, "int8", a.style)
+        elif a.block == "block_elu":
+            comp, name = _block_elu(a.k, a.beats, "int8", a.style)
         elif a.block == "decay":
             comp, name = _decay("int8")
         elif a.block == "align":

@@ -25,7 +25,7 @@ from specmem.golden.fixed.formats import PRESETS as GOLDEN_PRESETS
 from .dsp import check_dsp
 from .params import check_dims
 from .engine import DotEngine
-from .presets import RTL_PRESETS, check_rtl_preset, scaled_delta_core
+from .presets import RTL_PRESETS, check_rtl_preset, scaled_core
 
 __all__ = ["ALGOS", "ANNIHILATION_CORES", "V2_PRESETS", "annihilation_core_for", "PRESETS",
            "WAIVERS", "generate", "lint", "LintResult", "build", "payload_fields", "verilog_ports",
@@ -133,8 +133,8 @@ def build(algo: str, d: int, k: int, preset: str = "legacy-int8", **params) -> B
             raise ValueError(f"{sorted(extra)[0]}: not a parameter of annihilation (it takes core, dsp, bram, heads, "
                              "chains, norm_lanes, in_range, csr)")
         return _annihilation(d, k, preset, **params)
-    elif scaled_delta_core(algo, preset):
-        return _deltanet_scaled(algo, d, k, preset, **params)
+    elif scaled_core(algo, preset):
+        return _scaled(algo, d, k, preset, **params)
     elif params and algo not in ("vla", "linear", "deltanet", "gated-deltanet"):
         raise ValueError(f"{next(iter(params))}: not a parameter of {algo}")
     check_rtl_preset(preset)  # the RTL is bit-exact with the legacy formats only
@@ -175,14 +175,11 @@ def build(algo: str, d: int, k: int, preset: str = "legacy-int8", **params) -> B
     raise AssertionError(algo)  # pragma: no cover - every algo returned above
 
 
-def _deltanet_scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None = None, eps: float | None = None,
-                     **rest) -> Built:
-    """The scaled DeltaNet / Gated DeltaNet core (``d``-wide token ports, no AXI4-Stream top yet)
-    and its manifest: parameters, the ports' meaning, the number formats, cycles per token."""
-    from specmem.golden.deltanet import L2_EPS
-
-    from .deltanet_scaled import GAMMA_F_WIDTH, DeltaNetScaledCore
-
+def _scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None = None, eps: float | None = None,
+            **rest) -> Built:
+    """A scaled core (linear attention, DeltaNet or Gated DeltaNet; ``d``-wide token ports, no
+    AXI4-Stream top yet) and its manifest: parameters, the ports' meaning, the number formats,
+    cycles per token."""
     if rest:
         name = sorted(rest)[0]
         why = {"csr": "the scaled core has no register block yet", "in_range": "the scaled formats scale every "
@@ -192,13 +189,21 @@ def _deltanet_scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None
         raise ValueError(f"bram: must be behavioural or ecp5 (DP16KD), got {bram!r}")
     ram = bram or "behavioural"
     gated = algo == "gated-deltanet"
-    c = DeltaNetScaledCore(d, k, preset, ram=ram, gated=gated, eps=L2_EPS if eps is None else float(eps))
+    if algo == "linear":
+        from .linear_attention_scaled import LINEAR_EPS, LinearAttentionScaledCore
+
+        c = LinearAttentionScaledCore(d, k, preset, ram=ram, eps=LINEAR_EPS if eps is None else float(eps))
+    else:
+        from specmem.golden.deltanet import L2_EPS
+
+        from .deltanet_scaled import DeltaNetScaledCore
+
+        c = DeltaNetScaledCore(d, k, preset, ram=ram, gated=gated, eps=L2_EPS if eps is None else float(eps))
     EW, M = c.exp_width, c.M
     vec = f"d = {d} signed {M}-bit mantissas, element i in bits [{M}i, {M}i + {M})"
     ports = {
         "i_k, i_v, i_q": f"{vec}; value raw 2^-i_f<k|v|q> (signed {EW}-bit exponents): block vectors, quantised as "
                          "golden/fixed/scaled/bfp.quantize_block",
-        "i_beta, i_fbeta": f"beta as a signed {M}-bit mantissa and its exponent",
         "i_flush": "a token slot that writes the last token's update and reads the state out on s_*",
         "i_valid, i_ready": "the token handshake (all fields sampled when both are high)",
         "o_data, o_frac, o_first, o_last, o_valid, o_ready": f"o as d/k beats of k signed {c.Wo}-bit elements, "
@@ -207,24 +212,39 @@ def _deltanet_scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None
                                             "mantissas, s_frac the row's exponent",
         "tokens, sat, err": "tokens taken; state saturations; a sticky contract/overflow flag",
     }
-    if gated:
-        ports["i_g, i_fg"] = (f"the decay g as the scalar unit's float: signed {c.P}-bit mantissa, exponent "
-                              "(golden/fixed/scaled/deltanet.scalar_in)")
-        ports["s_gamma, s_gamma_f"] = (f"gamma's {c.P}-bit mantissa and its exponent ({GAMMA_F_WIDTH}-bit count): "
-                                       "S = s_gamma s_data 2^-s_frac, the row exponents in S's frame; s_frac - "
-                                       "s_gamma_f are the model's")
-    cpt = c.cycles_per_token()
+    params = {"d": d, "k": k, "preset": preset, "algo": algo, "M": M, "Ws": c.Ws, "Wo": c.Wo, "P": c.P,
+              "exp_width": EW, "eps": c.eps, "bram": ram}
+    if algo == "linear":
+        from specmem.golden.fixed.scaled.linear_attention import Z_BITS
+
+        ports["z_data, z_frac, z_first, z_valid"] = (f"from the cycle a flush is taken: z (the running sum of the "
+                                                     f"features) as d/k beats of k signed {Z_BITS}-bit mantissas, "
+                                                     "z_frac its exponent")
+        model = "golden/fixed/scaled/linear_attention.linear_attention_scaled"
+        top = "specmem_linear_scaled"
+    else:
+        from .deltanet_scaled import GAMMA_F_WIDTH
+
+        ports["i_beta, i_fbeta"] = f"beta as a signed {M}-bit mantissa and its exponent"
+        if gated:
+            ports["i_g, i_fg"] = (f"the decay g as the scalar unit's float: signed {c.P}-bit mantissa, exponent "
+                                  "(golden/fixed/scaled/deltanet.scalar_in)")
+            ports["s_gamma, s_gamma_f"] = (f"gamma's {c.P}-bit mantissa and its exponent ({GAMMA_F_WIDTH}-bit "
+                                           "count): S = s_gamma s_data 2^-s_frac, the row exponents in S's frame; "
+                                           "s_frac - s_gamma_f are the model's")
+        params["gated"] = gated
+        model = "golden/fixed/scaled/deltanet.deltanet_scaled" + (" with g" if gated else "")
+        top = "specmem_gated_deltanet_scaled" if gated else "specmem_deltanet_scaled"
     manifest = {
-        "parameters": {"d": d, "k": k, "preset": preset, "gated": gated, "M": M, "Ws": c.Ws, "Wo": c.Wo,
-                       "P": c.P, "exp_width": EW, "eps": c.eps, "bram": ram},
+        "parameters": params,
         "sim_models": ["DP16KD"] if ram == "ecp5" else [],
-        "model": "golden/fixed/scaled/deltanet.deltanet_scaled" + (" with g" if gated else ""),
+        "model": model,
         "interface": ports,
-        "cycles_per_token": {"full_steady_state": cpt, "floor_d2_over_k": d * d // k},
-        "cycles_per_token_note": "pass starts this many cycles apart with the input always valid and the output "
-                                 "always ready (DeltaNetScaledCore.cycles_per_token, checked in simulation)",
+        "cycles_per_token": {"full_steady_state": c.cycles_per_token(), "floor_d2_over_k": d * d // k},
+        "cycles_per_token_note": f"pass starts this many cycles apart with the input always valid and the output "
+                                 f"always ready ({type(c).__name__}.cycles_per_token, checked in simulation)",
     }
-    return Built(c, "specmem_gated_deltanet_scaled" if gated else "specmem_deltanet_scaled", manifest)
+    return Built(c, top, manifest)
 
 
 def annihilation_core_for(preset, core: str | None = None) -> str:

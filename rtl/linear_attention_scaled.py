@@ -18,10 +18,10 @@ Per token ``t`` (the model's order, rounding for rounding):
   block(num rden)`` (``k`` multipliers and a streaming normaliser) into the output buffer.
 
 Unlike the delta rules, the write needs nothing the read produces (``bh`` is ``v``), so the next
-pass starts as soon as this one's ``sq`` has been fed to the output chain (``d/k`` cycles):
-cycles per token are ``d²/k`` plus the pass's fill and that feed
-(:meth:`LinearAttentionScaledCore.cycles_per_token`), and the output chain runs beside the next
-pass.
+pass starts as soon as this one is done: the output chain's feed of ``sq`` (``d/k`` beats, with
+``v`` copied for it) runs beside the next pass's fill, before that pass's first row can rewrite
+``sq``'s buffer. Cycles per token are ``d²/k`` plus the pass's fill, or the front end's latency
+where that is longer (small ``d``): :meth:`LinearAttentionScaledCore.cycles_per_token`.
 
 A flush (a token slot with ``i_flush`` set) runs a write-only pass whose written rows come out on
 the ``s_*`` ports: the state for a read-out, bit for bit the model's ``s_raw`` / ``s_frac``. The
@@ -134,13 +134,28 @@ class LinearAttentionScaledCore(wiring.Component):
             "tokens": Out(32), "sat": Out(COUNT_WIDTH), "err": Out(1),
         })
 
-    def cycles_per_token(self) -> int:
+    def pass_cycles(self) -> int:
         """Cycles from one pass's start to the next's when the front end and the output never
         hold it: the sequencer's start (2), the pass's prep, its rows up to the last row's
-        results (``(d - 1) B + latency``) and ``done`` (1), the hold (1), the feed of ``B`` beats
-        and the return to idle (1)."""
+        results (``(d - 1) B + latency``), ``done`` (1) and the return to idle (1)."""
         pa = self.pass_
-        return 2 + pa.prep_cycles + (self.d - 1) * self.B + pa.latency + 1 + 1 + self.B + 1
+        return 2 + pa.prep_cycles + (self.d - 1) * self.B + pa.latency + 2
+
+    def front_end_cycles(self) -> int:
+        """Cycles from a token taken to the next taken when the front end is the limit (it takes
+        the next token once the pass has taken this one's results): the ELU's feed registers (3),
+        the ELU, ``z``'s alignment (one register in) to its last beat, ``den``'s products, tree
+        and sum, the floor (3) and the request (1), the reciprocal, ``fe_done`` and the hand-over
+        (3)."""
+        from .scalar_unit import ScalarOp
+
+        lv = max(0, (self.k - 1).bit_length())
+        return (3 + self.elu.latency + 1 + self.align_z.latency + self.B - 1 + 3 + lv + 4
+                + self.unit.latency[ScalarOp.RECIP] + 3)
+
+    def cycles_per_token(self) -> int:
+        """Cycles per token at full rate: the pass or, at small ``d``, the front end."""
+        return max(self.pass_cycles(), self.front_end_cycles())
 
     def elaborate(self, platform):
         m = Module()
@@ -309,6 +324,15 @@ class LinearAttentionScaledCore(wiring.Component):
         ch_fq = Signal(signed(EW), name="ch_fq")
         ch_rm, ch_rf = Signal(signed(P), name="ch_rm"), Signal(signed(len(nx_rf)), name="ch_rf")
         fsm_idle = Signal(name="seq_idle")
+        ov = vreg("ov")  # v for the output chain's feed (cur_v moves on with the next pass)
+
+        def start_feed():
+            m.d.sync += [o_pending.eq(1), feed.eq(B), ch_c.eq(cval), ch_fvc.eq(cur_fv + fkf + fqf), ch_fq.eq(fqf),
+                         ch_rm.eq(rm), ch_rf.eq(rf)]
+            m.d.sync += [ov[i].eq(cur_v[i]) for i in range(d)]
+
+        # the next pass's first row reaches sq's buffer after the feed has read every beat of it
+        assert 2 + pa.prep_cycles + pa.latency > B + 1
         with m.FSM(init="IDLE"):
             with m.State("IDLE"):
                 m.d.comb += fsm_idle.eq(1)
@@ -332,28 +356,28 @@ class LinearAttentionScaledCore(wiring.Component):
                 with m.If(pa.done):
                     with m.If(cur_flush):
                         m.next = "IDLE"
+                    with m.Elif(~o_pending):
+                        start_feed()
+                        m.next = "IDLE"
                     with m.Else():
                         m.next = "HOLD"
             with m.State("HOLD"):  # the previous output must be out before this chain makes one
                 with m.If(~o_pending):
-                    m.d.sync += [o_pending.eq(1), feed.eq(B), ch_c.eq(cval), ch_fvc.eq(cur_fv + fkf + fqf),
-                                 ch_fq.eq(fqf), ch_rm.eq(rm), ch_rf.eq(rf)]
-                    m.next = "FEED"
-            with m.State("FEED"):
-                m.d.sync += feed.eq(feed - 1)
-                with m.If(feed == 1):
+                    start_feed()
                     m.next = "IDLE"
+        with m.If(feed != 0):
+            m.d.sync += feed.eq(feed - 1)
 
         # -- output chain: num = align(sq + v C), o = block(num rden)
-        # the beats read from sq_b, rf_b and bh (v, once the next pass has started) by a counter
-        # that counts up: a B:1 select into registers, then the products and exponents
+        # the beats read from sq_b, rf_b and ov by a counter that counts up: a B:1 select into
+        # registers, then the products and exponents
         ob = Signal(range(max(B, 2)), name="feed_beat")
         with m.If(feed == 0):
             m.d.sync += ob.eq(0)
         with m.Else():
             m.d.sync += ob.eq(ob + 1)
         fv1 = tag(feed != 0, 1, "of1_v")
-        v1 = [reg(beat_of(cur_v, ob, j, k), signed(M), f"of1_v{j}") for j in range(k)]
+        v1 = [reg(beat_of(ov, ob, j, k), signed(M), f"of1_v{j}") for j in range(k)]
         s1 = [reg(beat_of(sq_b, ob, j, k), signed(DW), f"of1_s{j}") for j in range(k)]
         r1 = [reg(beat_of(rf_b, ob, j, k), signed(EW), f"of1_r{j}") for j in range(k)]
         m.d.comb += [ao.i_valid.eq(tag(fv1, 1, "of2_v")), ao.i_f1.eq(ch_fvc)]

@@ -3,25 +3,28 @@ the generated hardware is bit-exact (``golden/fixed/formats.py``: ``RTL_PRESETS`
 
 The other golden-model presets (the scaled ``int8``, ``int18`` and the references ``int16``,
 ``wide``) are not built in RTL for every rule; :func:`check_rtl_preset` says so in its message
-(``int8`` has the annihilation core v2 and the scaled DeltaNet / Gated DeltaNet core, whose callers
-check for them before this).
+(``int8`` has the annihilation core v2 and the scaled linear-attention, DeltaNet and Gated
+DeltaNet cores, whose callers check for them before this).
 """
 
 from __future__ import annotations
 
 from specmem.golden.fixed.formats import PRESETS, RTL_PRESETS
 
-__all__ = ["RTL_PRESETS", "SCALED_DELTA_ALGOS", "SCALED_DELTA_PRESETS", "scaled_delta_core", "rtl_preset_error",
+__all__ = ["RTL_PRESETS", "SCALED_CORE_ALGOS", "SCALED_DELTA_ALGOS", "SCALED_PRESETS", "scaled_core", "rtl_preset_error",
            "check_rtl_preset"]
 
-#: the rules and presets built by the scaled core (``rtl/deltanet_scaled.py``)
+#: the rules and presets built by the scaled cores (``rtl/linear_attention_scaled.py``,
+#: ``rtl/deltanet_scaled.py``: the delta rules')
+SCALED_CORE_ALGOS = ("linear", "deltanet", "gated-deltanet")
 SCALED_DELTA_ALGOS = ("deltanet", "gated-deltanet")
-SCALED_DELTA_PRESETS = ("int8",)
+SCALED_PRESETS = ("int8",)
 
 
-def scaled_delta_core(algo, preset) -> bool:
-    """Whether ``algo`` in ``preset`` is built by the scaled DeltaNet / Gated DeltaNet core."""
-    return algo in SCALED_DELTA_ALGOS and preset in SCALED_DELTA_PRESETS
+def scaled_core(algo, preset) -> bool:
+    """Whether ``algo`` in ``preset`` is built by a scaled core (linear attention, DeltaNet, Gated
+    DeltaNet in ``int8``)."""
+    return algo in SCALED_CORE_ALGOS and preset in SCALED_PRESETS
 
 
 def rtl_preset_error(preset, arg: str = "preset") -> str | None:
@@ -34,8 +37,8 @@ def rtl_preset_error(preset, arg: str = "preset") -> str | None:
     if p is None:
         return f"{msg}, got {preset!r}"
     if p.scheme == "scaled":
-        built = (" (its RTL so far: the annihilation core v2 and the scaled DeltaNet / Gated DeltaNet core)"
-                 if preset in SCALED_DELTA_PRESETS else ", not built in RTL yet")
+        built = (" (its RTL so far: the annihilation core v2 and the scaled linear-attention, DeltaNet and Gated "
+                 "DeltaNet cores)" if preset in SCALED_PRESETS else ", not built in RTL yet")
         return f"{msg}; {preset!r} is the scaled golden-model format{built}"
     legacy = f"legacy-{preset}"
     hint = f" (the RTL's {legacy!r} has its widths)" if legacy in RTL_PRESETS else ""

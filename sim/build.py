@@ -57,7 +57,8 @@ FLAVOURS = {
     "cov": ["--coverage-line", "--coverage-toggle"],
     "waves": [],  # the runner adds --trace (VCD; FST would need the system's lz4 headers)
 }
-KINDS = ("top", "engine", "scalar_unit", "vla", "linear", "deltanet", "gated-deltanet", "bram", "deltanet-scaled")
+KINDS = ("top", "engine", "scalar_unit", "vla", "linear", "deltanet", "gated-deltanet", "bram", "deltanet-scaled",
+         "linear-scaled")
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,8 @@ class Design:
     (``RegisteredRAMPair(d, width)``: both block-RAM styles side by side; ``params``
     ``(("width", w),)``) or ``deltanet-scaled`` (``DeltaNetScaledCore`` in a scaled preset, its
     state in ``DP16KD`` through the vendor model; ``params`` ``(("ram", "behavioural"),)`` for the
-    portable RAM, ``(("gated", 1),)`` for Gated DeltaNet, ``(("eps", e),)`` for the norm floor)."""
+    portable RAM, ``(("gated", 1),)`` for Gated DeltaNet, ``(("eps", e),)`` for the norm floor) or
+    ``linear-scaled`` (``LinearAttentionScaledCore``, the same ``ram`` and ``eps``)."""
 
     kind: str = "top"
     d: int = 16
@@ -94,15 +96,15 @@ class Design:
 
             if annihilation_core_for(self.preset) == "v2" and self.in_range is not None:
                 raise ValueError("in_range: core v2 takes its preset's input range, not in_range")
-        elif self.kind == "deltanet-scaled":
+        elif self.kind in ("deltanet-scaled", "linear-scaled"):
             from specmem.golden.fixed.formats import PRESETS as ALL_PRESETS
 
             if getattr(ALL_PRESETS.get(self.preset), "scheme", None) != "scaled":
-                raise ValueError(f"preset: the scaled DeltaNet core takes a scaled preset, got {self.preset!r}")
+                raise ValueError(f"preset: the {self.kind} core takes a scaled preset, got {self.preset!r}")
         else:
             check_rtl_preset(self.preset)  # the other RTL is bit-exact with the legacy formats only
         if self.params and self.kind not in ("vla", "linear", "deltanet", "gated-deltanet", "engine", "bram",
-                                             "deltanet-scaled"):
+                                             "deltanet-scaled", "linear-scaled"):
             raise ValueError(f"params: only the vla, linear, deltanet, gated-deltanet, engine and bram designs take "
                              f"parameters, "
                              f"got {self.params!r}")
@@ -217,12 +219,13 @@ def verilog_for(design: Design) -> tuple[str, str, str]:
             params["in_range"] = design.in_range
         built = rtl_build(design.kind, design.d, design.k, design.preset, **params)
         comp, top, manifest = built.component, built.top, dict(built.manifest)
-    elif design.kind == "deltanet-scaled":
+    elif design.kind in ("deltanet-scaled", "linear-scaled"):
         from specmem.rtl.generate import build as rtl_build
 
         p = dict(design.params)
         extra = {"eps": float(p["eps"])} if "eps" in p else {}
-        built = rtl_build("gated-deltanet" if p.get("gated", 0) else "deltanet", design.d, design.k, design.preset,
+        algo = "linear" if design.kind == "linear-scaled" else "gated-deltanet" if p.get("gated", 0) else "deltanet"
+        built = rtl_build(algo, design.d, design.k, design.preset,
                           bram=p.get("ram", "ecp5"), **extra)  # `specmem rtl`'s core and manifest
         comp, top, manifest = built.component, built.top, dict(built.manifest)
         manifest["cycles_per_token"] = manifest["cycles_per_token"]["full_steady_state"]  # the testbench's count

@@ -84,15 +84,15 @@ def _check(algo, d, k, tokens, seed, preset):
         except ValueError as exc:
             raise SpecmemInputError(str(exc)) from None
         return
-    from specmem.rtl.presets import SCALED_DELTA_ALGOS, check_rtl_preset, scaled_delta_core
+    from specmem.rtl.presets import SCALED_CORE_ALGOS, check_rtl_preset, scaled_core
 
-    if scaled_delta_core(algo, preset):  # the scaled core (sim/tb_deltanet_scaled.py)
+    if scaled_core(algo, preset):  # the scaled cores (sim/tb_scaled.py)
         return
 
-    try:  # the RTL is bit-exact with the legacy formats, the delta rules' also with the scaled int8
+    try:  # the RTL is bit-exact with the legacy formats, linear attention's and the delta rules' also int8
         check_rtl_preset(preset, SpecmemInputError)
     except SpecmemInputError as exc:
-        if algo in SCALED_DELTA_ALGOS:
+        if algo in SCALED_CORE_ALGOS:
             raise SpecmemInputError(f"{exc}; {algo} also int8 (the scaled core)") from None
         raise
 
@@ -180,9 +180,9 @@ def simulate(algo: str, d: int, k: int, tokens: int, seed: int, preset: str = "l
     _check(algo, d, k, tokens, seed, preset)
     if coverage and waves:
         raise SpecmemInputError("waves: the coverage build records no waveform; run --waves and --coverage separately")
-    from specmem.rtl.presets import scaled_delta_core
+    from specmem.rtl.presets import scaled_core
 
-    if scaled_delta_core(algo, preset):
+    if scaled_core(algo, preset):
         return _simulate_scaled(algo, d, k, tokens, seed, preset, coverage, waves, idle=idle, stall=stall, kind=kind,
                                 quiet=quiet, params=params)
     if algo != "annihilation":
@@ -261,9 +261,10 @@ def _say_verdict(say, res: SimResult, rec: dict, run) -> None:
 
 def _simulate_scaled(algo, d, k, tokens, seed, preset, coverage, waves, *, idle, stall, kind, quiet,
                      params) -> SimResult:
-    """``simulate`` on the scaled DeltaNet / Gated DeltaNet core: ``tb_deltanet_scaled``'s
+    """``simulate`` on a scaled core (linear attention, DeltaNet, Gated DeltaNet): ``tb_scaled``'s
     ``random_stream`` (Gaussian tokens, gated: decays from 1 down to 2^-700) with ``idle`` and
-    ``stall``; every output, its exponent, the final state (gated: and ``gamma``) checked."""
+    ``stall``; every output, its exponent, the final state (gated: and ``gamma``; linear: and
+    ``z``) checked."""
     from .build import run_cocotb
 
     if coverage:
@@ -276,7 +277,7 @@ def _simulate_scaled(algo, d, k, tokens, seed, preset, coverage, waves, *, idle,
         raise SpecmemInputError(f"{sorted(extra)[0]}: not a parameter of the scaled {algo} core (it takes eps)")
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
     t0 = time.perf_counter()
-    design = Design("deltanet-scaled", d, k, preset,
+    design = Design("linear-scaled" if algo == "linear" else "deltanet-scaled", d, k, preset,
                     params={**({"gated": 1} if algo == "gated-deltanet" else {}), **({"eps": float(p["eps"])} if p else {})})
     from specmem.progress import Heartbeat
 
@@ -285,7 +286,7 @@ def _simulate_scaled(algo, d, k, tokens, seed, preset, coverage, waves, *, idle,
     say(f"specmem sim: {design.name}: {tokens} tokens, seed {seed}, idle {idle}, backpressure {stall} "
         f"({'reused' if b.reused else 'new'} build {b.directory})")
     with _heartbeat(f"specmem sim: {design.name}", tokens, _last_rate(b.directory), enabled=not quiet):
-        run = run_cocotb(b, "specmem.sim.tb_deltanet_scaled", {"name": f"sim-s{seed}-T{tokens}", "seed": seed,
+        run = run_cocotb(b, "specmem.sim.tb_scaled", {"name": f"sim-s{seed}-T{tokens}", "seed": seed,
                                                                "tokens": tokens, "idle": idle, "stall": stall},
                          testcase="random_stream", waves=waves)
     rec = run.record.get("random_stream", {})

@@ -191,6 +191,25 @@ def test_rtl_int8_delta_rules_write_the_scaled_core(tmp_path, capsys):
     assert not (tmp_path / "x").exists()
 
 
+def test_rtl_int8_linear_attention_writes_the_scaled_core(tmp_path, capsys):
+    """``specmem rtl --algo linear --format int8``: the scaled linear-attention core, linted, its
+    manifest naming the z read-out; an unknown parameter refused."""
+    import json
+
+    out = tmp_path / "l"
+    assert main(["rtl", "--algo", "linear", "--d", "8", "--k", "4", "--format", "int8", "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "lint-only -Wall: clean" in said and "floor d^2/k = 16" in said
+    man = json.loads((out / "specmem_linear_scaled.json").read_text())
+    assert man["parameters"]["algo"] == "linear" and man["parameters"]["eps"] == 1e-4
+    assert {"z_data", "z_frac", "i_k", "o_data", "s_data"} <= {p["name"] for p in man["ports"]}
+    assert "i_beta" not in {p["name"] for p in man["ports"]}
+    assert man["cycles_per_token"]["full_steady_state"] == 126  # the front end's, at d = 8 (measured in sim)
+    base = ["rtl", "--algo", "linear", "--d", "8", "--k", "4", "--format", "int8", "--out", str(tmp_path / "x")]
+    assert "csr: not a parameter of the scaled linear core (int8)" in _error(capsys, base + ["--csr"])
+    assert not (tmp_path / "x").exists()
+
+
 def test_rtl_csr_writes_the_register_block_top_and_its_map(tmp_path, capsys):
     """``specmem rtl --csr``: core v2 with two heads behind the AXI4-Lite block, linted, with the
     register files beside it and PARAMS_CORE carrying the format and the heads; DeltaNet's top behind

@@ -116,17 +116,20 @@ def test_stream_bit_exact_with_the_model(d, k):
     assert np.count_nonzero(want["o_raw"]) > 0
 
 
-def test_full_rate_cycles_per_token():
+@pytest.mark.parametrize("d,k,bound", [(16, 2, "pass"), (8, 4, "front end")])
+def test_full_rate_cycles_per_token(d, k, bound):
     """With the input always valid and the output always ready, passes start ``cycles_per_token``
-    apart: the front end and the output chain hidden behind the pass (d = 16, k = 2: the pass is
-    128 cycles, longer than the front end)."""
+    apart: at d = 16, k = 2 the pass's (the front end and the output chain hidden behind it), at
+    d = 8, k = 4 the front end's (a pass of 16 rows' beats is shorter than its latency)."""
     rng = np.random.default_rng(1)
-    d, k, T = 16, 2, 6
+    T = 6
     kx, v, q = _stream(rng, T, d)
     dut = LinearAttentionScaledCore(d, k)
     got = _run(dut, kx, v, q)
     _check(got, linear_attention_scaled(kx, v, q, preset="int8"))
-    assert got[-1][1:].tolist() == [dut.cycles_per_token()] * (T - 1)
+    assert got[-1][1:-1].tolist() == [dut.cycles_per_token()] * (T - 2)  # the last: the flush, no front end
+    limit = dut.pass_cycles() if bound == "pass" else dut.front_end_cycles()
+    assert dut.cycles_per_token() == limit > min(dut.pass_cycles(), dut.front_end_cycles())
 
 
 def test_scale_spread_and_tiny_inputs():

@@ -1,7 +1,9 @@
-"""cocotb tests of the scaled DeltaNet and Gated DeltaNet core (``rtl/deltanet_scaled.py``) in
-Verilator against ``golden/fixed/scaled/deltanet.deltanet_scaled``, bit for bit: every output beat
-and exponent, the state read out by a flush (mantissas and row exponents; gated: ``S``'s row
-exponents and ``gamma``'s mantissa), the saturation count and the token counter; random idle input
+"""cocotb tests of the scaled cores in Verilator: linear attention (``rtl/linear_attention_scaled.py``
+against ``golden/fixed/scaled/linear_attention.linear_attention_scaled``), DeltaNet and Gated
+DeltaNet (``rtl/deltanet_scaled.py`` against ``golden/fixed/scaled/deltanet.deltanet_scaled``), bit
+for bit: every output beat and exponent, the state read out by a flush (mantissas and row
+exponents; gated: ``S``'s row exponents and ``gamma``'s mantissa; linear: also ``z``), the
+saturation count and the token counter; random idle input
 cycles and random output backpressure, with stretches longer than a token, a reset in the middle of
 a stream, and the pass-to-pass cycles at full rate. Gated streams mix decays near 1 with exact 1s,
 powers of two and tiny ones (2^-100 .. 2^-700), so ``gamma``'s exponent runs past the core's 12 bits.
@@ -55,6 +57,8 @@ class Env:
         self.P = int(p.get("P", 0))
         self.preset = MANIFEST["design"]["preset"]
         self.gated = bool(p.get("gated", False))
+        self.linear = p.get("algo") == "linear"
+        self.eps = float(p["eps"])
         self.dut, self.rng = dut, random.Random(seed)
         self.t0 = time.perf_counter()
         self.seed = seed
@@ -99,7 +103,7 @@ class Env:
         after that many tokens and return early (for the reset test)."""
         dut, d, k = self.dut, self.d, self.k
         outs, fracs, state, sfr = [], [], [], []
-        self.read_gamma = []
+        self.read_gamma, self.read_z = [], []
         cur, hold, cycle = [], 0, 0
         slots = list(toks) + ([] if abort_after is not None else [None])
         j, sending = 0, False
@@ -129,6 +133,10 @@ class Env:
                     if self.gated and len(state) == 1:
                         self.read_gamma.append((_signed(dut.s_gamma.value, self.P), _signed(dut.s_gamma_f.value, 32)))
                 state[-1] += _unpack(int(dut.s_data.value), self.Ws, k)
+            if self.linear and int(dut.z_valid.value):
+                if int(dut.z_first.value):
+                    self.read_z.append(([], _signed(dut.z_frac.value, self.EW)))
+                self.read_z[-1][0].extend(_unpack(int(dut.z_data.value), 32, k))
             n_tok = len(toks) if abort_after is None else abort_after
             if len(outs) >= n_tok and (not want_state or (len(state) == d and len(state[-1]) == d)):
                 break
@@ -149,8 +157,9 @@ class Env:
                         dut.i_fk.value = fk & ((1 << self.EW) - 1)
                         dut.i_fv.value = fv & ((1 << self.EW) - 1)
                         dut.i_fq.value = fq & ((1 << self.EW) - 1)
-                        dut.i_beta.value = b & ((1 << self.M) - 1)
-                        dut.i_fbeta.value = fb & ((1 << self.EW) - 1)
+                        if not self.linear:
+                            dut.i_beta.value = b & ((1 << self.M) - 1)
+                            dut.i_fbeta.value = fb & ((1 << self.EW) - 1)
                         if self.gated:
                             dut.i_g.value = gm & ((1 << self.P) - 1)
                             dut.i_fg.value = gf & ((1 << self.EW) - 1)
@@ -169,10 +178,15 @@ class Env:
         return outs, fracs, state, sfr
 
     def check(self, floats, outs, fracs, state, sfr, name):
-        from specmem.golden.fixed.scaled.deltanet import deltanet_scaled
-
         t0 = time.perf_counter()
-        want = deltanet_scaled(*floats, preset=self.preset)
+        if self.linear:
+            from specmem.golden.fixed.scaled.linear_attention import linear_attention_scaled
+
+            want = linear_attention_scaled(*floats[:3], eps=self.eps, preset=self.preset)
+        else:
+            from specmem.golden.fixed.scaled.deltanet import deltanet_scaled
+
+            want = deltanet_scaled(*floats, preset=self.preset, eps=self.eps)
         model_s = time.perf_counter() - t0
         s_frac = want["s_frac"] + want["gamma_f"] if self.gated else want["s_frac"]
         errors = []
@@ -191,6 +205,8 @@ class Env:
             errors.append("o_frac differs")
         if state != want["s_raw"].tolist() or sfr != s_frac.tolist():
             errors.append("final state differs")
+        if self.linear and self.read_z[-1:] != [(want["z_raw"].tolist(), int(want["z_frac"]))]:
+            errors.append("z read out differs")
         if self.gated and self.read_gamma != [(int(want["gamma_m"]), int(want["gamma_f"]))]:
             errors.append(f"gamma read out {self.read_gamma}, model {(int(want['gamma_m']), int(want['gamma_f']))}")
         sat = int(self.dut.sat.value)
@@ -268,8 +284,9 @@ async def streams(dut):
     """The back-end's run (``specmem run --backend verilator --format int8``): each stream of
     ``streams_file`` (``.npz``: ``n``, and per stream ``i`` the raw ``K<i>``, ``fk<i>``, ``V<i>``,
     ``fv<i>``, ``Q<i>``, ``fq<i>``, ``beta<i>``, ``fbeta<i>``, gated also ``G<i>``, ``fg<i>``) after a
-    reset, then a flush; the outputs ``o<i>``, ``o_frac<i>``, the state ``s<i>``, ``s_frac<i>`` (gated:
-    ``gamma<i>`` = mantissa, exponent) and ``status<i>`` (tokens, saturations, err) go to
+    reset, then a flush (linear attention: no ``beta``); the outputs ``o<i>``, ``o_frac<i>``, the state
+    ``s<i>``, ``s_frac<i>`` (gated: ``gamma<i>`` = mantissa, exponent; linear: ``z<i>``, ``z_frac<i>``)
+    and ``status<i>`` (tokens, saturations, err) go to
     ``outputs_file``; the back-end compares every bit with the model."""
     data = np.load(CASE["streams_file"])
     env = Env(dut, 0)
@@ -277,8 +294,9 @@ async def streams(dut):
     out = {}
     for i in range(int(data["n"])):
         await env.reset()
-        cols = [data[f"{n}{i}"] for n in ("K", "fk", "V", "fv", "Q", "fq", "beta", "fbeta")]
+        cols = [data[f"{n}{i}"] for n in ("K", "fk", "V", "fv", "Q", "fq")]
         T = len(cols[0])
+        cols += ([np.zeros(T, dtype=int)] * 2 if env.linear else [data[f"beta{i}"], data[f"fbeta{i}"]])
         G, fg = (data[f"G{i}"], data[f"fg{i}"]) if env.gated else (np.zeros(T, dtype=int), np.zeros(T, dtype=int))
         toks = [(cols[0][t], int(cols[1][t]), cols[2][t], int(cols[3][t]), cols[4][t], int(cols[5][t]),
                  int(cols[6][t]), int(cols[7][t]), int(G[t]), int(fg[t])) for t in range(T)]
@@ -289,5 +307,8 @@ async def streams(dut):
         out[f"s_frac{i}"] = np.array(sfr, dtype=np.int64)
         if env.gated:
             out[f"gamma{i}"] = np.array(env.read_gamma[0], dtype=np.int64)
+        if env.linear:
+            out[f"z{i}"] = np.array(env.read_z[-1][0], dtype=np.int64)
+            out[f"z_frac{i}"] = np.int64(env.read_z[-1][1])
         out[f"status{i}"] = np.array([int(dut.tokens.value), int(dut.sat.value), int(dut.err.value)], dtype=np.int64)
     np.savez(CASE["outputs_file"], **out)

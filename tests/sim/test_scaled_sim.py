@@ -1,6 +1,6 @@
-"""The scaled DeltaNet and Gated DeltaNet core in Verilator (``sim/tb_deltanet_scaled.py``), its
-state in ``DP16KD`` through the vendor model, against the int8 model bit for bit; and the
-``verilator`` back-end's ``--format int8`` runs on it."""
+"""The scaled cores (linear attention, DeltaNet, Gated DeltaNet) in Verilator
+(``sim/tb_scaled.py``), their state in ``DP16KD`` through the vendor model, against the int8
+models bit for bit; and the ``verilator`` back-end's ``--format int8`` runs on them."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from specmem.sim.build import Design, build, run_cocotb
 
 from .conftest import assert_same_outputs  # verilator_registered: the shared fixture there
 
-TB = "specmem.sim.tb_deltanet_scaled"
+TB = "specmem.sim.tb_scaled"
 CASES = ("random_stream", "reset_mid_stream", "full_rate")  # streams: the back-end's (tests/host)
 
 
@@ -27,6 +27,17 @@ def test_deltanet_scaled_in_verilator():
     assert gaps["cycles_per_token"] == b.manifest["cycles_per_token"] and len(gaps["gaps"]) == 5
 
 
+def test_linear_attention_scaled_in_verilator():
+    """Linear attention: outputs, the state and ``z`` read out at the flush, bit for bit."""
+    b = build(Design("linear-scaled", 8, 4, "int8"))
+    assert "DP16KD" in b.verilog.read_text() and b.manifest["parameters"]["algo"] == "linear"
+    run = run_cocotb(b, TB, {"name": "linear-scaled", "seed": 4, "tokens": 24}, testcase=CASES)
+    assert run.passed, run.describe()
+    assert set(run.tests) == {"random_stream", "reset_mid_stream", "full_rate"}
+    assert run.record["random_stream"]["token_counter"] == 24
+    assert run.record["full_rate_gaps"]["cycles_per_token"] == b.manifest["cycles_per_token"]
+
+
 def test_gated_deltanet_scaled_in_verilator():
     """Gated DeltaNet: decays down to 2^-700 (``gamma``'s exponent past the core's 12 bits, the
     state kept in ``S``'s frame), the state and ``gamma``'s mantissa read out bit for bit."""
@@ -39,7 +50,7 @@ def test_gated_deltanet_scaled_in_verilator():
     assert run.record["random_stream"]["gamma_f"] > 2 ** (b.manifest["parameters"]["exp_width"] - 1)
 
 
-@pytest.mark.parametrize("algo", ["deltanet", "gated-deltanet"])
+@pytest.mark.parametrize("algo", ["linear", "deltanet", "gated-deltanet"])
 def test_verilator_backend_int8_equals_fixed_bit_for_bit(algo, verilator_registered):
     """``specmem run --backend verilator --format int8``: a batch of two streams (one with zero
     keys and queries, one scaled by 2^-20) through the scaled core; every array ``--backend fixed``
@@ -50,7 +61,8 @@ def test_verilator_backend_int8_equals_fixed_bit_for_bit(algo, verilator_registe
     x["q"][0, 5] = 0.0
     for n in ("k", "v", "q"):
         x[n][1] *= 2.0 ** -20
-    x["beta"] = rng.uniform(0.05, 1.0, (2, 10))
+    if algo != "linear":
+        x["beta"] = rng.uniform(0.05, 1.0, (2, 10))
     if algo == "gated-deltanet":
         x["g"] = rng.uniform(0.5, 1.0, (2, 10))
         x["g"][:, ::4] = 1.0
@@ -68,7 +80,9 @@ def test_verilator_backend_int8_refuses_what_it_does_not_build(verilator_registe
     with pytest.raises(SpecmemInputError, match="lanes"):
         run("deltanet", {**x, "beta": np.full(3, 0.5)}, backend="verilator", format="int8", lanes=3)
     with pytest.raises(SpecmemInputError, match="format"):
-        run("linear", x, backend="verilator", format="int8")
+        run("vla", {**x, "u": np.ones((3, 8))}, backend="verilator", format="int8")
+    with pytest.raises(SpecmemInputError, match="format"):
+        run("linear", x, backend="verilator", format="int18")
 
 
 def test_specmem_sim_runs_the_scaled_core(capsys):
