@@ -90,11 +90,11 @@ def _decay(preset="int8"):
     return DecayScale(PRESETS[preset].scalar_unit()), f"decay_{preset}"
 
 
-def _deltanet_scaled(d=32, k=4, preset="int8", ram="ecp5", gated=False):
+def _deltanet_scaled(d=32, k=4, preset="int8", ram="ecp5", gated=False, dsp="registered"):
     """The scaled DeltaNet core (front end, fused pass, chain)."""
     from specmem.rtl.deltanet_scaled import DeltaNetScaledCore
-    return (DeltaNetScaledCore(d, k, preset, ram=ram, gated=gated),
-            f"{'gated_' if gated else ''}deltanet_scaled_d{d}_k{k}_{preset}_{ram}")
+    return (DeltaNetScaledCore(d, k, preset, ram=ram, gated=gated, dsp=dsp),
+            f"{'gated_' if gated else ''}deltanet_scaled_d{d}_k{k}_{preset}_{ram}" + ("_dsp_ecp5" if dsp == "ecp5" else ""))
 
 
 def _linear_scaled(d=32, k=4, preset="int8", ram="ecp5"):
@@ -270,7 +270,7 @@ def main(argv=None) -> int:
         elif a.block == "unit_norm":
             comp, name = _unit_norm(a.k, a.beats)
         elif a.block in ("deltanet_scaled", "gated_deltanet_scaled"):
-            comp, name = _deltanet_scaled(a.d, a.k, "int8", a.style, a.block.startswith("gated"))
+            comp, name = _deltanet_scaled(a.d, a.k, "int8", a.style, a.block.startswith("gated"), a.dsp)
         elif a.block == "linear_scaled":
             comp, name = _linear_scaled(a.d, a.k, "int8", a.style)
         elif a.block == "block_elu":

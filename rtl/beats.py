@@ -1,12 +1,50 @@
-"""Register vectors that the scaled cores fill and read as beats of ``k`` elements: the select of
-one beat, the index of a stream's current beat, a stream stored beat by beat, and the output
-buffer read out with backpressure. Shared by the cores, not owned by one rule."""
+"""Register vectors that the scaled cores fill and read as beats of ``k`` elements: the token
+taken in as beats, the select of one beat, the index of a stream's current beat, a stream stored
+beat by beat, and the output buffer read out with backpressure. Shared by the cores, not owned by
+one rule."""
 
 from __future__ import annotations
 
 from amaranth.hdl import Array, Mux, Signal
 
-__all__ = ["beat_of", "beat_index", "store_beats", "beat_output"]
+__all__ = ["token_input", "beat_of", "beat_index", "store_beats", "beat_output"]
+
+
+def token_input(m, core, vectors, k: int, ready):
+    """A token taken in as beats on ``core``'s ``i_valid`` / ``i_ready`` / ``i_data`` (``k``
+    elements) / ``i_frac`` / ``i_flush``: the ``d/k`` beats of each of ``vectors`` (``(registers,
+    exponent register)`` pairs, in order), each vector's exponent taken with its first beat; or a
+    flush, one beat with ``i_flush`` set in a token's first slot. Every beat's enable reaches only
+    its own ``k`` registers (a ``d``-wide port's load enable reached all ``3 d``, a routed
+    critical path). ``ready``: the core can take a token (held while its beats arrive).
+
+    Returns ``(flush, last, stray)``: high in the cycle a flush is taken, in the cycle a token's
+    last beat is taken, and when ``i_flush`` comes inside a token (ignored as data would be
+    wrong, so the caller raises its error flag)."""
+    B = len(vectors[0][0]) // k
+    nv = len(vectors)
+    vec = Signal(range(max(nv, 2)), name="in_vec")
+    beat = Signal(range(max(B, 2)), name="in_beat")
+    m.d.comb += core.i_ready.eq(ready)
+    take = core.i_valid & core.i_ready
+    at_start = (vec == 0) & (beat == 0)
+    flush = Signal(name="in_flush")
+    last = Signal(name="in_last")
+    stray = Signal(name="in_stray_flush")
+    m.d.comb += [flush.eq(take & core.i_flush & at_start), stray.eq(take & core.i_flush & ~at_start),
+                 last.eq(take & ~core.i_flush & (vec == nv - 1) & (beat == B - 1))]
+    with m.If(take & ~flush):
+        m.d.sync += beat.eq(Mux(beat == B - 1, 0, beat + 1))
+        with m.If(beat == B - 1):
+            m.d.sync += vec.eq(Mux(vec == nv - 1, 0, vec + 1))
+        for v, (regs, frac) in enumerate(vectors):
+            with m.If(vec == v):
+                with m.If(beat == 0):
+                    m.d.sync += frac.eq(core.i_frac)
+                for b in range(B):
+                    with m.If(beat == b):
+                        m.d.sync += [regs[b * k + j].eq(core.i_data[j]) for j in range(k)]
+    return flush, last, stray
 
 
 def beat_of(vec, idx, j: int, k: int):

@@ -45,7 +45,7 @@ class DecayScale(wiring.Component):
     cycle), ``o_gam`` (the running mantissa, held until the next token), ``o_delta``, ``o_rg``,
     ``o_rgf``."""
 
-    def __init__(self, su: GoldenScalarUnit, *, exp_width: int = 12):
+    def __init__(self, su: GoldenScalarUnit, *, exp_width: int = 12, dsp: str = "registered"):
         if not isinstance(su, GoldenScalarUnit):
             raise ValueError(f"su: expected a golden ScalarUnit, got {su!r}")
         if isinstance(exp_width, bool) or not isinstance(exp_width, int) or exp_width < 6:
@@ -53,7 +53,7 @@ class DecayScale(wiring.Component):
         self.su, self.P, self.exp_width = su, su.out_bits, exp_width
         P = self.P
         self.norm = BlockNormaliser(1, 2 * P, P, frac_width=exp_width)
-        self.unit = ScalarUnit(su, P, frac_width=2, pipelined=True)
+        self.unit = ScalarUnit(su, P, frac_width=2, pipelined=True, dsp=dsp)
         self.rgf_width = self.unit.out_layout["f"].shape.width
         #: gamma's mantissa after a reset: the model's ``su.const(1.0)``
         self.one = int(su.const(1.0).m)

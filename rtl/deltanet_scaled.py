@@ -37,10 +37,12 @@ Cycles per token: ``prep + d²/k + latency`` of the pass, then the chain (``e``'
 interleaved on the datapath would hide it (``docs/hardware.md``, the scaled cores' schedule);
 this core is the one-memory step, measured by :meth:`DeltaNetScaledCore.cycles_per_token`.
 
-Interfaces: a token (``i_k``, ``i_v``, ``i_q``: ``d`` ``M``-bit mantissas each with one exponent
-``i_f*``; ``i_beta`` an ``M``-bit mantissa with ``i_fbeta``; or ``i_flush``) with ``i_valid`` /
-``i_ready``; Gated DeltaNet's ``i_g``, ``i_fg``: ``g``'s ``P``-bit mantissa and exponent
-(``golden/fixed/scaled/deltanet.scalar_in``); the output ``o`` as ``d/k`` beats of ``k``
+Interfaces: a token as ``3 d/k`` beats on ``i_valid`` / ``i_ready`` (:func:`~specmem.rtl.beats.token_input`):
+``k``'s, ``v``'s and ``q``'s ``d/k`` beats of ``k`` ``M``-bit mantissas (``i_data``), each
+vector's exponent ``i_frac`` with its first beat; ``i_beta`` (an ``M``-bit mantissa) with
+``i_fbeta``, and Gated DeltaNet's ``i_g``, ``i_fg`` (``g``'s ``P``-bit mantissa and exponent,
+``golden/fixed/scaled/deltanet.scalar_in``) with the token's last beat; or a flush, one beat
+with ``i_flush`` set in a token's first slot; the output ``o`` as ``d/k`` beats of ``k``
 ``Wo``-bit elements with its exponent, ``o_valid`` / ``o_ready`` (backpressure holds the next chain, never loses a token); ``sat`` and
 ``tokens`` counters.
 """
@@ -55,7 +57,7 @@ from specmem.golden.deltanet import L2_EPS
 from specmem.golden.fixed.formats import PRESETS
 
 from .align import StreamAlignBlock
-from .beats import beat_index, beat_output, store_beats
+from .beats import beat_index, beat_output, store_beats, token_input
 from .beats import beat_of as _beat_of
 from .block_norm import StreamBlockNormaliser
 from .decay import DecayScale
@@ -81,10 +83,11 @@ class DeltaNetScaledCore(wiring.Component):
     scalar unit); ``ram``: the block-RAM style of the state and of the alignments' and the unit
     normaliser's waits (``behavioural`` or ``ecp5``; those delay lines would otherwise be most of
     the flip-flops); ``exp_width``: signed exponent bits; ``eps``: the unit vectors' norm floor
-    (the model's ``eps``, a generic: the unit normaliser's ROM)."""
+    (the model's ``eps``, a generic: the unit normaliser's ROM); ``dsp``: the scalar units'
+    multiplier style (``registered``, or ``ecp5``: the product in a MULT18X18D's registers)."""
 
     def __init__(self, d: int, k: int, preset: str = "int8", *, ram: str = "behavioural", exp_width: int = 12,
-                 gated: bool = False, eps: float = L2_EPS):
+                 gated: bool = False, eps: float = L2_EPS, dsp: str = "registered"):
         for name, v, lo in (("d", d, 2), ("k", k, 1)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ValueError(f"{name}: must be an integer >= {lo}, got {v!r}")
@@ -105,22 +108,22 @@ class DeltaNetScaledCore(wiring.Component):
         self.dot_width = DW
         GW = P if self.gated else 0  # sk, sq times gamma's mantissa
         self.eps = eps
-        self.unit = UnitNormaliser(k, B, M, self.su, eps=eps, exp_width=EW, delay_style=ram)
+        self.dsp = dsp
+        self.unit = UnitNormaliser(k, B, M, self.su, eps=eps, exp_width=EW, delay_style=ram, su_dsp=dsp)
         self.align_e = StreamAlignBlock(k, B, ((M, False), (DW + GW + 1, True)), M, exp_width=EW, delay_style=ram)
         self.norm_be = StreamBlockNormaliser(k, B, 2 * M, M, frac_width=EW)
         self.align_o = StreamAlignBlock(k, B, ((DW + GW, True), (M + DW, False)), self.Wo, exp_width=EW,
                                         delay_style=ram)
         extra = {}
         if self.gated:
-            self.decay = DecayScale(self.su, exp_width=EW)
+            self.decay = DecayScale(self.su, exp_width=EW, dsp=dsp)
             self.norm_bh = StreamBlockNormaliser(k, B, M + P, M, frac_width=EW)
             extra = {"i_g": In(signed(P)), "i_fg": In(signed(EW)), "s_gamma": Out(signed(P)),
                      "s_gamma_f": Out(signed(GAMMA_F_WIDTH))}
-        vec = data.ArrayLayout(signed(M), d)
         super().__init__({**extra,
             "i_valid": In(1), "i_ready": Out(1), "i_flush": In(1),
-            "i_k": In(vec), "i_fk": In(signed(EW)), "i_v": In(vec), "i_fv": In(signed(EW)),
-            "i_q": In(vec), "i_fq": In(signed(EW)), "i_beta": In(signed(M)), "i_fbeta": In(signed(EW)),
+            "i_data": In(data.ArrayLayout(signed(M), k)), "i_frac": In(signed(EW)),
+            "i_beta": In(signed(M)), "i_fbeta": In(signed(EW)),
             "o_valid": Out(1), "o_ready": In(1), "o_first": Out(1), "o_last": Out(1),
             "o_data": Out(data.ArrayLayout(signed(self.Wo), k)), "o_frac": Out(signed(EW)),
             "s_valid": Out(1), "s_first": Out(1), "s_data": Out(data.ArrayLayout(signed(self.Ws), k)),
@@ -128,7 +131,20 @@ class DeltaNetScaledCore(wiring.Component):
             "tokens": Out(32), "sat": Out(COUNT_WIDTH), "err": Out(1),
         })
 
+    def front_end_cycles(self) -> int:
+        """Cycles from one token's consumption to the next's when the front end is the limit
+        (small ``d``): the token's ``3 d/k`` beats, the unit normaliser's ``k`` then ``q`` (``q``
+        fed ``interval`` cycles after ``k``, its ``d/k`` beats, the unit's latency), ``C``'s
+        products, tree and sum, and the hand-over (6 registers and the sequencer's take in all);
+        counted from the blocks and checked in simulation at (d, k) = (2, 2), (2, 1), (4, 4)."""
+        lv = max(0, (self.k - 1).bit_length())
+        return 3 * self.B + self.unit.interval + self.B + self.unit.latency + lv + 6
+
     def cycles_per_token(self) -> int:
+        """Cycles per token at full rate: :meth:`loop_cycles` or, at small ``d``, the front end's."""
+        return max(self.loop_cycles(), self.front_end_cycles())
+
+    def loop_cycles(self) -> int:
         """Cycles from one pass's start to the next's when the front end and the output never
         hold it: the sequencer's start (2), the pass's prep, its rows up to the last row's
         results (``(d - 1) B + latency``) and ``done`` (1), the hold and the chain's first beat
@@ -178,16 +194,14 @@ class DeltaNetScaledCore(wiring.Component):
         nx_c = Signal(signed(DW), name="nx_c")
         I = un.interval
         fe_t = Signal(range(I + B + 1), name="fe_t", init=I + B)  # cycles since k's first beat went in
-        m.d.comb += self.i_ready.eq(~fe_busy & ~next_full)
-        with m.If(self.i_valid & self.i_ready):
-            with m.If(self.i_flush):
-                m.d.sync += [next_full.eq(1), next_flush.eq(1)]
-            with m.Else():
-                m.d.sync += [fe_busy.eq(1), next_flush.eq(0), fe_t.eq(0), fe_fk.eq(self.i_fk), fe_fq.eq(self.i_fq),
-                             nx_fv.eq(self.i_fv), nx_beta.eq(self.i_beta), nx_fb.eq(self.i_fbeta)]
-                m.d.sync += [fe_k[i].eq(self.i_k[i]) for i in range(d)]
-                m.d.sync += [fe_q[i].eq(self.i_q[i]) for i in range(d)]
-                m.d.sync += [nx_v[i].eq(self.i_v[i]) for i in range(d)]
+        in_flush, in_last, stray = token_input(m, self, [(fe_k, fe_fk), (nx_v, nx_fv), (fe_q, fe_fq)], k,
+                                               ~fe_busy & ~next_full)
+        with m.If(stray):
+            m.d.sync += err.eq(1)
+        with m.If(in_flush):
+            m.d.sync += [next_full.eq(1), next_flush.eq(1)]
+        with m.If(in_last):
+            m.d.sync += [fe_busy.eq(1), next_flush.eq(0), fe_t.eq(0), nx_beta.eq(self.i_beta), nx_fb.eq(self.i_fbeta)]
         with m.If(fe_t != I + B):
             m.d.sync += fe_t.eq(fe_t + 1)
         # the unit's input from registers: which vector and beat decoded from fe_t a cycle ahead
@@ -237,7 +251,7 @@ class DeltaNetScaledCore(wiring.Component):
             nx_gam, nx_rg = Signal(signed(P), name="nx_gam"), Signal(signed(P), name="nx_rg")
             nx_delta, nx_rgf = Signal(signed(EW), name="nx_delta"), Signal(signed(EW), name="nx_rgf")
             g_pend, fe_ok = Signal(name="g_pend"), Signal(name="fe_ok")
-            take = self.i_valid & self.i_ready & ~self.i_flush
+            take = in_last
             m.d.comb += [dc.i_valid.eq(take), dc.i_g.eq(self.i_g), dc.i_fg.eq(self.i_fg)]
             with m.If(take):
                 m.d.sync += g_pend.eq(1)

@@ -177,8 +177,8 @@ def build(algo: str, d: int, k: int, preset: str = "legacy-int8", **params) -> B
 
 def _scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None = None, eps: float | None = None,
             **rest) -> Built:
-    """A scaled core (linear attention, DeltaNet or Gated DeltaNet; ``d``-wide token ports, no
-    AXI4-Stream top yet) and its manifest: parameters, the ports' meaning, the number formats,
+    """A scaled core (linear attention, DeltaNet or Gated DeltaNet; tokens as beats of ``k``
+    elements, no AXI4-Stream naming or register block yet) and its manifest: parameters, the ports' meaning, the number formats,
     cycles per token."""
     if rest:
         name = sorted(rest)[0]
@@ -200,12 +200,15 @@ def _scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None = None, 
 
         c = DeltaNetScaledCore(d, k, preset, ram=ram, gated=gated, eps=L2_EPS if eps is None else float(eps))
     EW, M = c.exp_width, c.M
-    vec = f"d = {d} signed {M}-bit mantissas, element i in bits [{M}i, {M}i + {M})"
+    beats = f"{3 * (d // k)} beats"
     ports = {
-        "i_k, i_v, i_q": f"{vec}; value raw 2^-i_f<k|v|q> (signed {EW}-bit exponents): block vectors, quantised as "
-                         "golden/fixed/scaled/bfp.quantize_block",
-        "i_flush": "a token slot that writes the last token's update and reads the state out on s_*",
-        "i_valid, i_ready": "the token handshake (all fields sampled when both are high)",
+        "i_data, i_frac": f"a token as {beats}: k's, v's, q's d/k = {d // k} beats each, in that order, of k = {k} "
+                          f"signed {M}-bit mantissas (lane j in bits [{M}j, {M}j + {M})); i_frac (signed {EW} bits) "
+                          "the vector's exponent, taken with its first beat (value raw 2^-i_frac): block vectors, "
+                          "quantised as golden/fixed/scaled/bfp.quantize_block",
+        "i_flush": "instead of a token's first beat: one beat that writes the last token's update and reads the "
+                   "state out on s_*; set inside a token it raises err",
+        "i_valid, i_ready": "the beat handshake (every field sampled when both are high)",
         "o_data, o_frac, o_first, o_last, o_valid, o_ready": f"o as d/k beats of k signed {c.Wo}-bit elements, "
                                                              "its exponent o_frac held over them",
         "s_data, s_frac, s_first, s_valid": f"during a flush: the state's rows as d/k beats of k signed {c.Ws}-bit "
@@ -225,10 +228,10 @@ def _scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None = None, 
     else:
         from .deltanet_scaled import GAMMA_F_WIDTH
 
-        ports["i_beta, i_fbeta"] = f"beta as a signed {M}-bit mantissa and its exponent"
+        ports["i_beta, i_fbeta"] = f"beta as a signed {M}-bit mantissa and its exponent, with the token's last beat"
         if gated:
             ports["i_g, i_fg"] = (f"the decay g as the scalar unit's float: signed {c.P}-bit mantissa, exponent "
-                                  "(golden/fixed/scaled/deltanet.scalar_in)")
+                                  "(golden/fixed/scaled/deltanet.scalar_in), with the token's last beat")
             ports["s_gamma, s_gamma_f"] = (f"gamma's {c.P}-bit mantissa and its exponent ({GAMMA_F_WIDTH}-bit "
                                            "count): S = s_gamma s_data 2^-s_frac, the row exponents in S's frame; "
                                            "s_frac - s_gamma_f are the model's")

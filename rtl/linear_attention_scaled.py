@@ -28,8 +28,10 @@ the ``s_*`` ports: the state for a read-out, bit for bit the model's ``s_raw`` /
 normaliser ``z`` comes out on the ``z_*`` ports at the flush (``d/k`` beats of ``k`` 32-bit
 mantissas and its exponent, from the cycle the flush is taken): the model's ``z_raw`` / ``z_frac``.
 
-Interfaces: a token (``i_k``, ``i_v``, ``i_q``: ``d`` ``M``-bit mantissas each with one exponent
-``i_f*``; or ``i_flush``) with ``i_valid`` / ``i_ready``; the output as ``d/k`` beats of ``k``
+Interfaces: a token as ``3 d/k`` beats on ``i_valid`` / ``i_ready``
+(:func:`~specmem.rtl.beats.token_input`): ``k``'s, ``v``'s and ``q``'s ``d/k`` beats of ``k``
+``M``-bit mantissas (``i_data``), each vector's exponent ``i_frac`` with its first beat; or a
+flush, one beat with ``i_flush`` set in a token's first slot; the output as ``d/k`` beats of ``k``
 ``Wo``-bit elements with its exponent, ``o_valid`` / ``o_ready``; the read-outs ``s_*`` and ``z_*``;
 ``tokens``, ``sat`` counters and the sticky ``err`` (a block's contract broken, an input beyond
 the ELU's window, ``eps``'s floor beyond 62 bits, where the model's integers end).
@@ -46,7 +48,7 @@ from specmem.golden.fixed.formats import PRESETS
 from specmem.golden.fixed.scaled.linear_attention import Z_BITS
 
 from .align import StreamAlignBlock
-from .beats import beat_index, beat_of, beat_output, store_beats
+from .beats import beat_index, beat_of, beat_output, store_beats, token_input
 from .block_norm import StreamBlockNormaliser
 from .delta_pass import DeltaPass
 from .elu import BlockElu1
@@ -120,11 +122,9 @@ class LinearAttentionScaledCore(wiring.Component):
         self.unit = ScalarUnit(self.su, self.floor_width, frac_width=EW, pipelined=True)
         self.align_o = StreamAlignBlock(k, B, ((DW, True), (M + DW, False)), self.Wo, exp_width=EW, delay_style=ram)
         self.norm_o = StreamBlockNormaliser(k, B, self.Wo + P, self.Wo, frac_width=EW)
-        vec = data.ArrayLayout(signed(M), d)
         super().__init__({
             "i_valid": In(1), "i_ready": Out(1), "i_flush": In(1),
-            "i_k": In(vec), "i_fk": In(signed(EW)), "i_v": In(vec), "i_fv": In(signed(EW)),
-            "i_q": In(vec), "i_fq": In(signed(EW)),
+            "i_data": In(data.ArrayLayout(signed(M), k)), "i_frac": In(signed(EW)),
             "o_valid": Out(1), "o_ready": In(1), "o_first": Out(1), "o_last": Out(1),
             "o_data": Out(data.ArrayLayout(signed(self.Wo), k)), "o_frac": Out(signed(EW)),
             "s_valid": Out(1), "s_first": Out(1), "s_data": Out(data.ArrayLayout(signed(self.Ws), k)),
@@ -143,14 +143,15 @@ class LinearAttentionScaledCore(wiring.Component):
 
     def front_end_cycles(self) -> int:
         """Cycles from a token taken to the next taken when the front end is the limit (it takes
-        the next token once the pass has taken this one's results): the ELU's feed registers (3),
+        the next token once the pass has taken this one's results): the token's ``3 d/k`` beats,
+        the ELU's feed registers (3),
         the ELU, ``z``'s alignment (one register in) to its last beat, ``den``'s products, tree
         and sum, the floor (3) and the request (1), the reciprocal, ``fe_done`` and the hand-over
         (3)."""
         from .scalar_unit import ScalarOp
 
         lv = max(0, (self.k - 1).bit_length())
-        return (3 + self.elu.latency + 1 + self.align_z.latency + self.B - 1 + 3 + lv + 4
+        return (3 * self.B - 1 + 3 + self.elu.latency + 1 + self.align_z.latency + self.B - 1 + 3 + lv + 4
                 + self.unit.latency[ScalarOp.RECIP] + 3)
 
     def cycles_per_token(self) -> int:
@@ -194,16 +195,14 @@ class LinearAttentionScaledCore(wiring.Component):
         nx_c = Signal(signed(DW), name="nx_c")
         nx_rm, nx_rf = Signal(signed(P), name="nx_rm"), Signal(signed(len(su.o.payload.f)), name="nx_rf")
         fe_t = Signal(range(2 * B + 1), name="fe_t", init=2 * B)  # cycles since k's first beat went in
-        m.d.comb += self.i_ready.eq(~fe_busy & ~next_full)
-        with m.If(self.i_valid & self.i_ready):
-            with m.If(self.i_flush):
-                m.d.sync += [next_full.eq(1), next_flush.eq(1)]
-            with m.Else():
-                m.d.sync += [fe_busy.eq(1), next_flush.eq(0), fe_t.eq(0), fe_fk.eq(self.i_fk), fe_fq.eq(self.i_fq),
-                             nx_fv.eq(self.i_fv)]
-                m.d.sync += [fe_k[i].eq(self.i_k[i]) for i in range(d)]
-                m.d.sync += [fe_q[i].eq(self.i_q[i]) for i in range(d)]
-                m.d.sync += [nx_v[i].eq(self.i_v[i]) for i in range(d)]
+        in_flush, in_last, stray = token_input(m, self, [(fe_k, fe_fk), (nx_v, nx_fv), (fe_q, fe_fq)], k,
+                                               ~fe_busy & ~next_full)
+        with m.If(stray):
+            m.d.sync += err.eq(1)
+        with m.If(in_flush):
+            m.d.sync += [next_full.eq(1), next_flush.eq(1)]
+        with m.If(in_last):
+            m.d.sync += [fe_busy.eq(1), next_flush.eq(0), fe_t.eq(0)]
         with m.If(fe_t != 2 * B):
             m.d.sync += fe_t.eq(fe_t + 1)
         # the ELU's input from registers: which vector and beat decoded from fe_t a cycle ahead

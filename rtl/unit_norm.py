@@ -77,7 +77,8 @@ class UnitNormaliser(wiring.Component):
     vectors' first beats."""
 
     def __init__(self, lanes: int, beats: int, M: int, su: GoldenScalarUnit, *, eps: float = L2_EPS,
-                 exp_width: int = 10, delay_style: str = "registers", su_pipelined: bool = True):
+                 exp_width: int = 10, delay_style: str = "registers", su_pipelined: bool = True,
+                 su_dsp: str = "registered"):
         for name, v, lo in (("lanes", lanes, 1), ("beats", beats, 1), ("M", M, 3), ("exp_width", exp_width, 7)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ValueError(f"{name}: must be an integer >= {lo}, got {v!r}")
@@ -94,7 +95,9 @@ class UnitNormaliser(wiring.Component):
         self.sq_width = 2 * M - 1  # x² <= 2^(2M-2), unsigned
         self.tree_levels = max(0, (lanes - 1).bit_length())
         self.norm_width = self.sq_width + max(0, (lanes * beats - 1).bit_length())
-        self.unit = ScalarUnit(su, self.norm_width, frac_width=exp_width + 2, pipelined=su_pipelined)
+        #: ``su_dsp``: the scalar unit's Newton multiplier style (``registered`` or ``ecp5``: its
+        #: product in a MULT18X18D's own registers)
+        self.unit = ScalarUnit(su, self.norm_width, frac_width=exp_width + 2, pipelined=su_pipelined, dsp=su_dsp)
         su_lat = self.unit.latency[ScalarOp.RSQRT]
         #: register stages from a beat in to the norm accumulator's input
         self.norm_depth = 2 + self.tree_levels

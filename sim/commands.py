@@ -266,9 +266,10 @@ def _simulate_scaled(algo, d, k, tokens, seed, preset, coverage, waves, *, idle,
     ``stall``; every output, its exponent, the final state (gated: and ``gamma``; linear: and
     ``z``) checked."""
     from .build import run_cocotb
+    from .suite import SCALED_TB, coverage_suite
 
-    if coverage:
-        raise SpecmemInputError(f"coverage: not measured for the scaled core yet ({algo} {preset}); run without it")
+    if coverage and waves:
+        raise SpecmemInputError("waves: the coverage build records no waveform; run --waves and --coverage separately")
     if kind not in (None, "gaussian"):
         raise SpecmemInputError(f"kind: the scaled core's stream is Gaussian (gaussian), got {kind!r}")
     p = dict(params or {})
@@ -281,27 +282,40 @@ def _simulate_scaled(algo, d, k, tokens, seed, preset, coverage, waves, *, idle,
                     params={**({"gated": 1} if algo == "gated-deltanet" else {}), **({"eps": float(p["eps"])} if p else {})})
     from specmem.progress import Heartbeat
 
-    with Heartbeat(f"specmem sim: Verilator build of {design.name}", 10.0, enabled=False if quiet else None):
-        b = build(design, "waves" if waves else "plain", quiet=quiet)
+    flavour = "cov" if coverage else ("waves" if waves else "plain")
+    with Heartbeat(f"specmem sim: Verilator build of {design.name} ({flavour})", 10.0, enabled=False if quiet else None):
+        b = build(design, flavour, quiet=quiet)
     say(f"specmem sim: {design.name}: {tokens} tokens, seed {seed}, idle {idle}, backpressure {stall} "
         f"({'reused' if b.reused else 'new'} build {b.directory})")
     with _heartbeat(f"specmem sim: {design.name}", tokens, _last_rate(b.directory), enabled=not quiet):
-        run = run_cocotb(b, "specmem.sim.tb_scaled", {"name": f"sim-s{seed}-T{tokens}", "seed": seed,
+        run = run_cocotb(b, SCALED_TB, {"name": f"sim-s{seed}-T{tokens}", "seed": seed,
                                                                "tokens": tokens, "idle": idle, "stall": stall},
                          testcase="random_stream", waves=waves)
     rec = run.record.get("random_stream", {})
     if rec.get("wall_s"):
         _save_rate(b.directory, tokens / float(rec["wall_s"]))
+    cov = cov_text = None
+    if coverage:
+        with Heartbeat(f"specmem sim: coverage (the testbench's cases on the coverage build of {design.name})", 10.0,
+                       enabled=False if quiet else None):
+            rep, _, out = coverage_suite(design, seeds=(seed, seed + 1), T=48, extra_runs=[run])
+        cov = rep.to_json()
+        from .coverage import format_report
+
+        cov_text = format_report(rep)
     res = SimResult(
         passed=run.passed, algo=algo, d=d, k=k, preset=preset, tokens=tokens, seed=seed,
         cycles=int(rec.get("cycles", 0) or 0), wall_s=float(rec.get("wall_s", 0.0)),
         model_s=float(rec.get("model_s", 0.0)), first_mismatch=rec.get("first_mismatch"),
         errors=list(rec.get("errors", [])) or [f"{k_}: {v[:400]}" for k_, v in run.failures.items()],
         waves=str(run.waves) if run.waves else None, build_dir=str(b.directory), build_reused=b.reused,
-        record=rec)
+        coverage=cov, coverage_report=cov_text, record=rec)
     _say_verdict(say, res, rec, run)
     if res.passed and res.waves:
         say(f"specmem sim: waveform {res.waves}")
+    if cov_text:
+        say(cov_text)
+        say(f"specmem sim: coverage report in {out}/coverage.txt and coverage.json")
     say(f"specmem sim: {time.perf_counter() - t0:.1f} s in all")
     return res
 

@@ -15,7 +15,7 @@ from .mutants import MUTANTS, RULE_MUTANTS, V2_MUTANTS, Mutant, apply_schema
 
 __all__ = ["TOP_TB", "V2_DIRECTED", "top_directed", "RULE_TB",
            "VLA_TB", "VLA_DIRECTED", "BASELINE_DIRECTED", "RULE_DIRECTED", "run_rule", "run_vla",
-           "ENGINE_TB", "SCALAR_UNIT_TB", "BRAM_TB", "run_bram", "DIRECTED", "run_top", "run_engine",
+           "ENGINE_TB", "SCALAR_UNIT_TB", "BRAM_TB", "SCALED_TB", "SCALED_CASES", "run_bram", "DIRECTED", "run_top", "run_engine",
            "run_scalar_unit", "coverage_suite", "MutantResult", "run_mutants", "DEFAULT_SEEDS"]
 
 TOP_TB = "specmem.sim.tb_top"
@@ -25,6 +25,9 @@ VLA_TB = RULE_TB
 ENGINE_TB = "specmem.sim.tb_engine"
 SCALAR_UNIT_TB = "specmem.sim.tb_scalar_unit"
 BRAM_TB = "specmem.sim.tb_bram"
+#: the scaled cores' testbench and its cases (``sim/tb_scaled.py``; ``streams`` is the back-end's)
+SCALED_TB = "specmem.sim.tb_scaled"
+SCALED_CASES = ("random_stream", "reset_mid_stream", "full_rate")
 #: the directed cocotb tests of the top (everything but the generic ``stream`` test)
 DIRECTED = ("steady_state", "warm_up_and_latency", "orthogonal_and_zero", "saturating", "reset_mid_stream",
             "framing_errors", "random_stream")
@@ -113,12 +116,16 @@ def coverage_suite(design: Design = Design(), *, seeds=(0, 1, 2, 3), T: int = 20
     (``--coverage-line --coverage-toggle``), merge, summarise; writes ``coverage.txt`` and
     ``coverage.json`` under ``out_dir`` (default ``build/sim/<config>/coverage``). The annihilation
     top runs ``sim/tb_top.py``'s directed tests, a rule top (``vla``, ``linear``, ``deltanet``)
-    ``sim/tb_rules.py``'s (:data:`RULE_DIRECTED`)."""
+    ``sim/tb_rules.py``'s (:data:`RULE_DIRECTED`), a scaled core (``deltanet-scaled``,
+    ``linear-scaled``) ``sim/tb_scaled.py``'s cases (:data:`SCALED_CASES`) once per seed."""
     b = build(design, "cov")
     if design.kind == "top":
         runs = [run_top(design, seeds=seeds, stream={"T": T}, name="coverage", b=b)]
     elif design.kind in RULE_DIRECTED:
         runs = [run_rule(design, seeds=seeds, stream={"T": T}, name="coverage", b=b)]
+    elif design.kind in ("deltanet-scaled", "linear-scaled"):
+        runs = [run_cocotb(b, SCALED_TB, {"name": f"coverage-s{s}", "seed": s, "tokens": T}, testcase=list(SCALED_CASES))
+                for s in seeds]
     else:
         raise ValueError(f"design: no coverage suite for a {design.kind!r} design")
     runs += list(extra_runs)

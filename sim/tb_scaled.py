@@ -8,8 +8,10 @@ cycles and random output backpressure, with stretches longer than a token, a res
 a stream, and the pass-to-pass cycles at full rate. Gated streams mix decays near 1 with exact 1s,
 powers of two and tiny ones (2^-100 .. 2^-700), so ``gamma``'s exponent runs past the core's 12 bits.
 
-The core's ports are flat Verilog vectors (``i_k`` is ``d`` signed ``M``-bit fields, LSB first);
-the handshake is sampled right after each rising edge, as in ``sim/stream.py``.
+A token goes in as ``3 d/k`` beats (``k``'s, ``v``'s, ``q``'s, each vector's exponent with every
+beat of it, the scalars with the token's last beat), random idle cycles between any two beats; a
+flush is one beat. The ports are flat Verilog vectors (``i_data`` is ``k`` signed ``M``-bit
+fields, LSB first); the handshake is sampled right after each rising edge, as in ``sim/stream.py``.
 """
 
 from __future__ import annotations
@@ -106,7 +108,16 @@ class Env:
         self.read_gamma, self.read_z = [], []
         cur, hold, cycle = [], 0, 0
         slots = list(toks) + ([] if abort_after is not None else [None])
-        j, sending = 0, False
+        beats = []  # (token, None for a flush or (lanes, exponent), last beat of its token)
+        for t, tok in enumerate(slots):
+            if tok is None:
+                beats.append((t, None, True))
+                continue
+            vecs = ((tok[0], tok[1]), (tok[2], tok[3]), (tok[4], tok[5]))  # k, v, q
+            for n, (X, f) in enumerate(vecs):
+                for b in range(d // k):
+                    beats.append((t, (X[b * k:(b + 1) * k], f), n == 2 and b == d // k - 1))
+        bi, j, sending = 0, 0, False  # next beat, tokens taken, a beat on the bus
         want_state = abort_after is None
         while True:
             await RisingEdge(dut.clk)
@@ -114,7 +125,8 @@ class Env:
             # what the edge saw
             if sending and int(dut.i_ready.value):
                 sending = False
-                j += 1
+                j += int(beats[bi][2])
+                bi += 1
             if int(dut.o_valid.value) and int(dut.o_ready.value):
                 first, last = int(dut.o_first.value), int(dut.o_last.value)
                 if first != (len(cur) == 0):
@@ -145,18 +157,15 @@ class Env:
             if cycle > (len(toks) + 2) * (MANIFEST["cycles_per_token"] + 3 * burst + 400) + 2000:
                 raise AssertionError(f"stream stalled after {len(outs)} outputs, cycle {cycle}")
             # drive the next cycle
-            if not sending and j < len(slots) and not (abort_after is not None and j >= abort_after):
+            if not sending and bi < len(beats) and not (abort_after is not None and j >= abort_after):
                 if self.rng.random() >= idle:
-                    tok = slots[j]
-                    dut.i_flush.value = int(tok is None)
-                    if tok is not None:
-                        K, fk, V, fv, Q, fq, b, fb, gm, gf = tok
-                        dut.i_k.value = _pack(K, self.M)
-                        dut.i_v.value = _pack(V, self.M)
-                        dut.i_q.value = _pack(Q, self.M)
-                        dut.i_fk.value = fk & ((1 << self.EW) - 1)
-                        dut.i_fv.value = fv & ((1 << self.EW) - 1)
-                        dut.i_fq.value = fq & ((1 << self.EW) - 1)
+                    t, beat, _ = beats[bi]
+                    tok = slots[t]
+                    dut.i_flush.value = int(beat is None)
+                    if beat is not None:
+                        dut.i_data.value = _pack(beat[0], self.M)
+                        dut.i_frac.value = beat[1] & ((1 << self.EW) - 1)
+                        b, fb, gm, gf = tok[6:10]
                         if not self.linear:
                             dut.i_beta.value = b & ((1 << self.M) - 1)
                             dut.i_fbeta.value = fb & ((1 << self.EW) - 1)

@@ -87,3 +87,20 @@ def test_an_input_beyond_the_window_raises_the_error_flag():
     assert not err
     _, err = _run(BlockElu1(2, 2, M, 4), raw, frac)
     assert err
+
+
+def test_every_int8_mantissa_at_every_exponent_of_the_window():
+    """Single-element vectors: each of the 256 int8 mantissas at every exponent from the window's
+    low end to FRAC_HI (8,448 vectors back to back). A one-element block keeps its element's own
+    rounding, so the interpolation's floor is seen here (rounded half up instead, 41 of these elements
+    change; in the random multi-element vectors none did)."""
+    M, L = 8, 4
+    fr = np.arange(M - 1 - TOP_MAX, FRAC_HI + 1)
+    raw = np.tile(np.arange(-128, 128), len(fr))[:, None]
+    frac = np.repeat(fr, 256)
+    dut = BlockElu1(1, 1, M, L)
+    got, err = _run(dut, raw, frac)
+    want, wf = elu1_block(raw, frac, M, L)
+    assert not err
+    assert [g[0] for g, _ in got] == want[:, 0].tolist()
+    assert [f for _, f in got] == wf.tolist()

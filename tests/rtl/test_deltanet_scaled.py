@@ -71,22 +71,28 @@ def _run(dut, k, v, q, beta, g=None, *, idle=0.0, stall=0.0, seed=0, burst=0, fl
 
     async def source(ctx):
         for j, t in enumerate(slots):
-            while rng.random() < idle:
-                await ctx.tick()
             flush = t == T or (j > 0 and slots[j - 1] == t)
-            ctx.set(dut.i_valid, 1)
-            ctx.set(dut.i_flush, int(flush))
-            if not flush:
-                for port, X in ((dut.i_k, K), (dut.i_v, V), (dut.i_q, Q)):
-                    for i in range(d):
-                        ctx.set(port[i], int(X[t, i]))
-                for port, f in ((dut.i_fk, fk), (dut.i_fv, fv), (dut.i_fq, fq), (dut.i_fbeta, fb)):
-                    ctx.set(port, int(f[t]))
+            if flush:
+                beats = [None]
+            else:
+                beats = [(X[t, b * kk:(b + 1) * kk], int(f[t])) for X, f in ((K, fk), (V, fv), (Q, fq))
+                         for b in range(B)]
                 ctx.set(dut.i_beta, int(Bt[t, 0]))
+                ctx.set(dut.i_fbeta, int(fb[t]))
                 if g is not None:
                     ctx.set(dut.i_g, int(Gm[t]))
                     ctx.set(dut.i_fg, int(Gf[t]))
-            await ctx.tick().until(dut.i_ready)
+            for beat in beats:
+                while rng.random() < idle:
+                    ctx.set(dut.i_valid, 0)
+                    await ctx.tick()
+                ctx.set(dut.i_valid, 1)
+                ctx.set(dut.i_flush, int(beat is None))
+                if beat is not None:
+                    for lane, x in enumerate(beat[0]):
+                        ctx.set(dut.i_data[lane], int(x))
+                    ctx.set(dut.i_frac, beat[1])
+                await ctx.tick().until(dut.i_ready)
             ctx.set(dut.i_valid, 0)
         done["src"] = True
 
@@ -157,6 +163,22 @@ def test_full_rate_cycles_per_token():
     want = deltanet_scaled(kx, v, q, beta, preset="int8")
     assert o.tolist() == want["o_raw"].tolist() and of.tolist() == want["o_frac"].tolist()
     assert gaps[1:].tolist() == [dut.cycles_per_token()] * (T - 1)
+
+
+@pytest.mark.parametrize("d,k", [(2, 2), (4, 4)])
+def test_full_rate_front_end_bound(d, k):
+    """At the smallest shapes the front end (the token's beats, the unit normaliser's k and q, C)
+    is longer than the pass and chain: tokens ``front_end_cycles`` apart, which
+    ``cycles_per_token`` then is."""
+    rng = np.random.default_rng(2)
+    T = 6
+    kx, v, q, beta = _stream(rng, T, d)
+    dut = DeltaNetScaledCore(d, k)
+    o, of, *_, gaps = _run(dut, kx, v, q, beta)
+    want = deltanet_scaled(kx, v, q, beta, preset="int8")
+    assert o.tolist() == want["o_raw"].tolist() and of.tolist() == want["o_frac"].tolist()
+    assert dut.cycles_per_token() == dut.front_end_cycles() > dut.loop_cycles()
+    assert gaps[1:-1].tolist() == [dut.cycles_per_token()] * (T - 2)  # the last: the flush, no front end
 
 
 def test_scale_spread_and_tiny_inputs():

@@ -87,7 +87,8 @@ def test_verilator_backend_int8_refuses_what_it_does_not_build(verilator_registe
 
 def test_specmem_sim_runs_the_scaled_core(capsys):
     """``specmem sim --algo gated-deltanet --format int8``: the scaled core's random stream through
-    the CLI, PASS and the cycles per token printed; a coverage run is refused, not faked."""
+    the CLI, PASS and the cycles per token printed; coverage with waves refused (the coverage build
+    records none)."""
     from specmem.cli import main
     from specmem.golden.common import SpecmemInputError
     from specmem.sim.commands import simulate
@@ -98,5 +99,32 @@ def test_specmem_sim_runs_the_scaled_core(capsys):
     assert "PASS: 12 tokens bit exact" in out and "per token" in out
     res = simulate("deltanet", 8, 4, 8, 1, preset="int8", quiet=True, idle=0.0, stall=0.0)
     assert res.passed and res.cycles > 8 * res.record["tokens"] and res.record["tokens_compared"] == 8
-    with pytest.raises(SpecmemInputError, match="coverage"):
-        simulate("deltanet", 8, 4, 8, 1, preset="int8", coverage=True, quiet=True)
+    with pytest.raises(SpecmemInputError, match="waves"):
+        simulate("deltanet", 8, 4, 8, 1, preset="int8", coverage=True, waves=True, quiet=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["linear", "gated-deltanet"])
+def test_coverage_reported(algo):
+    """``specmem sim --format int8 --coverage``: the testbench's cases on the coverage build, merged
+    with the stream; line, branch and toggle coverage reported, every test passing."""
+    from specmem.sim.commands import simulate
+
+    res = simulate(algo, 8, 4, 24, 3, preset="int8", coverage=True, quiet=True)
+    assert res.passed and res.coverage is not None
+    pct = res.coverage["percent"]
+    print(f"{algo}: coverage {pct}")
+    assert res.coverage_report and set(pct) >= {"line", "toggle"} and pct["line"] > 80
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["linear", "deltanet", "gated-deltanet"])
+def test_ten_thousand_tokens_with_backpressure(algo):
+    """A 10⁴-token stream per scaled core (d = 8, k = 4; 10 % idle input cycles, 10 % output
+    stalls): every output, its exponent, the final state (and z, gamma), the counters, bit for bit."""
+    from specmem.sim.commands import simulate
+
+    res = simulate(algo, 8, 4, 10_000, 7, preset="int8", quiet=True, idle=0.1, stall=0.1)
+    assert res.passed, res.errors[:3]
+    assert res.record["tokens_compared"] == 10_000 and res.record["token_counter"] == 10_000
+    print(f"{algo}: 10^4 tokens in {res.wall_s:.0f} s, {res.cycles} cycles, {res.cycles_per_s:,.0f} cycles/s")
