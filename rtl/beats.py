@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Array, Mux, Signal
 
-__all__ = ["token_input", "beat_of", "beat_index", "store_beats", "beat_output"]
+__all__ = ["token_input", "feed_pair", "beat_of", "beat_index", "store_beats", "beat_output"]
 
 
 def token_input(m, core, vectors, k: int, ready):
@@ -45,6 +45,28 @@ def token_input(m, core, vectors, k: int, ready):
                     with m.If(beat == b):
                         m.d.sync += [regs[b * k + j].eq(core.i_data[j]) for j in range(k)]
     return flush, last, stray
+
+
+def feed_pair(m, unit, first, second, k: int, interval: int, start, reg, tag):
+    """Feed two register vectors (``(registers, exponent)`` pairs: ``k`` then ``q``) into the
+    streaming ``unit`` (``i_valid``, ``i_data``, ``i_frac``) as beats, the second ``interval``
+    cycles after the first, from ``start`` (a one-cycle pulse) on: which vector and beat decoded
+    from a counter a cycle ahead, the beat selected into registers (``reg`` for data, ``tag`` for
+    the valid flag)."""
+    (va, fa), (vb, fb) = first, second
+    B = len(va) // k
+    t = Signal(range(interval + B + 1), name="fe_t", init=interval + B)  # cycles since the first's first beat
+    with m.If(start):
+        m.d.sync += t.eq(0)
+    with m.Elif(t != interval + B):
+        m.d.sync += t.eq(t + 1)
+    feed_a = tag(t < B, 1, "fe_feed_k")
+    feed_b = tag((t >= interval) & (t < interval + B), 1, "fe_feed_q")
+    idx = reg(Mux(t < B, t, t - interval)[:max(1, (B - 1).bit_length())], range(max(B, 2)), "fe_beat")
+    m.d.comb += [unit.i_valid.eq(tag(feed_a | feed_b, 1, "fe_in_v")),
+                 unit.i_frac.eq(reg(Mux(feed_a, fa, fb), fa.shape(), "fe_in_f"))]
+    m.d.comb += [unit.i_data[j].eq(reg(Mux(feed_a, beat_of(va, idx, j, k), beat_of(vb, idx, j, k)), va[0].shape(),
+                                       f"fe_in_d{j}")) for j in range(k)]
 
 
 def beat_of(vec, idx, j: int, k: int):

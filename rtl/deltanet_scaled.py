@@ -57,7 +57,7 @@ from specmem.golden.deltanet import L2_EPS
 from specmem.golden.fixed.formats import PRESETS
 
 from .align import StreamAlignBlock
-from .beats import beat_index, beat_output, store_beats, token_input
+from .beats import beat_index, beat_output, feed_pair, store_beats, token_input
 from .beats import beat_of as _beat_of
 from .block_norm import StreamBlockNormaliser
 from .decay import DecayScale
@@ -192,8 +192,6 @@ class DeltaNetScaledCore(wiring.Component):
         nx_fv, nx_fkn, nx_fqn = (Signal(signed(EW), name=n) for n in ("nx_fv", "nx_fkn", "nx_fqn"))
         nx_beta, nx_fb = Signal(signed(M), name="nx_beta"), Signal(signed(EW), name="nx_fb")
         nx_c = Signal(signed(DW), name="nx_c")
-        I = un.interval
-        fe_t = Signal(range(I + B + 1), name="fe_t", init=I + B)  # cycles since k's first beat went in
         in_flush, in_last, stray = token_input(m, self, [(fe_k, fe_fk), (nx_v, nx_fv), (fe_q, fe_fq)], k,
                                                ~fe_busy & ~next_full)
         with m.If(stray):
@@ -201,17 +199,8 @@ class DeltaNetScaledCore(wiring.Component):
         with m.If(in_flush):
             m.d.sync += [next_full.eq(1), next_flush.eq(1)]
         with m.If(in_last):
-            m.d.sync += [fe_busy.eq(1), next_flush.eq(0), fe_t.eq(0), nx_beta.eq(self.i_beta), nx_fb.eq(self.i_fbeta)]
-        with m.If(fe_t != I + B):
-            m.d.sync += fe_t.eq(fe_t + 1)
-        # the unit's input from registers: which vector and beat decoded from fe_t a cycle ahead
-        feed_k = tag(fe_t < B, 1, "fe_feed_k")
-        feed_q = tag((fe_t >= I) & (fe_t < I + B), 1, "fe_feed_q")
-        fb_idx = reg(Mux(fe_t < B, fe_t, fe_t - I)[:max(1, (B - 1).bit_length())], range(max(B, 2)), "fe_beat")
-        m.d.comb += [un.i_valid.eq(tag(feed_k | feed_q, 1, "fe_in_v")),
-                     un.i_frac.eq(reg(Mux(feed_k, fe_fk, fe_fq), signed(EW), "fe_in_f"))]
-        m.d.comb += [un.i_data[j].eq(reg(Mux(feed_k, beat_of(fe_k, fb_idx, j), beat_of(fe_q, fb_idx, j)), signed(M),
-                                         f"fe_in_d{j}")) for j in range(k)]
+            m.d.sync += [fe_busy.eq(1), next_flush.eq(0), nx_beta.eq(self.i_beta), nx_fb.eq(self.i_fbeta)]
+        feed_pair(m, un, (fe_k, fe_fk), (fe_q, fe_fq), k, un.interval, in_last, reg, tag)  # k, then q
         ob = Signal(range(max(B, 2)), name="fe_ob")
         out_q = Signal(name="fe_out_q")  # the unit's next output vector is qn (kn's went first)
         osel = Mux(un.o_first, 0, ob)

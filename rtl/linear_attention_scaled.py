@@ -48,7 +48,7 @@ from specmem.golden.fixed.formats import PRESETS
 from specmem.golden.fixed.scaled.linear_attention import Z_BITS
 
 from .align import StreamAlignBlock
-from .beats import beat_index, beat_of, beat_output, store_beats, token_input
+from .beats import beat_index, beat_of, beat_output, feed_pair, store_beats, token_input
 from .block_norm import StreamBlockNormaliser
 from .delta_pass import DeltaPass
 from .elu import BlockElu1
@@ -194,7 +194,6 @@ class LinearAttentionScaledCore(wiring.Component):
         nx_fv, nx_fkf, nx_fqf = (Signal(signed(EW), name=n) for n in ("nx_fv", "nx_fkf", "nx_fqf"))
         nx_c = Signal(signed(DW), name="nx_c")
         nx_rm, nx_rf = Signal(signed(P), name="nx_rm"), Signal(signed(len(su.o.payload.f)), name="nx_rf")
-        fe_t = Signal(range(2 * B + 1), name="fe_t", init=2 * B)  # cycles since k's first beat went in
         in_flush, in_last, stray = token_input(m, self, [(fe_k, fe_fk), (nx_v, nx_fv), (fe_q, fe_fq)], k,
                                                ~fe_busy & ~next_full)
         with m.If(stray):
@@ -202,17 +201,8 @@ class LinearAttentionScaledCore(wiring.Component):
         with m.If(in_flush):
             m.d.sync += [next_full.eq(1), next_flush.eq(1)]
         with m.If(in_last):
-            m.d.sync += [fe_busy.eq(1), next_flush.eq(0), fe_t.eq(0)]
-        with m.If(fe_t != 2 * B):
-            m.d.sync += fe_t.eq(fe_t + 1)
-        # the ELU's input from registers: which vector and beat decoded from fe_t a cycle ahead
-        feed_k = tag(fe_t < B, 1, "fe_feed_k")
-        feed_q = tag((fe_t >= B) & (fe_t < 2 * B), 1, "fe_feed_q")
-        fb_idx = reg(Mux(fe_t < B, fe_t, fe_t - B)[:max(1, (B - 1).bit_length())], range(max(B, 2)), "fe_beat")
-        m.d.comb += [el.i_valid.eq(tag(feed_k | feed_q, 1, "fe_in_v")),
-                     el.i_frac.eq(reg(Mux(feed_k, fe_fk, fe_fq), signed(EW), "fe_in_f"))]
-        m.d.comb += [el.i_data[j].eq(reg(Mux(feed_k, beat_of(fe_k, fb_idx, j, k), beat_of(fe_q, fb_idx, j, k)),
-                                         signed(M), f"fe_in_d{j}")) for j in range(k)]
+            m.d.sync += [fe_busy.eq(1), next_flush.eq(0)]
+        feed_pair(m, el, (fe_k, fe_fk), (fe_q, fe_fq), k, B, in_last, reg, tag)  # k, then q, back to back
         out_q = Signal(name="fe_out_q")  # the ELU's next output vector is qf (kf's went first)
         osel = beat_index(m, el, B, "fe_ob")
         with m.If(el.o_valid & el.o_last):

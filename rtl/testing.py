@@ -176,3 +176,26 @@ class VectorBeats:
         if len(self.cur) == self.n:
             self.got.append((self.cur, ctx.get(dut.o_frac)))
             self.cur = []
+
+
+def token_beats(vectors, t: int, k: int) -> list:
+    """Token ``t`` of the scaled cores as its beats: ``vectors`` are ``(raw [T, d], frac [T])``
+    pairs in port order (``k``, ``v``, ``q``); each beat ``(k lanes, the vector's exponent)``."""
+    return [(X[t, b * k:(b + 1) * k], int(f[t])) for X, f in vectors for b in range(X.shape[1] // k)]
+
+
+async def send_beats(ctx, dut, beats, rng, idle: float = 0.0):
+    """Send ``beats`` on ``dut``'s ``i_valid`` / ``i_ready`` / ``i_data`` / ``i_frac`` / ``i_flush``
+    (a beat of ``None`` is a flush), each after random idle cycles (``idle`` per beat)."""
+    for beat in beats:
+        while rng.random() < idle:
+            ctx.set(dut.i_valid, 0)
+            await ctx.tick()
+        ctx.set(dut.i_valid, 1)
+        ctx.set(dut.i_flush, int(beat is None))
+        if beat is not None:
+            for lane, x in enumerate(beat[0]):
+                ctx.set(dut.i_data[lane], int(x))
+            ctx.set(dut.i_frac, beat[1])
+        await ctx.tick().until(dut.i_ready)
+    ctx.set(dut.i_valid, 0)

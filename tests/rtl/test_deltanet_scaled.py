@@ -14,7 +14,7 @@ from specmem.golden.fixed.scaled.bfp import quantize_block
 from specmem.golden.fixed.formats import PRESETS
 from specmem.golden.fixed.scaled.deltanet import deltanet_scaled, scalar_in
 from specmem.rtl.deltanet_scaled import DeltaNetScaledCore
-from specmem.rtl.testing import run_simulation
+from specmem.rtl.testing import run_simulation, send_beats, token_beats
 
 
 def _stream(rng, T, d, *, scale=1.0):
@@ -72,28 +72,13 @@ def _run(dut, k, v, q, beta, g=None, *, idle=0.0, stall=0.0, seed=0, burst=0, fl
     async def source(ctx):
         for j, t in enumerate(slots):
             flush = t == T or (j > 0 and slots[j - 1] == t)
-            if flush:
-                beats = [None]
-            else:
-                beats = [(X[t, b * kk:(b + 1) * kk], int(f[t])) for X, f in ((K, fk), (V, fv), (Q, fq))
-                         for b in range(B)]
+            if not flush:
                 ctx.set(dut.i_beta, int(Bt[t, 0]))
                 ctx.set(dut.i_fbeta, int(fb[t]))
                 if g is not None:
                     ctx.set(dut.i_g, int(Gm[t]))
                     ctx.set(dut.i_fg, int(Gf[t]))
-            for beat in beats:
-                while rng.random() < idle:
-                    ctx.set(dut.i_valid, 0)
-                    await ctx.tick()
-                ctx.set(dut.i_valid, 1)
-                ctx.set(dut.i_flush, int(beat is None))
-                if beat is not None:
-                    for lane, x in enumerate(beat[0]):
-                        ctx.set(dut.i_data[lane], int(x))
-                    ctx.set(dut.i_frac, beat[1])
-                await ctx.tick().until(dut.i_ready)
-            ctx.set(dut.i_valid, 0)
+            await send_beats(ctx, dut, [None] if flush else token_beats(((K, fk), (V, fv), (Q, fq)), t, kk), rng, idle)
         done["src"] = True
 
     async def sink(ctx):

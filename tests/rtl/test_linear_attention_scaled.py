@@ -13,7 +13,7 @@ import pytest
 from specmem.golden.fixed.scaled.bfp import quantize_block
 from specmem.golden.fixed.scaled.linear_attention import linear_attention_scaled
 from specmem.rtl.linear_attention_scaled import LinearAttentionScaledCore, eps_floor_table
-from specmem.rtl.testing import run_simulation
+from specmem.rtl.testing import run_simulation, send_beats, token_beats
 
 
 def _stream(rng, T, d, *, scale=1.0):
@@ -35,25 +35,11 @@ def _run(dut, k, v, q, *, idle=0.0, stall=0.0, seed=0, burst=0, flush_after=(), 
     slots = [t for t in range(T) for _ in range(1 + (t in flush_after))] + [T]
     n_flush = len(flush_after) + 1
 
-    kk, B = dut.k, dut.B
-
     async def source(ctx):
         for j, t in enumerate(slots):
             flush = t == T or (j > 0 and slots[j - 1] == t)
-            beats = [None] if flush else [(X[t, b * kk:(b + 1) * kk], int(f[t])) for X, f in ((K, fk), (V, fv), (Q, fq))
-                                          for b in range(B)]
-            for beat in beats:
-                while rng.random() < idle:
-                    ctx.set(dut.i_valid, 0)
-                    await ctx.tick()
-                ctx.set(dut.i_valid, 1)
-                ctx.set(dut.i_flush, int(beat is None))
-                if beat is not None:
-                    for lane, x in enumerate(beat[0]):
-                        ctx.set(dut.i_data[lane], int(x))
-                    ctx.set(dut.i_frac, beat[1])
-                await ctx.tick().until(dut.i_ready)
-            ctx.set(dut.i_valid, 0)
+            await send_beats(ctx, dut, [None] if flush else token_beats(((K, fk), (V, fv), (Q, fq)), t, dut.k), rng,
+                             idle)
 
     async def sink(ctx):
         cur, cycle, hold = [], 0, 0
