@@ -54,7 +54,6 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from specmem.golden.deltanet import L2_EPS
-from specmem.golden.fixed.formats import PRESETS
 
 from .align import StreamAlignBlock
 from .beats import beat_index, beat_output, feed_pair, store_beats, token_input
@@ -63,6 +62,7 @@ from .block_norm import StreamBlockNormaliser
 from .decay import DecayScale
 from .delta_pass import DeltaPass
 from .pipeline import free_register, stage_register
+from .presets import check_scaled_core
 from .saturate import COUNT_WIDTH
 from .unit_norm import UnitNormaliser
 
@@ -88,15 +88,8 @@ class DeltaNetScaledCore(wiring.Component):
 
     def __init__(self, d: int, k: int, preset: str = "int8", *, ram: str = "behavioural", exp_width: int = 12,
                  gated: bool = False, eps: float = L2_EPS, dsp: str = "registered"):
-        for name, v, lo in (("d", d, 2), ("k", k, 1)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-                raise ValueError(f"{name}: must be an integer >= {lo}, got {v!r}")
-        if d % k:
-            raise ValueError(f"d: must be a multiple of k = {k}, got {d}")
-        p = PRESETS.get(preset)
-        if p is None or p.scheme != "scaled":
-            raise ValueError(f"preset: the scaled core takes a scaled preset "
-                             f"({', '.join(n for n, q in PRESETS.items() if q.scheme == 'scaled')}), got {preset!r}")
+        p = check_scaled_core(d, k, preset, eps)
+        eps = float(eps)
         self.d, self.k, self.B, self.preset, self.exp_width = d, k, d // k, preset, exp_width
         self.gated = bool(gated)
         self.M, self.Ws, self.Wo = p.mul_bits, p.state_bits, p.out_bits

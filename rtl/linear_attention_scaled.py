@@ -44,7 +44,6 @@ from amaranth.hdl import Array, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from specmem.golden.fixed.formats import PRESETS
 from specmem.golden.fixed.scaled.linear_attention import Z_BITS
 
 from .align import StreamAlignBlock
@@ -53,6 +52,7 @@ from .block_norm import StreamBlockNormaliser
 from .delta_pass import DeltaPass
 from .elu import BlockElu1
 from .pipeline import free_register, stage_register
+from .presets import check_scaled_core
 from .saturate import COUNT_WIDTH
 from .scalar_unit import ScalarOp, ScalarUnit
 
@@ -60,9 +60,6 @@ __all__ = ["LinearAttentionScaledCore", "eps_floor_table", "LINEAR_EPS"]
 
 #: the model's default ``eps`` (``linear_attention_scaled``)
 LINEAR_EPS = 1e-4
-#: registered steps between the feed's counter and the output alignment (the beat select, then
-#: the ``v C`` product and the exponents)
-FEED_STAGES = 2
 
 
 def eps_floor_table(eps: float, width: int):
@@ -92,17 +89,7 @@ class LinearAttentionScaledCore(wiring.Component):
 
     def __init__(self, d: int, k: int, preset: str = "int8", *, ram: str = "behavioural", exp_width: int = 12,
                  eps: float = LINEAR_EPS):
-        for name, v, lo in (("d", d, 2), ("k", k, 1)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-                raise ValueError(f"{name}: must be an integer >= {lo}, got {v!r}")
-        if d % k:
-            raise ValueError(f"d: must be a multiple of k = {k}, got {d}")
-        p = PRESETS.get(preset)
-        if p is None or p.scheme != "scaled":
-            raise ValueError(f"preset: the scaled core takes a scaled preset "
-                             f"({', '.join(n for n, q in PRESETS.items() if q.scheme == 'scaled')}), got {preset!r}")
-        if not (isinstance(eps, float | int) and not isinstance(eps, bool) and eps > 0):
-            raise ValueError(f"eps: must be a positive number, got {eps!r}")
+        p = check_scaled_core(d, k, preset, eps)
         self.d, self.k, self.B, self.preset, self.exp_width = d, k, d // k, preset, exp_width
         self.M, self.Ws, self.Wo = p.mul_bits, p.state_bits, p.out_bits
         self.eps = float(eps)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from specmem.golden.fixed.formats import PRESETS, RTL_PRESETS
 
-__all__ = ["RTL_PRESETS", "SCALED_CORE_ALGOS", "SCALED_DELTA_ALGOS", "SCALED_PRESETS", "scaled_core", "rtl_preset_error",
+__all__ = ["RTL_PRESETS", "SCALED_CORE_ALGOS", "SCALED_DELTA_ALGOS", "SCALED_PRESETS", "scaled_core",
+           "check_scaled_core", "rtl_preset_error",
            "check_rtl_preset"]
 
 #: the rules and presets built by the scaled cores (``rtl/linear_attention_scaled.py``,
@@ -25,6 +26,26 @@ def scaled_core(algo, preset) -> bool:
     """Whether ``algo`` in ``preset`` is built by a scaled core (linear attention, DeltaNet, Gated
     DeltaNet in ``int8``)."""
     return algo in SCALED_CORE_ALGOS and preset in SCALED_PRESETS
+
+
+def check_scaled_core(d, k, preset, eps):
+    """A scaled core's shared parameters checked (``ValueError`` naming the argument): ``d`` and
+    ``k`` integers with ``k`` dividing ``d``, ``preset`` a scaled preset, ``eps`` a positive finite
+    number. Returns the :class:`~specmem.golden.fixed.formats.Preset`."""
+    import math
+
+    for name, v, lo in (("d", d, 2), ("k", k, 1)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise ValueError(f"{name}: must be an integer >= {lo}, got {v!r}")
+    if d % k:
+        raise ValueError(f"d: must be a multiple of k = {k}, got {d}")
+    p = PRESETS.get(preset)
+    if p is None or p.scheme != "scaled":
+        raise ValueError(f"preset: the scaled core takes a scaled preset "
+                         f"({', '.join(n for n, q in PRESETS.items() if q.scheme == 'scaled')}), got {preset!r}")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (math.isfinite(eps) and eps > 0):
+        raise ValueError(f"eps: must be a positive finite number, got {eps!r}")
+    return p
 
 
 def rtl_preset_error(preset, arg: str = "preset") -> str | None:

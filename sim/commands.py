@@ -276,10 +276,21 @@ def _simulate_scaled(algo, d, k, tokens, seed, preset, coverage, waves, *, idle,
     extra = set(p) - {"eps"}
     if extra:
         raise SpecmemInputError(f"{sorted(extra)[0]}: not a parameter of the scaled {algo} core (it takes eps)")
+    if p:  # the core's own check, as a one-line input error
+        from specmem.rtl.presets import check_scaled_core
+
+        try:
+            p["eps"] = float(p["eps"])
+        except (TypeError, ValueError):
+            raise SpecmemInputError(f"eps: must be a positive finite number, got {params['eps']!r}") from None
+        try:
+            check_scaled_core(d, k, preset, p["eps"])
+        except ValueError as exc:
+            raise SpecmemInputError(str(exc)) from None
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
     t0 = time.perf_counter()
     design = Design("linear-scaled" if algo == "linear" else "deltanet-scaled", d, k, preset,
-                    params={**({"gated": 1} if algo == "gated-deltanet" else {}), **({"eps": float(p["eps"])} if p else {})})
+                    params={**({"gated": 1} if algo == "gated-deltanet" else {}), **p})
     from specmem.progress import Heartbeat
 
     flavour = "cov" if coverage else ("waves" if waves else "plain")

@@ -52,7 +52,7 @@ def _run(dut, k, v, q, beta, g=None, *, idle=0.0, stall=0.0, seed=0, burst=0, fl
     last, whose read-outs are returned first in ``s_raw``, ``s_frac``; ``g``: the decays of a gated core);
     returns ``(o_raw [T, d], o_frac [T], s_raw, s_frac, sat, cycles between passes)``; a gated
     core's ``(s_gamma, s_gamma_f)`` at each read-out lands in ``dut.read_gamma``."""
-    M, d, kk, B = dut.M, dut.d, dut.k, dut.B
+    M, d, kk = dut.M, dut.d, dut.k
     K, fk = quantize_block(k, M)
     V, fv = quantize_block(v, M)
     Q, fq = quantize_block(q, M)

@@ -101,6 +101,9 @@ def test_specmem_sim_runs_the_scaled_core(capsys):
     assert res.passed and res.cycles > 8 * res.record["tokens"] and res.record["tokens_compared"] == 8
     with pytest.raises(SpecmemInputError, match="waves"):
         simulate("deltanet", 8, 4, 8, 1, preset="int8", coverage=True, waves=True, quiet=True)
+    for bad in (-1.0, float("nan"), float("inf"), "abc"):  # refused before any build, one line each
+        with pytest.raises(SpecmemInputError, match="eps: must be a positive finite number"):
+            simulate("linear", 8, 4, 8, 1, preset="int8", params={"eps": bad}, quiet=True)
 
 
 @pytest.mark.slow
