@@ -42,14 +42,14 @@ written before they are read again whatever ``d`` is.
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from .block_norm import StreamBlockNormaliser
 from .bram import BRAM_READ_LATENCY, BRAM_STYLES, RegisteredRAM
 from .fixed import msb_index
-from .pipeline import free_register, or_all, stage_register, tree4_levels
+from .pipeline import free_register, or_all, register_chain, select_levels, select_pipe, stage_register, tree4_levels
 from .row_bfp import RowBFPWrite
 from .saturate import COUNT_WIDTH
 
@@ -85,6 +85,13 @@ class DeltaPass(wiring.Component):
         self.tree_levels = max(0, (k - 1).bit_length())
         #: cycles from ``start`` to the first row's address: ``msb(kmax)`` through its OR tree
         self.prep_cycles = 4 + tree4_levels(d)
+        #: cycles the sequencer's counters run ahead of the RAM's address: the row's and beat's
+        #: operands come through registered select trees (:func:`~specmem.rtl.pipeline.select_pipe`)
+        self.lead = max(select_levels(d), select_levels(self.B)) - 1
+        if self.prep_cycles < 1 + self.lead:
+            raise AssertionError("the select trees' lead exceeds the pass's prep")
+        #: cycles from a beat's address to the same beat at the read normaliser's output
+        self.read_offset = FRONT_STAGES + self.write.latency + self.norm.latency
         #: cycles from a row's first address to its ``o_valid`` (sk, sq)
         self.latency = (FRONT_STAGES + self.write.latency + self.norm.latency + 2 + self.tree_levels + self.B)
         EW = exp_width
@@ -126,7 +133,7 @@ class DeltaPass(wiring.Component):
             m.d.sync += [busy.eq(1), prep.eq(self.prep_cycles), rows_out.eq(0)]
         with m.If(busy & (prep != 0)):
             m.d.sync += prep.eq(prep - 1)
-            with m.If(prep == 1):
+            with m.If(prep == 1 + self.lead):
                 m.d.sync += [run.eq(1), row.eq(0), beat.eq(0), addr.eq(0)]
         last_beat = (beat == B - 1) & (row == d - 1)
         with m.If(run):
@@ -139,6 +146,15 @@ class DeltaPass(wiring.Component):
             m.d.sync += rows_out.eq(rows_out + 1)
             with m.If(rows_out == d - 1):
                 m.d.sync += [busy.eq(0), self.done.eq(1)]
+
+        # the counters run `lead` cycles ahead: the row's operands come through registered select trees
+        lead, Ld, Lb = self.lead, select_levels(d), select_levels(B)
+        row_s = register_chain(m, row, len(row), lead + 1 - Ld, "row_sel", reset_less=True)
+        beat_s = register_chain(m, beat, len(beat), lead + 1 - Lb, "beat_sel", reset_less=True)
+        v0 = register_chain(m, run, 1, lead, "run_m")
+        f0 = register_chain(m, beat == 0, 1, lead, "first_m")
+        l0 = register_chain(m, beat == B - 1, 1, lead, "last_m")
+        addr_m = register_chain(m, addr, aw, lead, "addr_m", reset_less=True)
 
         # per pass: msb(max |knw|) through a registered OR tree, the row bound's constant part
         mags = [reg(Mux(x[-1], -x, x)[:M], unsigned(M), f"km{j}") for j, x in
@@ -156,18 +172,18 @@ class DeltaPass(wiring.Component):
         m.submodules.ram = ram = RegisteredRAM(d * B, k * Ws, self.ram, init=self.ram_init)
         # reads only while the pass runs: a write of word 0 after the pass meets no read of it
         # (the DP16KD does not define a read and a write of one word at one edge)
-        m.d.comb += [ram.rd_addr.eq(addr), ram.rd_en.eq(run), ram.rd_oce.eq(1)]
+        m.d.comb += [ram.rd_addr.eq(addr_m), ram.rd_en.eq(v0), ram.rd_oce.eq(1)]
         # the exponent and msb of a row whose zero flag is set are never used: only the flag resets
-        side_f = Array(Signal(signed(EW), name=f"sf{i}", reset_less=True) for i in range(d))
-        side_m = Array(Signal(range(Ws), name=f"sm{i}", reset_less=True) for i in range(d))
-        side_z = Array(Signal(init=1, name=f"sz{i}") for i in range(d))
-        v0, f0, l0 = run, beat == 0, beat == B - 1
+        side_f = [Signal(signed(EW), name=f"sf{i}", reset_less=True) for i in range(d)]
+        side_m = [Signal(range(Ws), name=f"sm{i}", reset_less=True) for i in range(d)]
+        side_z = [Signal(init=1, name=f"sz{i}") for i in range(d)]
         v1, f1, l1 = tag(v0, 1, "v1"), tag(f0, 1, "f1"), tag(l0, 1, "l1")
-        r_f1 = reg(side_f[row], signed(EW), "r_f1")
-        r_m1 = reg(side_m[row], range(Ws), "r_m1")
-        r_z1 = reg(side_z[row], 1, "r_z1")
-        bh1 = reg(Array(self.i_bh[i] for i in range(d))[row], signed(M), "bh1")
-        kw1 = [reg(Array(self.i_knw[b * k + j] for b in range(B))[beat], signed(M), f"kw1_{j}") for j in range(k)]
+        r_f1 = select_pipe(m, side_f, row_s, signed(EW), "r_f1")
+        r_m1 = select_pipe(m, side_m, row_s, range(Ws), "r_m1")
+        r_z1 = select_pipe(m, side_z, row_s, 1, "r_z1")
+        bh1 = select_pipe(m, [self.i_bh[i] for i in range(d)], row_s, signed(M), "bh1")
+        kw1 = [select_pipe(m, [self.i_knw[b * k + j] for b in range(B)], beat_s, signed(M), f"kw1_{j}")
+               for j in range(k)]
         v2, f2, l2 = tag(v1, 1, "v2"), tag(f1, 1, "f2"), tag(l1, 1, "l2")
         if self.rescale:
             moved = reg(r_f1 + self.i_fshift, signed(EW + 1), "r_f2w")
@@ -193,7 +209,7 @@ class DeltaPass(wiring.Component):
                      wr.i_e_prod.eq(bh_msb3 + ep_c), wr.i_p_zero.eq(bh_z3 | kzero), wr.i_f_prod.eq(f_prod)]
         m.d.comb += [wr.i_old[j].eq(x) for j, x in enumerate(old3)]
         m.d.comb += [wr.i_prod[j].eq(p) for j, p in enumerate(prod3)]
-        w_addr = chain(addr, aw, FRONT_STAGES + self.write.latency, "wad")
+        w_addr = chain(addr_m, aw, FRONT_STAGES + self.write.latency, "wad")
         m.d.comb += [ram.wr_addr.eq(w_addr), ram.wr_en.eq(wr.o_valid),
                      ram.wr_data.eq(Cat(*[wr.o_data[j] for j in range(k)]))]
         # the side registers: the row's exponent from its first beat, msb and zero after its last
@@ -205,8 +221,9 @@ class DeltaPass(wiring.Component):
         fin_row = chain(w_row, range(max(d, 2)), self.write.row_latency, "fr")
         fin_frac = chain(wr.o_frac, signed(EW), self.write.row_latency, "ff")
         with m.If(wr.o_row_valid):
-            m.d.sync += [side_f[fin_row].eq(fin_frac), side_m[fin_row].eq(wr.o_row_msb),
-                         side_z[fin_row].eq(wr.o_row_zero)]
+            for i in range(d):
+                with m.If(fin_row == i):
+                    m.d.sync += [side_f[i].eq(fin_frac), side_m[i].eq(wr.o_row_msb), side_z[i].eq(wr.o_row_zero)]
         m.d.comb += [self.o_wvalid.eq(wr.o_valid), self.o_wfirst.eq(wr.o_first), self.o_wfrac.eq(wr.o_frac),
                      self.count.eq(wr.count)]
         m.d.comb += [self.o_wdata[j].eq(wr.o_data[j]) for j in range(k)]
@@ -215,12 +232,12 @@ class DeltaPass(wiring.Component):
         m.submodules.norm = nb = self.norm
         m.d.comb += [nb.en.eq(1), nb.i_valid.eq(wr.o_valid), nb.i_frac.eq(wr.o_frac)]
         m.d.comb += [nb.i_data[j].eq(wr.o_data[j]) for j in range(k)]
-        rb = Signal(range(max(B, 2)), name="rbeat")
-        with m.If(nb.o_valid):
-            m.d.sync += rb.eq(Mux(nb.o_last, 0, rb + 1))
-        bsel = Mux(nb.o_first, 0, rb)
-        kn1 = [reg(Array(self.i_kn[b * k + j] for b in range(B))[bsel], signed(M), f"kn1_{j}") for j in range(k)]
-        qn1 = [reg(Array(self.i_qn[b * k + j] for b in range(B))[bsel], signed(M), f"qn1_{j}") for j in range(k)]
+        # the beat at the normaliser's output is the sequencer's, a fixed number of cycles later
+        rsel = register_chain(m, beat, len(beat), lead + self.read_offset + 1 - Lb, "rbeat_sel", reset_less=True)
+        kn1 = [select_pipe(m, [self.i_kn[b * k + j] for b in range(B)], rsel, signed(M), f"kn1_{j}")
+               for j in range(k)]
+        qn1 = [select_pipe(m, [self.i_qn[b * k + j] for b in range(B)], rsel, signed(M), f"qn1_{j}")
+               for j in range(k)]
         x1 = [reg(nb.o_data[j], signed(M), f"rx1_{j}") for j in range(k)]
         rv1, rf1, rl1 = tag(nb.o_valid, 1, "rv1"), tag(nb.o_first, 1, "rf1"), tag(nb.o_last, 1, "rl1")
         rexp1 = reg(nb.o_frac, signed(EW), "rexp1")

@@ -282,28 +282,34 @@ class DeltaNetScaledCore(wiring.Component):
         go = Signal(name="pass_go")
         m.d.sync += go.eq(0)
         m.d.comb += pa.start.eq(go)
+        # the take: decided in IDLE, done the next cycle from two flip-flops, so the copies' enable
+        # (over a thousand registers at d = 32) leaves a register, not the FSM's decode
+        take, zero = Signal(name="take"), Signal(name="take_flush")
+        m.d.sync += take.eq(0)
+        with m.If(take):
+            m.d.sync += fknw.eq(fkn)
+            m.d.sync += [knw[i].eq(kn[i]) for i in range(d)]
+            if gated:  # a flush writes the last token's update in its own frame
+                shift = Mux(zero, 0, nx_delta)
+                m.d.sync += [fsh.eq(shift), fbhp.eq(fbh + shift)]
+                with m.If(~zero):
+                    m.d.sync += [gam.eq(nx_gam), ngam.eq(-nx_gam), rg.eq(nx_rg), rgf.eq(nx_rgf),
+                                 gamf.eq(gamf + nx_delta)]
+            with m.If(zero):
+                m.d.sync += [fkn.eq(0), fqn.eq(0)]
+                m.d.sync += [kn[i].eq(0) for i in range(d)] + [qn[i].eq(0) for i in range(d)]
+            with m.Else():
+                m.d.sync += [fkn.eq(nx_fkn), fqn.eq(nx_fqn), cur_fv.eq(nx_fv), beta.eq(nx_beta),
+                             fb.eq(nx_fb), cval.eq(nx_c), tokens.eq(tokens + 1)]
+                m.d.sync += [kn[i].eq(nx_kn[i]) for i in range(d)] + [qn[i].eq(nx_qn[i]) for i in range(d)]
+                m.d.sync += [cur_v[i].eq(nx_v[i]) for i in range(d)]
         with m.FSM(init="IDLE"):
             with m.State("IDLE"):
                 with m.If(next_full & ~pa.busy):
                     m.d.sync += [next_full.eq(0), cur_flush.eq(next_flush), go.eq(1), prow.eq(0),
-                                 fknw.eq(fkn)]
-                    m.d.sync += [knw[i].eq(kn[i]) for i in range(d)]
-                    if gated:  # a flush writes the last token's update in its own frame
-                        shift = Mux(next_flush, 0, nx_delta)
-                        m.d.sync += [fsh.eq(shift), fbhp.eq(fbh + shift)]
-                        with m.If(~next_flush):
-                            m.d.sync += [gam.eq(nx_gam), ngam.eq(-nx_gam), rg.eq(nx_rg), rgf.eq(nx_rgf),
-                                         gamf.eq(gamf + nx_delta)]
-                    with m.If(next_flush):
-                        m.d.sync += [fkn.eq(0), fqn.eq(0)]
-                        m.d.sync += [kn[i].eq(0) for i in range(d)] + [qn[i].eq(0) for i in range(d)]
-                    with m.Else():
-                        m.d.sync += [fkn.eq(nx_fkn), fqn.eq(nx_fqn), cur_fv.eq(nx_fv), beta.eq(nx_beta),
-                                     fb.eq(nx_fb), cval.eq(nx_c), tokens.eq(tokens + 1)]
-                        m.d.sync += [kn[i].eq(nx_kn[i]) for i in range(d)] + [qn[i].eq(nx_qn[i]) for i in range(d)]
-                        m.d.sync += [cur_v[i].eq(nx_v[i]) for i in range(d)]
-                    m.next = "START"
-            with m.State("START"):  # the pass takes go this cycle
+                                 take.eq(1), zero.eq(next_flush)]
+                    m.next = "TAKE"
+            with m.State("TAKE"):  # the pass takes go and the token's registers their values
                 m.next = "PASS"
             with m.State("PASS"):
                 with m.If(pa.done):

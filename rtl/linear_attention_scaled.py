@@ -302,31 +302,43 @@ class LinearAttentionScaledCore(wiring.Component):
         fsm_idle = Signal(name="seq_idle")
         ov = vreg("ov")  # v for the output chain's feed (cur_v moves on with the next pass)
 
+        feed_go = Signal(name="feed_go")  # the feed's registers load the cycle after it is decided
+        m.d.sync += feed_go.eq(0)
+
         def start_feed():
-            m.d.sync += [o_pending.eq(1), feed.eq(B), ch_c.eq(cval), ch_fvc.eq(cur_fv + fkf + fqf), ch_fq.eq(fqf),
+            m.d.sync += [o_pending.eq(1), feed_go.eq(1)]
+
+        with m.If(feed_go):
+            m.d.sync += [feed.eq(B), ch_c.eq(cval), ch_fvc.eq(cur_fv + fkf + fqf), ch_fq.eq(fqf),
                          ch_rm.eq(rm), ch_rf.eq(rf)]
             m.d.sync += [ov[i].eq(cur_v[i]) for i in range(d)]
 
+        # the take: decided in IDLE, done the next cycle from two flip-flops, so the copies' enable
+        # (over a thousand registers at d = 32) leaves a register, not the FSM's decode
+        take, zero = Signal(name="take"), Signal(name="take_flush_r")
+        m.d.sync += take.eq(0)
+        with m.If(take):  # the previous token's write: v and kf move to bh and knw
+            m.d.sync += [fknw.eq(fkf), fbh.eq(cur_fv)]
+            m.d.sync += [knw[i].eq(kf[i]) for i in range(d)] + [bh[i].eq(cur_v[i]) for i in range(d)]
+            with m.If(zero):
+                m.d.sync += [fkf.eq(0), fqf.eq(0)]
+                m.d.sync += [kf[i].eq(0) for i in range(d)] + [qf[i].eq(0) for i in range(d)]
+            with m.Else():
+                m.d.sync += [fkf.eq(nx_fkf), fqf.eq(nx_fqf), cur_fv.eq(nx_fv), cval.eq(nx_c),
+                             rm.eq(nx_rm), rf.eq(nx_rf), tokens.eq(tokens + 1)]
+                m.d.sync += [kf[i].eq(nx_kf[i]) for i in range(d)] + [qf[i].eq(nx_qf[i]) for i in range(d)]
+                m.d.sync += [cur_v[i].eq(nx_v[i]) for i in range(d)]
+
         # the next pass's first row reaches sq's buffer after the feed has read every beat of it
-        assert 2 + pa.prep_cycles + pa.latency > B + 1
+        assert 2 + pa.prep_cycles + pa.latency > B + 2
         with m.FSM(init="IDLE"):
             with m.State("IDLE"):
                 m.d.comb += fsm_idle.eq(1)
                 with m.If(next_full & ~pa.busy):
-                    # the previous token's write: v and kf move to bh and knw
                     m.d.sync += [next_full.eq(0), cur_flush.eq(next_flush), go.eq(1), prow.eq(0),
-                                 fknw.eq(fkf), fbh.eq(cur_fv)]
-                    m.d.sync += [knw[i].eq(kf[i]) for i in range(d)] + [bh[i].eq(cur_v[i]) for i in range(d)]
-                    with m.If(next_flush):
-                        m.d.sync += [fkf.eq(0), fqf.eq(0)]
-                        m.d.sync += [kf[i].eq(0) for i in range(d)] + [qf[i].eq(0) for i in range(d)]
-                    with m.Else():
-                        m.d.sync += [fkf.eq(nx_fkf), fqf.eq(nx_fqf), cur_fv.eq(nx_fv), cval.eq(nx_c),
-                                     rm.eq(nx_rm), rf.eq(nx_rf), tokens.eq(tokens + 1)]
-                        m.d.sync += [kf[i].eq(nx_kf[i]) for i in range(d)] + [qf[i].eq(nx_qf[i]) for i in range(d)]
-                        m.d.sync += [cur_v[i].eq(nx_v[i]) for i in range(d)]
-                    m.next = "START"
-            with m.State("START"):  # the pass takes go this cycle
+                                 take.eq(1), zero.eq(next_flush)]
+                    m.next = "TAKE"
+            with m.State("TAKE"):  # the pass takes go and the token's registers their values
                 m.next = "PASS"
             with m.State("PASS"):
                 with m.If(pa.done):

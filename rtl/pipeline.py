@@ -4,10 +4,10 @@ function instead of each writing its own."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Signal
+from amaranth.hdl import Array, Signal
 
 __all__ = ["stage_register", "hold_register", "free_register", "register_chain", "reduce_tree", "tree4_levels",
-           "tag_chain", "or_all"]
+           "tag_chain", "or_all", "select_levels", "select_pipe"]
 
 
 def _pipeline_signal(shape, name):
@@ -102,3 +102,31 @@ def or_all(values):
     for x in values[1:]:
         acc = acc | x
     return acc
+
+
+def select_levels(n: int) -> int:
+    """Registered levels of :func:`select_pipe` over ``n`` items: ``ceil(log4 n)``, at least 1."""
+    return max(1, tree4_levels(n))
+
+
+def select_pipe(m, items, sel, shape, name: str):
+    """``items[sel]`` through registered 4:1 selects, one level per two bits of ``sel``: the value
+    :func:`select_levels` ``(len(items))`` cycles after ``sel`` (a ``d``:1 select of a row's
+    operand in one cycle was five LUT levels and the scaled cores' routed critical path). ``sel``
+    is taken that many cycles ahead by the caller; each level's bits ride one more register. The
+    registers hold data (no reset)."""
+    vals = list(items)
+    s = sel
+    for lv in range(select_levels(len(vals))):
+        bits = s[2 * lv:2 * lv + 2] if len(vals) > 1 else 0
+        nxt = []
+        for g in range(0, len(vals), 4):
+            group = vals[g:g + 4]
+            pick = group[0] if len(group) == 1 else Array(group)[bits]
+            r = Signal(shape, name=f"{name}_s{lv}_{g // 4}", reset_less=True)
+            m.d.sync += r.eq(pick)
+            nxt.append(r)
+        vals = nxt
+        if lv + 1 < select_levels(len(items)):
+            s = register_chain(m, s, len(s), 1, f"{name}_sel{lv}", reset_less=True)
+    return vals[0]

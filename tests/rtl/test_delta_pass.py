@@ -80,7 +80,8 @@ def _run(dut, passes):
     return got
 
 
-@pytest.mark.parametrize("d,k,Ws,M", [(8, 4, 16, 8), (4, 4, 16, 8), (12, 4, 16, 8), (6, 2, 12, 6)])
+@pytest.mark.parametrize("d,k,Ws,M", [(8, 4, 16, 8), (4, 4, 16, 8), (12, 4, 16, 8), (6, 2, 12, 6),
+                                     (32, 4, 16, 8), (20, 2, 12, 6)])
 def test_passes_bit_exact_with_the_model(d, k, Ws, M):
     """Seven passes from reset; the block RAM starts with garbage (it is never cleared: the
     side registers' zero flags mask it until a row is first written)."""
