@@ -56,12 +56,12 @@ from amaranth.lib.wiring import In, Out
 from specmem.golden.deltanet import L2_EPS
 
 from .align import StreamAlignBlock
-from .beats import beat_index, beat_output, feed_pair, store_beats, token_input
+from .beats import beat_output, feed_pair, store_beats, token_input
 from .beats import beat_of as _beat_of
 from .block_norm import StreamBlockNormaliser
 from .decay import DecayScale
 from .delta_pass import DeltaPass
-from .pipeline import free_register, stage_register
+from .pipeline import free_register, register_chain, select_levels, select_pipe, stage_register
 from .presets import check_scaled_core
 from .saturate import COUNT_WIDTH
 from .unit_norm import UnitNormaliser
@@ -355,20 +355,23 @@ class DeltaNetScaledCore(wiring.Component):
         if gated:  # bh = block(be rg) in S's frame (rgf carries gamma's exponent)
             m.d.comb += [nbh.i_valid.eq(tag(nb.o_valid, 1, "bh_v")), nbh.i_frac.eq(reg(nb.o_frac + rgf, signed(EW), "bh_fr"))]
             m.d.comb += [nbh.i_data[j].eq(reg(nb.o_data[j] * rg, signed(M + P), f"bh_p{j}")) for j in range(k)]
-            wsel = beat_index(m, nb, B, "be_beat")
             src_bh = nbh
         else:
             src_bh = nb
-        bsel = store_beats(m, bh, src_bh, k, "bh_beat")
-        if not gated:
-            wsel = bsel
+        store_beats(m, bh, src_bh, k, "bh_beat")
         with m.If(src_bh.o_valid & src_bh.o_first):
             m.d.sync += fbh.eq(src_bh.o_frac)
         # o's terms: sq's beat with per-row exponents, be C with one exponent
         ov1 = tag(nb.o_valid, 1, "o1_v")
         be1 = [reg(nb.o_data[j], signed(M), f"o1_be{j}") for j in range(k)]
-        sq1 = [reg(beat_of(sq_b, wsel, j), signed(DW), f"o1_sq{j}") for j in range(k)]
-        sf1 = [reg(beat_of(rf_b, wsel, j), signed(EW), f"o1_sf{j}") for j in range(k)]
+        # the beat be's normaliser puts out is the feed's counter a fixed number of cycles later
+        # (every block of the chain runs without stalls): sq's and rf's beats through registered
+        # select trees fed from it, not a B:1 select by the stream's own first flag
+        Lb = select_levels(B)
+        osel = register_chain(m, eb, len(eb), FEED_STAGES + ae.latency + 1 + nb.latency + 1 - Lb, "o_beat_sel",
+                              reset_less=True)
+        sq1 = [select_pipe(m, [sq_b[b * k + j] for b in range(B)], osel, signed(DW), f"o1_sq{j}") for j in range(k)]
+        sf1 = [select_pipe(m, [rf_b[b * k + j] for b in range(B)], osel, signed(EW), f"o1_sf{j}") for j in range(k)]
         fbc1 = Signal(signed(EW), name="o1_fbc")  # be's exponent + fkn + fqn, held from its first beat
         fbc_now = nb.o_frac + fkn + fqn
         with m.If(nb.o_valid & nb.o_first):

@@ -176,29 +176,34 @@ def build(algo: str, d: int, k: int, preset: str = "legacy-int8", **params) -> B
 
 
 def _scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None = None, eps: float | None = None,
-            **rest) -> Built:
+            dsp: str | None = None, **rest) -> Built:
     """A scaled core (linear attention, DeltaNet or Gated DeltaNet; tokens as beats of ``k``
     elements, no AXI4-Stream naming or register block yet) and its manifest: parameters, the ports' meaning, the number formats,
     cycles per token."""
     if rest:
         name = sorted(rest)[0]
         why = {"csr": "the scaled core has no register block yet", "in_range": "the scaled formats scale every "
-               "vector by its own max"}.get(name, "it takes bram and eps")
+               "vector by its own max"}.get(name, "it takes bram, dsp and eps")
         raise ValueError(f"{name}: not a parameter of the scaled {algo} core ({preset}): {why}")
     if bram not in (None, "behavioural", "ecp5"):
         raise ValueError(f"bram: must be behavioural or ecp5 (DP16KD), got {bram!r}")
     ram = bram or "behavioural"
+    if dsp not in (None, "registered", "ecp5"):
+        raise ValueError(f"dsp: the scaled cores' scalar units take registered (portable registers) or ecp5 "
+                         f"(MULT18X18D), got {dsp!r}")
+    dsp = dsp or "registered"
     gated = algo == "gated-deltanet"
     if algo == "linear":
         from .linear_attention_scaled import LINEAR_EPS, LinearAttentionScaledCore
 
-        c = LinearAttentionScaledCore(d, k, preset, ram=ram, eps=LINEAR_EPS if eps is None else float(eps))
+        c = LinearAttentionScaledCore(d, k, preset, ram=ram, eps=LINEAR_EPS if eps is None else float(eps), dsp=dsp)
     else:
         from specmem.golden.deltanet import L2_EPS
 
         from .deltanet_scaled import DeltaNetScaledCore
 
-        c = DeltaNetScaledCore(d, k, preset, ram=ram, gated=gated, eps=L2_EPS if eps is None else float(eps))
+        c = DeltaNetScaledCore(d, k, preset, ram=ram, gated=gated, eps=L2_EPS if eps is None else float(eps),
+                               dsp=dsp)
     EW, M = c.exp_width, c.M
     beats = f"{3 * (d // k)} beats"
     ports = {
@@ -216,7 +221,7 @@ def _scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None = None, 
         "tokens, sat, err": "tokens taken; state saturations; a sticky contract/overflow flag",
     }
     params = {"d": d, "k": k, "preset": preset, "algo": algo, "M": M, "Ws": c.Ws, "Wo": c.Wo, "P": c.P,
-              "exp_width": EW, "eps": c.eps, "bram": ram}
+              "exp_width": EW, "eps": c.eps, "bram": ram, "dsp": dsp}
     if algo == "linear":
         from specmem.golden.fixed.scaled.linear_attention import Z_BITS
 
@@ -240,7 +245,7 @@ def _scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None = None, 
         top = "specmem_gated_deltanet_scaled" if gated else "specmem_deltanet_scaled"
     manifest = {
         "parameters": params,
-        "sim_models": ["DP16KD"] if ram == "ecp5" else [],
+        "sim_models": (["MULT18X18D"] if dsp == "ecp5" else []) + (["DP16KD"] if ram == "ecp5" else []),
         "model": model,
         "interface": ports,
         "cycles_per_token": {"full_steady_state": c.cycles_per_token(), "floor_d2_over_k": d * d // k},

@@ -85,10 +85,11 @@ class LinearAttentionScaledCore(wiring.Component):
     """Linear attention in a scaled preset on ``k`` lanes, state ``d x d``; see the module
     docstring. ``preset``: a scaled preset name; ``ram``: the block-RAM style of the state and of
     the alignments' and the ELU's waits (``behavioural`` or ``ecp5``); ``exp_width``: signed
-    exponent bits; ``eps``: the normaliser's floor (the model's ``eps``, a generic: a table)."""
+    exponent bits; ``eps``: the normaliser's floor (the model's ``eps``, a generic: a table);
+    ``dsp``: the scalar unit's Newton multiplier (``registered`` or ``ecp5``, ``rtl/dsp.py``)."""
 
     def __init__(self, d: int, k: int, preset: str = "int8", *, ram: str = "behavioural", exp_width: int = 12,
-                 eps: float = LINEAR_EPS):
+                 eps: float = LINEAR_EPS, dsp: str = "registered"):
         p = check_scaled_core(d, k, preset, eps)
         self.d, self.k, self.B, self.preset, self.exp_width = d, k, d // k, preset, exp_width
         self.M, self.Ws, self.Wo = p.mul_bits, p.state_bits, p.out_bits
@@ -106,7 +107,8 @@ class LinearAttentionScaledCore(wiring.Component):
         self.eps_f0, self.eps_rows = eps_floor_table(self.eps, self.floor_width)
         self.elu = BlockElu1(k, B, M, p.exp_lut_bits, rounding=p.rounding, exp_width=EW, delay_style=ram)
         self.align_z = StreamAlignBlock(k, B, ((Z_BITS, False), (M, False)), Z_BITS, exp_width=EW, delay_style=ram)
-        self.unit = ScalarUnit(self.su, self.floor_width, frac_width=EW, pipelined=True)
+        self.dsp = dsp
+        self.unit = ScalarUnit(self.su, self.floor_width, frac_width=EW, pipelined=True, dsp=dsp)
         self.align_o = StreamAlignBlock(k, B, ((DW, True), (M + DW, False)), self.Wo, exp_width=EW, delay_style=ram)
         self.norm_o = StreamBlockNormaliser(k, B, self.Wo + P, self.Wo, frac_width=EW)
         super().__init__({

@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """DeltaNetScaledCore against ``golden/fixed/scaled/deltanet.deltanet_scaled`` (int8), bit for bit:
 every output, its exponent, the final state after a flush, the saturation count; DeltaNet and
 Gated DeltaNet (whose state comes out in ``S``'s frame: ``Ŝ``'s exponents plus ``gamma``'s, and
@@ -282,6 +283,24 @@ def test_refuses_bad_parameters():
         DeltaNetScaledCore(6, 4)
     with pytest.raises(ValueError, match="preset"):
         DeltaNetScaledCore(8, 4, "legacy-int8")
+
+
+def test_generate_takes_dsp_and_refuses_a_bad_one():
+    """``specmem rtl --param dsp=ecp5`` on the scaled cores: the scalar units' multipliers as
+    ``MULT18X18D``, named in the manifest's simulation models; any other value refused by name."""
+    from specmem.rtl.generate import build
+    from specmem.sim.build import Design
+
+    for algo in ("linear", "deltanet", "gated-deltanet"):
+        b = build(algo, 8, 4, "int8", dsp="ecp5")
+        assert b.manifest["parameters"]["dsp"] == "ecp5" and b.manifest["sim_models"] == ["MULT18X18D"]
+        assert build(algo, 8, 4, "int8").manifest["parameters"]["dsp"] == "registered"
+        with pytest.raises(ValueError, match="dsp: .*registered .*ecp5"):
+            build(algo, 8, 4, "int8", dsp="fabric")
+    from specmem.sim.build import build as sim_build
+
+    with pytest.raises(ValueError, match="params: .* takes eps, gated, ram and dsp, got lanes"):
+        sim_build(Design("deltanet-scaled", 8, 4, "int8", params=(("lanes", 2),)))
 
 
 def test_verilog_lints_clean(tmp_path):

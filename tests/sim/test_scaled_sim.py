@@ -40,9 +40,11 @@ def test_linear_attention_scaled_in_verilator():
 
 def test_gated_deltanet_scaled_in_verilator():
     """Gated DeltaNet: decays down to 2^-700 (``gamma``'s exponent past the core's 12 bits, the
-    state kept in ``S``'s frame), the state and ``gamma``'s mantissa read out bit for bit."""
-    b = build(Design("deltanet-scaled", 8, 4, "int8", params=(("gated", 1),)))
-    assert b.manifest["parameters"]["gated"] is True
+    state kept in ``S``'s frame), the state and ``gamma``'s mantissa read out bit for bit; its
+    scalar units' Newton multipliers as ``MULT18X18D`` (``dsp="ecp5"``, the vendor model)."""
+    b = build(Design("deltanet-scaled", 8, 4, "int8", params=(("gated", 1), ("dsp", "ecp5"))))
+    assert b.manifest["parameters"]["gated"] is True and b.manifest["parameters"]["dsp"] == "ecp5"
+    assert "MULT18X18D" in b.verilog.read_text() and "MULT18X18D" in b.manifest["sim_models"]
     run = run_cocotb(b, TB, {"name": "gated-deltanet-scaled", "seed": 5, "tokens": 24}, testcase=CASES)
     assert run.passed, run.describe()
     assert set(run.tests) == {"random_stream", "reset_mid_stream", "full_rate"}
