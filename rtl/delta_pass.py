@@ -47,6 +47,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from .block_norm import StreamBlockNormaliser
+from .dsp import PRODUCT_STYLES, operand_product
 from .bram import BRAM_READ_LATENCY, BRAM_STYLES, RegisteredRAM
 from .fixed import msb_index
 from .pipeline import free_register, or_all, register_chain, select_levels, select_pipe, stage_register, tree4_levels
@@ -67,7 +68,7 @@ class DeltaPass(wiring.Component):
     ``i_fshift`` port (the module docstring)."""
 
     def __init__(self, d: int, k: int, Ws: int, M: int, *, exp_width: int = 12, ram: str = "behavioural",
-                 ram_init=None, rescale: bool = False):
+                 ram_init=None, rescale: bool = False, dsp: str = "registered"):
         for name, v, lo in (("d", d, 1), ("k", k, 1), ("Ws", Ws, 4), ("M", M, 3), ("exp_width", exp_width, 6)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ValueError(f"{name}: must be an integer >= {lo}, got {v!r}")
@@ -77,6 +78,9 @@ class DeltaPass(wiring.Component):
             raise ValueError(f"ram: must be one of {', '.join(BRAM_STYLES)}, got {ram!r}")
         self.d, self.k, self.Ws, self.M, self.exp_width, self.ram = d, k, Ws, M, exp_width, ram
         self.ram_init = ram_init
+        if dsp not in PRODUCT_STYLES:
+            raise ValueError(f"dsp: must be one of {', '.join(PRODUCT_STYLES)}, got {dsp!r}")
+        self.dsp = dsp
         self.rescale = bool(rescale)
         self.B = d // k
         self.dot_width = 2 * M + max(1, (d - 1).bit_length())
@@ -194,12 +198,11 @@ class DeltaPass(wiring.Component):
             r_f2 = reg(r_f1, signed(EW), "r_f2")
         r_m2, r_z2 = reg(r_m1, range(Ws), "r_m2"), reg(r_z1, 1, "r_z2")
         bh_mag2 = reg(Mux(bh1[-1], -bh1, bh1)[:M], unsigned(M), "bh_mag2")
-        prod2 = [reg(bh1 * x, signed(2 * M), f"prod2_{j}") for j, x in enumerate(kw1)]
+        prod3 = [operand_product(m, bh1, x, f"prod_{j}", self.dsp) for j, x in enumerate(kw1)]
         v3, f3, l3 = tag(v2, 1, "v3"), tag(f2, 1, "f3"), tag(l2, 1, "l3")
         r_f3, r_m3, r_z3 = reg(r_f2, signed(EW), "r_f3"), reg(r_m2, range(Ws), "r_m3"), reg(r_z2, 1, "r_z3")
         bh_msb3 = reg(msb_index(m, bh_mag2, "bh_msb_c"), unsigned(max(1, (M - 1).bit_length())), "bh_msb3")
         bh_z3 = reg(bh_mag2 == 0, 1, "bh_z3")
-        prod3 = [reg(p, signed(2 * M), f"prod3_{j}") for j, p in enumerate(prod2)]
         old3 = [reg(Mux(r_z2, 0, ram.rd_data[j * Ws:(j + 1) * Ws].as_signed()), signed(Ws), f"old3_{j}")
                 for j in range(k)]
 
@@ -233,16 +236,15 @@ class DeltaPass(wiring.Component):
         m.d.comb += [nb.en.eq(1), nb.i_valid.eq(wr.o_valid), nb.i_frac.eq(wr.o_frac)]
         m.d.comb += [nb.i_data[j].eq(wr.o_data[j]) for j in range(k)]
         # the beat at the normaliser's output is the sequencer's, a fixed number of cycles later
-        rsel = register_chain(m, beat, len(beat), lead + self.read_offset + 1 - Lb, "rbeat_sel", reset_less=True)
+        rsel = register_chain(m, beat, len(beat), lead + self.read_offset - Lb, "rbeat_sel", reset_less=True)
         kn1 = [select_pipe(m, [self.i_kn[b * k + j] for b in range(B)], rsel, signed(M), f"kn1_{j}")
                for j in range(k)]
         qn1 = [select_pipe(m, [self.i_qn[b * k + j] for b in range(B)], rsel, signed(M), f"qn1_{j}")
                for j in range(k)]
-        x1 = [reg(nb.o_data[j], signed(M), f"rx1_{j}") for j in range(k)]
         rv1, rf1, rl1 = tag(nb.o_valid, 1, "rv1"), tag(nb.o_first, 1, "rf1"), tag(nb.o_last, 1, "rl1")
         rexp1 = reg(nb.o_frac, signed(EW), "rexp1")
-        ps = [reg(x * y, signed(2 * M), f"pk{j}") for j, (x, y) in enumerate(zip(x1, kn1))]
-        qs = [reg(x * y, signed(2 * M), f"pq{j}") for j, (x, y) in enumerate(zip(x1, qn1))]
+        ps = [operand_product(m, nb.o_data[j], y, f"pk{j}", self.dsp) for j, y in enumerate(kn1)]
+        qs = [operand_product(m, nb.o_data[j], y, f"pq{j}", self.dsp) for j, y in enumerate(qn1)]
         rv, rf_, rl = tag(rv1, 1, "rv2"), tag(rf1, 1, "rf2"), tag(rl1, 1, "rl2")
         rexp = reg(rexp1, signed(EW), "rexp2")
         DW = self.dot_width

@@ -61,6 +61,7 @@ from .beats import beat_of as _beat_of
 from .block_norm import StreamBlockNormaliser
 from .decay import DecayScale
 from .delta_pass import DeltaPass
+from .dsp import operand_product
 from .pipeline import free_register, register_chain, select_levels, select_pipe, stage_register
 from .presets import check_scaled_core
 from .saturate import COUNT_WIDTH
@@ -96,7 +97,7 @@ class DeltaNetScaledCore(wiring.Component):
         M, B, EW = self.M, self.B, exp_width
         self.su = p.scalar_unit()
         self.P = P = self.su.out_bits
-        self.pass_ = DeltaPass(d, k, self.Ws, M, exp_width=EW, ram=ram, rescale=self.gated)
+        self.pass_ = DeltaPass(d, k, self.Ws, M, exp_width=EW, ram=ram, rescale=self.gated, dsp=dsp)
         DW = self.pass_.dot_width
         self.dot_width = DW
         GW = P if self.gated else 0  # sk, sq times gamma's mantissa
@@ -215,10 +216,8 @@ class DeltaNetScaledCore(wiring.Component):
         # C = kn . qn as qn's beats come out beside kn's (read back): a register, the products, a
         # registered tree, the sum over the beats
         cv, cf, cl = (tag(un.o_valid & out_q, 1, "c0_v"), tag(un.o_first, 1, "c0_f"), tag(un.o_last, 1, "c0_l"))
-        cq = [reg(un.o_data[j], signed(M), f"c0_q{j}") for j in range(k)]
-        ck = [reg(beat_of(nx_kn, osel, j), signed(M), f"c0_k{j}") for j in range(k)]
         cv, cf, cl = tag(cv, 1, "c1_v"), tag(cf, 1, "c1_f"), tag(cl, 1, "c1_l")
-        cp = [reg(a * b, signed(2 * M), f"c1_p{j}") for j, (a, b) in enumerate(zip(cq, ck))]
+        cp = [operand_product(m, un.o_data[j], beat_of(nx_kn, osel, j), f"c1_p{j}", self.dsp) for j in range(k)]
         lv = 0
         while len(cp) > 1:
             lv += 1
@@ -363,7 +362,6 @@ class DeltaNetScaledCore(wiring.Component):
             m.d.sync += fbh.eq(src_bh.o_frac)
         # o's terms: sq's beat with per-row exponents, be C with one exponent
         ov1 = tag(nb.o_valid, 1, "o1_v")
-        be1 = [reg(nb.o_data[j], signed(M), f"o1_be{j}") for j in range(k)]
         # the beat be's normaliser puts out is the feed's counter a fixed number of cycles later
         # (every block of the chain runs without stalls): sq's and rf's beats through registered
         # select trees fed from it, not a B:1 select by the stream's own first flag
@@ -377,7 +375,7 @@ class DeltaNetScaledCore(wiring.Component):
         with m.If(nb.o_valid & nb.o_first):
             m.d.sync += fbc1.eq(fbc_now)
         ov2 = tag(ov1, 1, "o2_v")
-        bc2 = [reg(x * cval, signed(M + DW), f"o2_bc{j}") for j, x in enumerate(be1)]
+        bc2 = [operand_product(m, nb.o_data[j], cval, f"o2_bc{j}", self.dsp) for j in range(k)]
         sq2 = [reg(x * gam, signed(DW + P), f"o2_sq{j}") if gated else reg(x, signed(DW), f"o2_sq{j}")
                for j, x in enumerate(sq1)]
         sf2 = [reg(x + fqn, signed(EW), f"o2_sf{j}") for j, x in enumerate(sf1)]

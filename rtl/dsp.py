@@ -27,7 +27,8 @@ from amaranth.hdl import ClockSignal, Const, Instance, Module, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["DSP_STYLES", "LaneMultiplier", "PipelinedMultiplier", "ECP5_MULT_WIDTH", "check_dsp"]
+__all__ = ["DSP_STYLES", "LaneMultiplier", "PipelinedMultiplier", "ECP5_MULT_WIDTH", "check_dsp", "operand_product",
+           "PRODUCT_STYLES"]
 
 #: register arrangements of :class:`LaneMultiplier`, with their latency in cycles
 DSP_STYLES = {"fabric": 1, "registered": 3, "ecp5": 3}
@@ -43,6 +44,53 @@ def check_dsp(style: str, a_width: int, b_width: int) -> int:
         raise ValueError(f"dsp: 'ecp5' maps one MULT18X18D per lane; operands of {a_width} x {b_width} "
                          f"bits exceed its {ECP5_MULT_WIDTH}-bit inputs")
     return DSP_STYLES[style]
+
+
+#: styles of :func:`operand_product`
+PRODUCT_STYLES = ("registered", "ecp5")
+
+
+def operand_product(m, a, b, name: str, style: str = "registered"):
+    """``a * b`` (signed) two cycles later, free-running: the operands into registers, then the
+    product into one. ``"ecp5"``: both inside one ``MULT18X18D`` (input registers and output
+    register, no pipeline register) when both operands fit its 18 bits, so the multiply sits
+    between the DSP's own registers and no route enters or leaves it mid-path; wider operands, and
+    ``"registered"``, the same two steps in fabric registers (Yosys then maps the multiply between
+    them to a combinational DSP). Returns the product, ``len(a) + len(b)`` bits."""
+    if style not in PRODUCT_STYLES:
+        raise ValueError(f"dsp: must be one of {', '.join(PRODUCT_STYLES)}, got {style!r}")
+    if not (a.shape().signed and b.shape().signed):
+        raise TypeError(f"{name}: operand_product multiplies signed operands")
+    wa, wb = len(a), len(b)
+    out = Signal(signed(wa + wb), name=f"{name}_p")
+    if style == "ecp5" and max(wa, wb) <= ECP5_MULT_WIDTH:
+        w = ECP5_MULT_WIDTH
+        a18, b18 = Signal(signed(w), name=f"{name}_a18"), Signal(signed(w), name=f"{name}_b18")
+        p36 = Signal(2 * w, name=f"{name}_p36")
+        m.d.comb += [a18.eq(a), b18.eq(b), out.eq(p36[:wa + wb])]
+        ports = {f"i_A{n}": a18[n] for n in range(w)}
+        ports.update({f"i_B{n}": b18[n] for n in range(w)})
+        ports.update({f"i_C{n}": Const(0, 1) for n in range(w)})
+        ports.update({f"o_P{n}": p36[n] for n in range(2 * w)})
+        m.submodules[f"{name}_mult"] = Instance(
+            "MULT18X18D",
+            p_REG_INPUTA_CLK="CLK0", p_REG_INPUTA_CE="CE0", p_REG_INPUTA_RST="RST0",
+            p_REG_INPUTB_CLK="CLK0", p_REG_INPUTB_CE="CE0", p_REG_INPUTB_RST="RST0",
+            p_REG_PIPELINE_CLK="NONE", p_REG_PIPELINE_CE="CE0", p_REG_PIPELINE_RST="RST0",
+            p_REG_OUTPUT_CLK="CLK0", p_REG_OUTPUT_CE="CE0",
+            p_REG_OUTPUT_RST="RST0", p_GSR="DISABLED", p_RESETMODE="SYNC",
+            p_SOURCEB_MODE="B_SHIFT", p_MULT_BYPASS="DISABLED",
+            i_SIGNEDA=Const(1, 1), i_SIGNEDB=Const(1, 1), i_SOURCEA=Const(0, 1), i_SOURCEB=Const(0, 1),
+            i_CLK0=ClockSignal(), i_CE0=Const(1, 1), i_RST0=Const(0, 1),
+            **ports)
+        return out
+    ra = Signal(signed(wa), name=f"{name}_ra", reset_less=True)
+    rb = Signal(signed(wb), name=f"{name}_rb", reset_less=True)
+    m.d.sync += [ra.eq(a), rb.eq(b)]
+    r = Signal(signed(wa + wb), name=f"{name}_r", reset_less=True)
+    m.d.sync += r.eq(ra * rb)
+    m.d.comb += out.eq(r)
+    return out
 
 
 class LaneMultiplier(wiring.Component):

@@ -97,7 +97,7 @@ class LinearAttentionScaledCore(wiring.Component):
         M, B, EW = self.M, self.B, exp_width
         self.su = p.scalar_unit()
         self.P = P = self.su.out_bits
-        self.pass_ = DeltaPass(d, k, self.Ws, M, exp_width=EW, ram=ram)
+        self.pass_ = DeltaPass(d, k, self.Ws, M, exp_width=EW, ram=ram, dsp=dsp)
         DW = self.dot_width = self.pass_.dot_width
         self.den_width = Z_BITS + M + max(1, (d - 1).bit_length())
         if self.den_width > 62:

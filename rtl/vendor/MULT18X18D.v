@@ -1,7 +1,8 @@
-// Behavioural model of the Lattice ECP5 MULT18X18D in exactly the configuration rtl/dsp.py
+// Behavioural model of the Lattice ECP5 MULT18X18D in exactly the configurations rtl/dsp.py
 // instantiates (style "ecp5"): signed 18x18 multiply with the input registers A and B, the
 // pipeline register and the output register all on CLK0 with clock enable CE0 (three cycles
-// from A/B to P), RST0 tied low, SOURCEA/SOURCEB low, SIGNEDA/SIGNEDB high.
+// from A/B to P), or the same without the pipeline register (REG_PIPELINE_CLK "NONE": two
+// cycles, rtl/dsp.operand_product), RST0 tied low, SOURCEA/SOURCEB low, SIGNEDA/SIGNEDB high.
 // It exists so Verilator can lint and simulate the generated engine; Yosys never reads it
 // (synth_ecp5 uses its own black box). Every parameter is checked against that configuration at
 // time 0 and the tied inputs on every clock edge: anything else stops the simulation instead of
@@ -144,7 +145,8 @@ module MULT18X18D (
     reg  [35:0] m;
 
     initial begin
-        if (REG_INPUTA_CLK != "CLK0" || REG_INPUTB_CLK != "CLK0" || REG_PIPELINE_CLK != "CLK0"
+        if (REG_INPUTA_CLK != "CLK0" || REG_INPUTB_CLK != "CLK0"
+            || (REG_PIPELINE_CLK != "CLK0" && REG_PIPELINE_CLK != "NONE")
             || REG_OUTPUT_CLK != "CLK0" || REG_INPUTC_CLK != "NONE"
             || REG_INPUTA_CE != "CE0" || REG_INPUTB_CE != "CE0" || REG_PIPELINE_CE != "CE0"
             || REG_OUTPUT_CE != "CE0" || REG_INPUTA_RST != "RST0" || REG_INPUTB_RST != "RST0"
@@ -165,7 +167,9 @@ module MULT18X18D (
             ra <= a;
             rb <= b;
             m <= $signed(ra) * $signed(rb);
-            p <= m;
+            // separate statements: a ternary with the unsigned m would make the product unsigned
+            if (REG_PIPELINE_CLK == "NONE") p <= $signed(ra) * $signed(rb);
+            else p <= m;
         end
     end
 
