@@ -62,7 +62,7 @@ from .block_norm import StreamBlockNormaliser
 from .decay import DecayScale
 from .delta_pass import DeltaPass
 from .dsp import operand_product
-from .pipeline import free_register, register_chain, select_levels, select_pipe, stage_register
+from .pipeline import free_register, register_chain, select_levels, select_pipe, staggered, stage_register
 from .presets import check_scaled_core
 from .saturate import COUNT_WIDTH
 from .unit_norm import UnitNormaliser
@@ -281,32 +281,36 @@ class DeltaNetScaledCore(wiring.Component):
         go = Signal(name="pass_go")
         m.d.sync += go.eq(0)
         m.d.comb += pa.start.eq(go)
-        # the take: decided in IDLE, done the next cycle from two flip-flops, so the copies' enable
-        # (over a thousand registers at d = 32) leaves a register, not the FSM's decode
-        take, zero = Signal(name="take"), Signal(name="take_flush")
-        m.d.sync += take.eq(0)
-        with m.If(take):
+        # the take, decided in IDLE, in the four cycles after it, a group of registers per cycle
+        # from its own enable flip-flop (pipeline.staggered): v and the scalars first (the front end
+        # refills nx_v from d/k cycles on), knw (the pass's prep reads it from its fifth cycle), then
+        # kn after knw has its old value, and qn (both read from the pass's read stage on)
+        take_now, take_flush = Signal(name="take_now"), Signal(name="take_flush_now")
+        (t_v, z_v), (t_kw, _), (t_k, z_k), (t_q, z_q) = staggered(m, take_now, take_flush, 4, "take")
+        with m.If(t_v):
+            m.d.sync += [cur_v[i].eq(nx_v[i]) for i in range(d)]
             m.d.sync += fknw.eq(fkn)
-            m.d.sync += [knw[i].eq(kn[i]) for i in range(d)]
             if gated:  # a flush writes the last token's update in its own frame
-                shift = Mux(zero, 0, nx_delta)
+                shift = Mux(z_v, 0, nx_delta)
                 m.d.sync += [fsh.eq(shift), fbhp.eq(fbh + shift)]
-                with m.If(~zero):
+                with m.If(~z_v):
                     m.d.sync += [gam.eq(nx_gam), ngam.eq(-nx_gam), rg.eq(nx_rg), rgf.eq(nx_rgf),
                                  gamf.eq(gamf + nx_delta)]
-            with m.If(zero):
-                m.d.sync += [fkn.eq(0), fqn.eq(0)]
-                m.d.sync += [kn[i].eq(0) for i in range(d)] + [qn[i].eq(0) for i in range(d)]
-            with m.Else():
-                m.d.sync += [fkn.eq(nx_fkn), fqn.eq(nx_fqn), cur_fv.eq(nx_fv), beta.eq(nx_beta),
-                             fb.eq(nx_fb), cval.eq(nx_c), tokens.eq(tokens + 1)]
-                m.d.sync += [kn[i].eq(nx_kn[i]) for i in range(d)] + [qn[i].eq(nx_qn[i]) for i in range(d)]
-                m.d.sync += [cur_v[i].eq(nx_v[i]) for i in range(d)]
+            with m.If(~z_v):
+                m.d.sync += [cur_fv.eq(nx_fv), beta.eq(nx_beta), fb.eq(nx_fb), cval.eq(nx_c), tokens.eq(tokens + 1)]
+        with m.If(t_kw):
+            m.d.sync += [knw[i].eq(kn[i]) for i in range(d)]
+        with m.If(t_k):
+            m.d.sync += fkn.eq(Mux(z_k, 0, nx_fkn))
+            m.d.sync += [kn[i].eq(Mux(z_k, 0, nx_kn[i])) for i in range(d)]
+        with m.If(t_q):
+            m.d.sync += fqn.eq(Mux(z_q, 0, nx_fqn))
+            m.d.sync += [qn[i].eq(Mux(z_q, 0, nx_qn[i])) for i in range(d)]
         with m.FSM(init="IDLE"):
             with m.State("IDLE"):
                 with m.If(next_full & ~pa.busy):
-                    m.d.sync += [next_full.eq(0), cur_flush.eq(next_flush), go.eq(1), prow.eq(0),
-                                 take.eq(1), zero.eq(next_flush)]
+                    m.d.sync += [next_full.eq(0), cur_flush.eq(next_flush), go.eq(1), prow.eq(0)]
+                    m.d.comb += [take_now.eq(1), take_flush.eq(next_flush)]
                     m.next = "TAKE"
             with m.State("TAKE"):  # the pass takes go and the token's registers their values
                 m.next = "PASS"

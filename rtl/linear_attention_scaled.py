@@ -51,7 +51,7 @@ from .beats import beat_index, beat_of, beat_output, feed_pair, store_beats, tok
 from .block_norm import StreamBlockNormaliser
 from .delta_pass import DeltaPass
 from .elu import BlockElu1
-from .pipeline import free_register, stage_register
+from .pipeline import free_register, stage_register, staggered
 from .presets import check_scaled_core
 from .saturate import COUNT_WIDTH
 from .scalar_unit import ScalarOp, ScalarUnit
@@ -315,21 +315,24 @@ class LinearAttentionScaledCore(wiring.Component):
                          ch_rm.eq(rm), ch_rf.eq(rf)]
             m.d.sync += [ov[i].eq(cur_v[i]) for i in range(d)]
 
-        # the take: decided in IDLE, done the next cycle from two flip-flops, so the copies' enable
-        # (over a thousand registers at d = 32) leaves a register, not the FSM's decode
-        take, zero = Signal(name="take"), Signal(name="take_flush_r")
-        m.d.sync += take.eq(0)
-        with m.If(take):  # the previous token's write: v and kf move to bh and knw
+        # the take, decided in IDLE, in the four cycles after it, a group of registers per cycle
+        # from its own enable flip-flop (pipeline.staggered): the previous token's write (v and kf
+        # to bh and knw: the pass's prep reads them from its fifth cycle), then v (the front end
+        # refills nx_v from d/k cycles on) and the scalars, kf after knw has its old value, and qf
+        take_now, take_is_flush = Signal(name="take_now"), Signal(name="take_flush_now")
+        (t_w, _), (t_v, z_v), (t_k, z_k), (t_q, z_q) = staggered(m, take_now, take_is_flush, 4, "take")
+        with m.If(t_w):
             m.d.sync += [fknw.eq(fkf), fbh.eq(cur_fv)]
             m.d.sync += [knw[i].eq(kf[i]) for i in range(d)] + [bh[i].eq(cur_v[i]) for i in range(d)]
-            with m.If(zero):
-                m.d.sync += [fkf.eq(0), fqf.eq(0)]
-                m.d.sync += [kf[i].eq(0) for i in range(d)] + [qf[i].eq(0) for i in range(d)]
-            with m.Else():
-                m.d.sync += [fkf.eq(nx_fkf), fqf.eq(nx_fqf), cur_fv.eq(nx_fv), cval.eq(nx_c),
-                             rm.eq(nx_rm), rf.eq(nx_rf), tokens.eq(tokens + 1)]
-                m.d.sync += [kf[i].eq(nx_kf[i]) for i in range(d)] + [qf[i].eq(nx_qf[i]) for i in range(d)]
-                m.d.sync += [cur_v[i].eq(nx_v[i]) for i in range(d)]
+        with m.If(t_v & ~z_v):
+            m.d.sync += [cur_fv.eq(nx_fv), cval.eq(nx_c), rm.eq(nx_rm), rf.eq(nx_rf), tokens.eq(tokens + 1)]
+            m.d.sync += [cur_v[i].eq(nx_v[i]) for i in range(d)]
+        with m.If(t_k):
+            m.d.sync += fkf.eq(Mux(z_k, 0, nx_fkf))
+            m.d.sync += [kf[i].eq(Mux(z_k, 0, nx_kf[i])) for i in range(d)]
+        with m.If(t_q):
+            m.d.sync += fqf.eq(Mux(z_q, 0, nx_fqf))
+            m.d.sync += [qf[i].eq(Mux(z_q, 0, nx_qf[i])) for i in range(d)]
 
         # the next pass's first row reaches sq's buffer after the feed has read every beat of it
         assert 2 + pa.prep_cycles + pa.latency > B + 2
@@ -337,8 +340,8 @@ class LinearAttentionScaledCore(wiring.Component):
             with m.State("IDLE"):
                 m.d.comb += fsm_idle.eq(1)
                 with m.If(next_full & ~pa.busy):
-                    m.d.sync += [next_full.eq(0), cur_flush.eq(next_flush), go.eq(1), prow.eq(0),
-                                 take.eq(1), zero.eq(next_flush)]
+                    m.d.sync += [next_full.eq(0), cur_flush.eq(next_flush), go.eq(1), prow.eq(0)]
+                    m.d.comb += [take_now.eq(1), take_is_flush.eq(next_flush)]
                     m.next = "TAKE"
             with m.State("TAKE"):  # the pass takes go and the token's registers their values
                 m.next = "PASS"
