@@ -61,7 +61,7 @@ from .beats import beat_of as _beat_of
 from .block_norm import StreamBlockNormaliser
 from .decay import DecayScale
 from .delta_pass import DeltaPass
-from .dsp import operand_product
+from .dsp import PipelinedMultiplier, operand_product
 from .pipeline import free_register, register_chain, select_levels, select_pipe, staggered, stage_register
 from .presets import check_scaled_core
 from .saturate import COUNT_WIDTH
@@ -112,6 +112,10 @@ class DeltaNetScaledCore(wiring.Component):
         if self.gated:
             self.decay = DecayScale(self.su, exp_width=EW, dsp=dsp)
             self.norm_bh = StreamBlockNormaliser(k, B, M + P, M, frac_width=EW)
+            # the pass's sk and sq per row times -gamma and gamma, 18 x 18 pieces and a registered sum
+            self.sk_gamma = PipelinedMultiplier(DW, P + 1, dsp)
+            self.sq_gamma = PipelinedMultiplier(DW, P, dsp)
+            assert self.sq_gamma.latency == self.sk_gamma.latency  # one row counter for both
             extra = {"i_g": In(signed(P)), "i_fg": In(signed(EW)), "s_gamma": Out(signed(P)),
                      "s_gamma_f": Out(signed(GAMMA_F_WIDTH))}
         super().__init__({**extra,
@@ -144,9 +148,10 @@ class DeltaNetScaledCore(wiring.Component):
         results (``(d - 1) B + latency``) and ``done`` (1), the hold and the chain's first beat
         (2), the feed's registers (2), ``e``'s alignment, ``beta e``'s product (1), its normaliser to ``bh``'s last beat
         (``latency + B - 1``) and the return to idle (1); gated, ``bh = block(be rg)`` after it (its
-        product, 1, and its normaliser's latency)."""
+        product, 1, and its normaliser's latency) and the pass's last row through the multiply by
+        ``-gamma`` (:class:`~specmem.rtl.dsp.PipelinedMultiplier`'s latency)."""
         pa, ae, nb = self.pass_, self.align_e, self.norm_be
-        bh = 1 + self.norm_bh.latency if self.gated else 0
+        bh = 1 + self.norm_bh.latency + self.sk_gamma.latency if self.gated else 0
         return (2 + pa.prep_cycles + (self.d - 1) * self.B + pa.latency + 1 + 2 + FEED_STAGES + ae.latency + 1
                 + nb.latency + self.B - 1 + 1 + bh)
 
@@ -266,14 +271,24 @@ class DeltaNetScaledCore(wiring.Component):
             m.d.comb += [pa.i_fbh.eq(fbhp), pa.i_fshift.eq(fsh), self.s_gamma.eq(gam), self.s_gamma_f.eq(gamf)]
         else:
             m.d.comb += pa.i_fbh.eq(fbh)
-        sk_b, sq_b = vreg("sk_b", signed(DW)), vreg("sq_b", signed(DW))
+        if gated:  # -gamma sk and gamma sq per row as the rows come out (two multipliers, not 2 k)
+            skm, sqm = self.sk_gamma, self.sq_gamma
+            m.submodules.sk_gamma, m.submodules.sq_gamma = skm, sqm
+            m.d.comb += [skm.a.eq(pa.o_sk), skm.b.eq(ngam), skm.en.eq(1), sqm.a.eq(pa.o_sq), sqm.b.eq(gam), sqm.en.eq(1)]
+            row_v = register_chain(m, pa.o_valid, 1, skm.latency, "grow_v")
+            row_rf = register_chain(m, pa.o_rf, signed(EW), skm.latency, "grow_rf", reset_less=True)
+            sk_in, sq_in = skm.p, sqm.p
+            pass_done = register_chain(m, pa.done, 1, skm.latency, "gdone")
+        else:
+            row_v, row_rf, sk_in, sq_in, pass_done = pa.o_valid, pa.o_rf, pa.o_sk, pa.o_sq, pa.done
+        sk_b, sq_b = vreg("sk_b", signed(len(sk_in))), vreg("sq_b", signed(len(sq_in)))
         rf_b = vreg("rf_b", signed(EW))
         prow = Signal(range(d + 1), name="prow")
-        with m.If(pa.o_valid):
+        with m.If(row_v):
             m.d.sync += prow.eq(prow + 1)
             for i in range(d):
                 with m.If(prow == i):
-                    m.d.sync += [sk_b[i].eq(pa.o_sk), sq_b[i].eq(pa.o_sq), rf_b[i].eq(pa.o_rf)]
+                    m.d.sync += [sk_b[i].eq(sk_in), sq_b[i].eq(sq_in), rf_b[i].eq(row_rf)]
         o_pending = Signal(name="o_pending")
         e_feed = Signal(range(B + 1), name="e_feed")
         tokens = Signal(32, name="tokens_r")
@@ -315,7 +330,7 @@ class DeltaNetScaledCore(wiring.Component):
             with m.State("TAKE"):  # the pass takes go and the token's registers their values
                 m.next = "PASS"
             with m.State("PASS"):
-                with m.If(pa.done):
+                with m.If(pass_done):
                     with m.If(cur_flush):  # bh stays: the next pass writes bh knᵀ with the flush's kn = 0
                         m.next = "IDLE"
                     with m.Else():
@@ -341,13 +356,13 @@ class DeltaNetScaledCore(wiring.Component):
             m.d.sync += eb.eq(eb + 1)
         ev1 = tag(e_feed != 0, 1, "ef1_v")
         v1 = [reg(beat_of(cur_v, eb, j), signed(M), f"ef1_v{j}") for j in range(k)]
-        s1 = [reg(beat_of(sk_b, eb, j), signed(DW), f"ef1_s{j}") for j in range(k)]
+        s1 = [reg(beat_of(sk_b, eb, j), signed(len(sk_in)), f"ef1_s{j}") for j in range(k)]
         r1 = [reg(beat_of(rf_b, eb, j), signed(EW), f"ef1_r{j}") for j in range(k)]
         ev2 = tag(ev1, 1, "ef2_v")
         m.d.comb += [ae.i_valid.eq(ev2), ae.i_f0.eq(cur_fv)]
         for j in range(k):
             m.d.comb += [ae.i_x0[j].eq(reg(v1[j], signed(M), f"ef2_v{j}")),
-                         ae.i_x1[j].eq(reg(s1[j] * ngam, signed(DW + P + 1), f"ef2_s{j}") if gated
+                         ae.i_x1[j].eq(reg(s1[j], signed(DW + P + 1), f"ef2_s{j}") if gated
                                        else reg(-s1[j], signed(DW + 1), f"ef2_s{j}")),
                          ae.i_f1[j].eq(reg(r1[j] + fkn, signed(EW), f"ef2_r{j}"))]
         bv = tag(ae.o_valid, 1, "be_v")
@@ -372,7 +387,8 @@ class DeltaNetScaledCore(wiring.Component):
         Lb = select_levels(B)
         osel = register_chain(m, eb, len(eb), FEED_STAGES + ae.latency + 1 + nb.latency + 1 - Lb, "o_beat_sel",
                               reset_less=True)
-        sq1 = [select_pipe(m, [sq_b[b * k + j] for b in range(B)], osel, signed(DW), f"o1_sq{j}") for j in range(k)]
+        sq1 = [select_pipe(m, [sq_b[b * k + j] for b in range(B)], osel, signed(len(sq_in)), f"o1_sq{j}")
+               for j in range(k)]
         sf1 = [select_pipe(m, [rf_b[b * k + j] for b in range(B)], osel, signed(EW), f"o1_sf{j}") for j in range(k)]
         fbc1 = Signal(signed(EW), name="o1_fbc")  # be's exponent + fkn + fqn, held from its first beat
         fbc_now = nb.o_frac + fkn + fqn
@@ -380,8 +396,7 @@ class DeltaNetScaledCore(wiring.Component):
             m.d.sync += fbc1.eq(fbc_now)
         ov2 = tag(ov1, 1, "o2_v")
         bc2 = [operand_product(m, nb.o_data[j], cval, f"o2_bc{j}", self.dsp) for j in range(k)]
-        sq2 = [reg(x * gam, signed(DW + P), f"o2_sq{j}") if gated else reg(x, signed(DW), f"o2_sq{j}")
-               for j, x in enumerate(sq1)]
+        sq2 = [reg(x, signed(len(sq_in)), f"o2_sq{j}") for j, x in enumerate(sq1)]
         sf2 = [reg(x + fqn, signed(EW), f"o2_sf{j}") for j, x in enumerate(sf1)]
         m.d.comb += [ao.i_valid.eq(ov2), ao.i_f1.eq(fbc1)]
         for j in range(k):

@@ -251,7 +251,8 @@ def test_gated_flush_mid_stream_and_full_rate():
     o, of, *_, gaps = _run(dut, kx, v, q, beta, g)
     assert o.tolist() == want["o_raw"].tolist()
     assert gaps[1:].tolist() == [dut.cycles_per_token()] * (T - 1)
-    assert dut.cycles_per_token() == DeltaNetScaledCore(d, k).cycles_per_token() + 1 + dut.norm_bh.latency
+    assert dut.cycles_per_token() == (DeltaNetScaledCore(d, k).cycles_per_token() + 1 + dut.norm_bh.latency
+                                      + dut.sk_gamma.latency)
 
 
 def test_gated_frame_overflow_is_flagged():
