@@ -193,9 +193,9 @@ def _cmd_rtl(args) -> int:
             raise ValueError(f"fe_lanes: only the VLA core takes it, not {args.algo}")
         if args.csr and args.algo == "engine":
             raise ValueError("csr: the engine has no register block (it is a datapath, not a core top)")
-        if "dsp" in params and args.algo not in ("engine", "annihilation"):
-            raise ValueError(f"dsp: only the engine and the annihilation core v2 take it (the other cores use "
-                             f"'fabric'), not {args.algo}")
+        if "dsp" in params and args.algo not in ("engine", "annihilation") and not scaled:
+            raise ValueError(f"dsp: only the engine, the annihilation core v2 and the scaled cores (--format "
+                             f"int8) take it (the other cores use 'fabric'), not {args.algo}")
         if args.algo == "annihilation" and "dsp" in params and params["dsp"] == "fabric":
             raise ValueError("dsp: core v2 takes registered or ecp5 (fabric is the engine's product register)")
         manifest = generate(args.algo, args.d, args.k, fmt, args.out, **params)

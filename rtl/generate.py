@@ -189,8 +189,8 @@ def _scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None = None, 
         raise ValueError(f"bram: must be behavioural or ecp5 (DP16KD), got {bram!r}")
     ram = bram or "behavioural"
     if dsp not in (None, "registered", "ecp5"):
-        raise ValueError(f"dsp: the scaled cores' scalar units take registered (portable registers) or ecp5 "
-                         f"(MULT18X18D), got {dsp!r}")
+        raise ValueError(f"dsp: the scaled cores take registered (portable registers) or ecp5 (MULT18X18D "
+                         f"registers for the pass's products and the scalar units' multiplies), got {dsp!r}")
     dsp = dsp or "registered"
     gated = algo == "gated-deltanet"
     if algo == "linear":

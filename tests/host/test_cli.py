@@ -179,12 +179,19 @@ def test_rtl_int8_delta_rules_write_the_scaled_core(tmp_path, capsys):
     assert main(["rtl", "--algo", "gated-deltanet", "--d", "8", "--k", "4", "--format", "int8", "--bram", "ecp5",
                  "--out", str(out)]) == 0
     said = capsys.readouterr().out
-    assert "steady-state cycles per token: 122, floor d^2/k = 16" in said and "lint-only -Wall: clean" in said
+    assert "steady-state cycles per token: 126, floor d^2/k = 16" in said and "lint-only -Wall: clean" in said
     man = json.loads((out / "specmem_gated_deltanet_scaled.json").read_text())
     assert man["parameters"]["gated"] is True and man["parameters"]["bram"] == "ecp5"
     assert {"i_g", "i_fg", "s_gamma", "s_gamma_f", "i_data", "i_frac"} <= {p["name"] for p in man["ports"]}
-    assert (out / "DP16KD.v").is_file() and man["cycles_per_token"]["full_steady_state"] == 122
+    assert (out / "DP16KD.v").is_file() and man["cycles_per_token"]["full_steady_state"] == 126
+    out = tmp_path / "d"
+    assert main(["rtl", "--algo", "deltanet", "--d", "8", "--k", "4", "--format", "int8", "--dsp", "ecp5",
+                 "--out", str(out)]) == 0
+    assert "lint-only -Wall: clean" in capsys.readouterr().out and (out / "MULT18X18D.v").is_file()
+    assert "MULT18X18D " in (out / "specmem_deltanet_scaled.v").read_text()
     base = ["rtl", "--algo", "deltanet", "--d", "8", "--k", "4", "--format", "int8", "--out", str(tmp_path / "x")]
+    assert "dsp: the scaled cores take registered (portable registers) or ecp5" in \
+        _error(capsys, base + ["--dsp", "fabric"])
     assert "csr: not a parameter of the scaled deltanet core (int8): the scaled core has no register block" in \
         _error(capsys, base + ["--csr"])
     assert "heads: only the annihilation core v2 takes it" in _error(capsys, base + ["--heads", "2"])
