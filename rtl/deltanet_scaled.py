@@ -69,8 +69,6 @@ from .unit_norm import UnitNormaliser
 
 __all__ = ["DeltaNetScaledCore"]
 
-#: registered steps between the chain's counter and e's alignment (the beat select, then -sk)
-FEED_STAGES = 2
 #: Gated DeltaNet: bits of the counter that reports ``gamma``'s exponent (the sum of the tokens'
 #: ``delta``) for a read-out; nothing inside the core uses it (it wraps after 2^31 / log2(1/g) tokens)
 GAMMA_F_WIDTH = 32
@@ -100,6 +98,9 @@ class DeltaNetScaledCore(wiring.Component):
         self.pass_ = DeltaPass(d, k, self.Ws, M, exp_width=EW, ram=ram, rescale=self.gated, dsp=dsp)
         DW = self.pass_.dot_width
         self.dot_width = DW
+        #: registered steps between the chain's counter and e's alignment (the beat select's
+        #: levels, then -sk)
+        self.feed_stages = select_levels(self.B) + 1
         GW = P if self.gated else 0  # sk, sq times gamma's mantissa
         self.eps = eps
         self.dsp = dsp
@@ -146,13 +147,13 @@ class DeltaNetScaledCore(wiring.Component):
         """Cycles from one pass's start to the next's when the front end and the output never
         hold it: the sequencer's start (2), the pass's prep, its rows up to the last row's
         results (``(d - 1) B + latency``) and ``done`` (1), the hold and the chain's first beat
-        (2), the feed's registers (2), ``e``'s alignment, ``beta e``'s product (1), its normaliser to ``bh``'s last beat
+        (2), the feed's registers (:attr:`feed_stages`), ``e``'s alignment, ``beta e``'s product (1), its normaliser to ``bh``'s last beat
         (``latency + B - 1``) and the return to idle (1); gated, ``bh = block(be rg)`` after it (its
         product, 1, and its normaliser's latency) and the pass's last row through the multiply by
         ``-gamma`` (:class:`~specmem.rtl.dsp.PipelinedMultiplier`'s latency)."""
         pa, ae, nb = self.pass_, self.align_e, self.norm_be
         bh = 1 + self.norm_bh.latency + self.sk_gamma.latency if self.gated else 0
-        return (2 + pa.prep_cycles + (self.d - 1) * self.B + pa.latency + 1 + 2 + FEED_STAGES + ae.latency + 1
+        return (2 + pa.prep_cycles + (self.d - 1) * self.B + pa.latency + 1 + 2 + self.feed_stages + ae.latency + 1
                 + nb.latency + self.B - 1 + 1 + bh)
 
     def elaborate(self, platform):
@@ -347,17 +348,22 @@ class DeltaNetScaledCore(wiring.Component):
                     m.next = "IDLE"
 
         # -- chain: e = align(v - sk), be = block(beta e) into bh, o = align(sq + be C)
-        # the feed in two registered steps: the beat selected (a B:1 select by a counter that
-        # counts up), then -sk and rf + fkn (a carry chain each); its flags reset
+        # the feed in registered steps: the beat selected (registered 4:1 selects by a counter that
+        # counts up, select_pipe), then -sk and rf + fkn (a carry chain each); its flags reset
         eb = Signal(range(max(B, 2)), name="e_beat")
         with m.If(e_feed == 0):
             m.d.sync += eb.eq(0)
         with m.Else():
             m.d.sync += eb.eq(eb + 1)
-        ev1 = tag(e_feed != 0, 1, "ef1_v")
-        v1 = [reg(beat_of(cur_v, eb, j), signed(M), f"ef1_v{j}") for j in range(k)]
-        s1 = [reg(beat_of(sk_b, eb, j), signed(len(sk_in)), f"ef1_s{j}") for j in range(k)]
-        r1 = [reg(beat_of(rf_b, eb, j), signed(EW), f"ef1_r{j}") for j in range(k)]
+        Lb = select_levels(B)
+        ev1 = register_chain(m, e_feed != 0, 1, Lb, "ef1_v")
+
+        def feed_beat(vec, shape, name):
+            return [select_pipe(m, [vec[b * k + j] for b in range(B)], eb, shape, f"{name}{j}") for j in range(k)]
+
+        v1 = feed_beat(cur_v, signed(M), "ef1_v")
+        s1 = feed_beat(sk_b, signed(len(sk_in)), "ef1_s")
+        r1 = feed_beat(rf_b, signed(EW), "ef1_r")
         ev2 = tag(ev1, 1, "ef2_v")
         m.d.comb += [ae.i_valid.eq(ev2), ae.i_f0.eq(cur_fv)]
         for j in range(k):
@@ -384,8 +390,7 @@ class DeltaNetScaledCore(wiring.Component):
         # the beat be's normaliser puts out is the feed's counter a fixed number of cycles later
         # (every block of the chain runs without stalls): sq's and rf's beats through registered
         # select trees fed from it, not a B:1 select by the stream's own first flag
-        Lb = select_levels(B)
-        osel = register_chain(m, eb, len(eb), FEED_STAGES + ae.latency + 1 + nb.latency + 1 - Lb, "o_beat_sel",
+        osel = register_chain(m, eb, len(eb), self.feed_stages + ae.latency + 1 + nb.latency + 1 - Lb, "o_beat_sel",
                               reset_less=True)
         sq1 = [select_pipe(m, [sq_b[b * k + j] for b in range(B)], osel, signed(len(sq_in)), f"o1_sq{j}")
                for j in range(k)]

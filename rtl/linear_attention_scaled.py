@@ -51,7 +51,7 @@ from .beats import beat_index, beat_of, beat_output, feed_pair, store_beats, tok
 from .block_norm import StreamBlockNormaliser
 from .delta_pass import DeltaPass
 from .elu import BlockElu1
-from .pipeline import free_register, stage_register, staggered
+from .pipeline import free_register, register_chain, select_levels, select_pipe, stage_register, staggered
 from .presets import check_scaled_core
 from .saturate import COUNT_WIDTH
 from .scalar_unit import ScalarOp, ScalarUnit
@@ -362,17 +362,21 @@ class LinearAttentionScaledCore(wiring.Component):
             m.d.sync += feed.eq(feed - 1)
 
         # -- output chain: num = align(sq + v C), o = block(num rden)
-        # the beats read from sq_b, rf_b and ov by a counter that counts up: a B:1 select into
-        # registers, then the products and exponents
+        # the beats read from sq_b, rf_b and ov by a counter that counts up through registered 4:1
+        # selects (select_pipe), then the products and exponents
         ob = Signal(range(max(B, 2)), name="feed_beat")
         with m.If(feed == 0):
             m.d.sync += ob.eq(0)
         with m.Else():
             m.d.sync += ob.eq(ob + 1)
-        fv1 = tag(feed != 0, 1, "of1_v")
-        v1 = [reg(beat_of(ov, ob, j, k), signed(M), f"of1_v{j}") for j in range(k)]
-        s1 = [reg(beat_of(sq_b, ob, j, k), signed(DW), f"of1_s{j}") for j in range(k)]
-        r1 = [reg(beat_of(rf_b, ob, j, k), signed(EW), f"of1_r{j}") for j in range(k)]
+        fv1 = register_chain(m, feed != 0, 1, select_levels(B), "of1_v")
+
+        def feed_beat(vec, shape, name):
+            return [select_pipe(m, [vec[b * k + j] for b in range(B)], ob, shape, f"{name}{j}") for j in range(k)]
+
+        v1 = feed_beat(ov, signed(M), "of1_v")
+        s1 = feed_beat(sq_b, signed(DW), "of1_s")
+        r1 = feed_beat(rf_b, signed(EW), "of1_r")
         m.d.comb += [ao.i_valid.eq(tag(fv1, 1, "of2_v")), ao.i_f1.eq(ch_fvc)]
         for j in range(k):
             m.d.comb += [ao.i_x0[j].eq(reg(s1[j], signed(DW), f"of2_s{j}")),
