@@ -235,10 +235,15 @@ class BlockNormaliser(wiring.Component):
         cy6 = reg(cy5, 1, "s6_cy")
         v6 = reg(v5, 1, "s6_v")
         # 7. increment: the output register
+        # the output registers hold data that o_valid qualifies: no reset (the shell's reset net
+        # into them was a routed critical path of the scaled DeltaNet core)
+        od = [Signal(signed(M), name=f"o_data_r{i}", reset_less=True) for i in range(n)]
+        ofr = Signal(signed(FW), name="o_frac_r", reset_less=True)
+        m.d.comb += [self.o_data[i].eq(od[i]) for i in range(n)] + [self.o_frac.eq(ofr)]
         with m.If(en):
             for i in range(n):
-                m.d.sync += self.o_data[i].eq((rqs[i] + sqs[i])[1:M + 1])
-            m.d.sync += [self.o_valid.eq(v6), self.o_frac.eq(f6 - cy6)]
+                m.d.sync += od[i].eq((rqs[i] + sqs[i])[1:M + 1])
+            m.d.sync += [self.o_valid.eq(v6), ofr.eq(f6 - cy6)]
         return m
 
 
@@ -553,10 +558,15 @@ class StreamBlockNormaliser(wiring.Component):
             rqs.append(reg(rq, signed(M + 1), f"s6_rq{i}"))
             sqs.append(reg(sq, 1, f"s6_sq{i}"))
         v6, f6, l6 = tags(v5, f5, l5, 1, "s6")
+        # the output registers hold data that o_valid qualifies: no reset (the shell's reset net
+        # into them was a routed critical path of the scaled DeltaNet core)
+        od = [Signal(signed(M), name=f"o_data_r{i}", reset_less=True) for i in range(w)]
+        ofr = Signal(signed(len(self.o_frac)), name="o_frac_r", reset_less=True)
+        m.d.comb += [self.o_data[i].eq(od[i]) for i in range(w)] + [self.o_frac.eq(ofr)]
         with m.If(en):
             for i in range(w):
-                m.d.sync += self.o_data[i].eq((rqs[i] + sqs[i])[1:M + 1])
+                m.d.sync += od[i].eq((rqs[i] + sqs[i])[1:M + 1])
             m.d.sync += [self.o_valid.eq(v6), self.o_first.eq(v6 & f6), self.o_last.eq(v6 & l6)]
             with m.If(v6 & f6):
-                m.d.sync += self.o_frac.eq(of6 - cy6)
+                m.d.sync += ofr.eq(of6 - cy6)
         return m

@@ -15,7 +15,8 @@ exponent ``fbh``) and ``knw`` (the previous token's ``kn``, exponent ``fknw``), 
 row's exponent as the write reads it (Gated DeltaNet's state kept in ``S``'s frame moves into the
 next token's frame in the same pass: :mod:`~specmem.rtl.decay`; a moved exponent that leaves
 ``exp_width`` bits, a row decayed below anything the exponents hold yet not written for that long,
-sets the sticky ``err``). Out, one per row in row order: ``sk_i``, ``sq_i`` (exact,
+sets the sticky ``err``). Out, one per row in row order (``o_valid``; ``o_valid_next`` the cycle
+before): ``sk_i``, ``sq_i`` (exact,
 ``2 M + log2 d`` bits) and the row's read exponent ``rf_i`` (``sk_i``'s exponent is
 ``rf_i + fkn``); and the written rows' beats with their exponent (the state, for a read-out).
 
@@ -105,7 +106,8 @@ class DeltaPass(wiring.Component):
             "start": In(1), "busy": Out(1), "done": Out(1),
             "i_bh": In(vec), "i_fbh": In(signed(EW)), "i_knw": In(vec), "i_fknw": In(signed(EW)),
             "i_kn": In(vec), "i_fkn": In(signed(EW)), "i_qn": In(vec), "i_fqn": In(signed(EW)),
-            "o_valid": Out(1), "o_sk": Out(signed(self.dot_width)), "o_sq": Out(signed(self.dot_width)),
+            "o_valid": Out(1), "o_valid_next": Out(1),
+            "o_sk": Out(signed(self.dot_width)), "o_sq": Out(signed(self.dot_width)),
             "o_rf": Out(signed(EW)),
             "o_wvalid": Out(1), "o_wfirst": Out(1), "o_wdata": Out(data.ArrayLayout(signed(Ws), k)),
             "o_wfrac": Out(signed(EW)), "count": Out(COUNT_WIDTH),
@@ -262,6 +264,7 @@ class DeltaPass(wiring.Component):
         with m.If(rv):
             m.d.sync += [acc_k.eq(Mux(rf_, 0, acc_k) + ps[0]), acc_q.eq(Mux(rf_, 0, acc_q) + qs[0])]
         m.d.sync += [self.o_valid.eq(rv & rl)]
+        m.d.comb += self.o_valid_next.eq(rv & rl)  # o_valid a cycle ahead
         m.d.comb += [self.o_sk.eq(acc_k), self.o_sq.eq(acc_q)]
         with m.If(rv & rl):
             m.d.sync += self.o_rf.eq(rexp)

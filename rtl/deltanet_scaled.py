@@ -56,7 +56,7 @@ from amaranth.lib.wiring import In, Out
 from specmem.golden.deltanet import L2_EPS
 
 from .align import StreamAlignBlock
-from .beats import beat_output, feed_pair, store_beats, token_input
+from .beats import beat_output, feed_pair, store_beats, store_rows, token_input
 from .beats import beat_of as _beat_of
 from .block_norm import StreamBlockNormaliser
 from .decay import DecayScale
@@ -276,20 +276,17 @@ class DeltaNetScaledCore(wiring.Component):
             skm, sqm = self.sk_gamma, self.sq_gamma
             m.submodules.sk_gamma, m.submodules.sq_gamma = skm, sqm
             m.d.comb += [skm.a.eq(pa.o_sk), skm.b.eq(ngam), skm.en.eq(1), sqm.a.eq(pa.o_sq), sqm.b.eq(gam), sqm.en.eq(1)]
-            row_v = register_chain(m, pa.o_valid, 1, skm.latency, "grow_v")
+            row_v = register_chain(m, pa.o_valid, 1, skm.latency - 1, "grow_v")  # a cycle ahead
             row_rf = register_chain(m, pa.o_rf, signed(EW), skm.latency, "grow_rf", reset_less=True)
             sk_in, sq_in = skm.p, sqm.p
             pass_done = register_chain(m, pa.done, 1, skm.latency, "gdone")
         else:
-            row_v, row_rf, sk_in, sq_in, pass_done = pa.o_valid, pa.o_rf, pa.o_sk, pa.o_sq, pa.done
+            row_v = pa.o_valid_next
+            row_rf, sk_in, sq_in, pass_done = pa.o_rf, pa.o_sk, pa.o_sq, pa.done
         sk_b, sq_b = vreg("sk_b", signed(len(sk_in))), vreg("sq_b", signed(len(sq_in)))
         rf_b = vreg("rf_b", signed(EW))
-        prow = Signal(range(d + 1), name="prow")
-        with m.If(row_v):
-            m.d.sync += prow.eq(prow + 1)
-            for i in range(d):
-                with m.If(prow == i):
-                    m.d.sync += [sk_b[i].eq(sk_in), sq_b[i].eq(sq_in), rf_b[i].eq(row_rf)]
+        row_restart = Signal(name="row_restart")
+        store_rows(m, [(sk_b, sk_in), (sq_b, sq_in), (rf_b, row_rf)], row_v, row_restart, d, "prow")
         o_pending = Signal(name="o_pending")
         e_feed = Signal(range(B + 1), name="e_feed")
         tokens = Signal(32, name="tokens_r")
@@ -325,7 +322,8 @@ class DeltaNetScaledCore(wiring.Component):
         with m.FSM(init="IDLE"):
             with m.State("IDLE"):
                 with m.If(next_full & ~pa.busy):
-                    m.d.sync += [next_full.eq(0), cur_flush.eq(next_flush), go.eq(1), prow.eq(0)]
+                    m.d.sync += [next_full.eq(0), cur_flush.eq(next_flush), go.eq(1)]
+                    m.d.comb += row_restart.eq(1)
                     m.d.comb += [take_now.eq(1), take_flush.eq(next_flush)]
                     m.next = "TAKE"
             with m.State("TAKE"):  # the pass takes go and the token's registers their values

@@ -47,7 +47,7 @@ from amaranth.lib.wiring import In, Out
 from specmem.golden.fixed.scaled.linear_attention import Z_BITS
 
 from .align import StreamAlignBlock
-from .beats import beat_index, beat_of, beat_output, feed_pair, store_beats, token_input
+from .beats import beat_index, beat_of, beat_output, feed_pair, store_beats, store_rows, token_input
 from .block_norm import StreamBlockNormaliser
 from .delta_pass import DeltaPass
 from .elu import BlockElu1
@@ -284,12 +284,8 @@ class LinearAttentionScaledCore(wiring.Component):
         m.d.comb += [pa.i_kn[i].eq(0) for i in range(d)]
         m.d.comb += [pa.i_fknw.eq(fknw), pa.i_fbh.eq(fbh), pa.i_fkn.eq(0), pa.i_fqn.eq(fqf)]
         sq_b, rf_b = vreg("sq_b", signed(DW)), vreg("rf_b", signed(EW))
-        prow = Signal(range(d + 1), name="prow")
-        with m.If(pa.o_valid):
-            m.d.sync += prow.eq(prow + 1)
-            for i in range(d):
-                with m.If(prow == i):
-                    m.d.sync += [sq_b[i].eq(pa.o_sq), rf_b[i].eq(pa.o_rf)]
+        row_restart = Signal(name="row_restart")
+        store_rows(m, [(sq_b, pa.o_sq), (rf_b, pa.o_rf)], pa.o_valid_next, row_restart, d, "prow")
         o_pending = Signal(name="o_pending")
         feed = Signal(range(B + 1), name="o_feed")
         tokens = Signal(32, name="tokens_r")
@@ -340,7 +336,8 @@ class LinearAttentionScaledCore(wiring.Component):
             with m.State("IDLE"):
                 m.d.comb += fsm_idle.eq(1)
                 with m.If(next_full & ~pa.busy):
-                    m.d.sync += [next_full.eq(0), cur_flush.eq(next_flush), go.eq(1), prow.eq(0)]
+                    m.d.sync += [next_full.eq(0), cur_flush.eq(next_flush), go.eq(1)]
+                    m.d.comb += row_restart.eq(1)
                     m.d.comb += [take_now.eq(1), take_is_flush.eq(next_flush)]
                     m.next = "TAKE"
             with m.State("TAKE"):  # the pass takes go and the token's registers their values
