@@ -46,6 +46,28 @@ def check_dsp(style: str, a_width: int, b_width: int) -> int:
     return DSP_STYLES[style]
 
 
+def _mult18x18d(a18, b18, p36, ce, *, pipeline: bool):
+    """A signed ``MULT18X18D`` with its input registers and output register on ``CLK0``/``CE0``
+    and, with ``pipeline``, its pipeline register (the two configurations
+    ``rtl/vendor/MULT18X18D.v`` models); ``a18``, ``b18`` 18 bits in, ``p36`` 36 bits out."""
+    w = ECP5_MULT_WIDTH
+    ports = {f"i_A{n}": a18[n] for n in range(w)}
+    ports.update({f"i_B{n}": b18[n] for n in range(w)})
+    ports.update({f"i_C{n}": Const(0, 1) for n in range(w)})
+    ports.update({f"o_P{n}": p36[n] for n in range(2 * w)})
+    return Instance(
+        "MULT18X18D",
+        p_REG_INPUTA_CLK="CLK0", p_REG_INPUTA_CE="CE0", p_REG_INPUTA_RST="RST0",
+        p_REG_INPUTB_CLK="CLK0", p_REG_INPUTB_CE="CE0", p_REG_INPUTB_RST="RST0",
+        p_REG_PIPELINE_CLK="CLK0" if pipeline else "NONE", p_REG_PIPELINE_CE="CE0", p_REG_PIPELINE_RST="RST0",
+        p_REG_OUTPUT_CLK="CLK0", p_REG_OUTPUT_CE="CE0",
+        p_REG_OUTPUT_RST="RST0", p_GSR="DISABLED", p_RESETMODE="SYNC",
+        p_SOURCEB_MODE="B_SHIFT", p_MULT_BYPASS="DISABLED",
+        i_SIGNEDA=Const(1, 1), i_SIGNEDB=Const(1, 1), i_SOURCEA=Const(0, 1), i_SOURCEB=Const(0, 1),
+        i_CLK0=ClockSignal(), i_CE0=ce, i_RST0=Const(0, 1),
+        **ports)
+
+
 #: styles of :func:`operand_product`
 PRODUCT_STYLES = ("registered", "ecp5")
 
@@ -68,21 +90,7 @@ def operand_product(m, a, b, name: str, style: str = "registered"):
         a18, b18 = Signal(signed(w), name=f"{name}_a18"), Signal(signed(w), name=f"{name}_b18")
         p36 = Signal(2 * w, name=f"{name}_p36")
         m.d.comb += [a18.eq(a), b18.eq(b), out.eq(p36[:wa + wb])]
-        ports = {f"i_A{n}": a18[n] for n in range(w)}
-        ports.update({f"i_B{n}": b18[n] for n in range(w)})
-        ports.update({f"i_C{n}": Const(0, 1) for n in range(w)})
-        ports.update({f"o_P{n}": p36[n] for n in range(2 * w)})
-        m.submodules[f"{name}_mult"] = Instance(
-            "MULT18X18D",
-            p_REG_INPUTA_CLK="CLK0", p_REG_INPUTA_CE="CE0", p_REG_INPUTA_RST="RST0",
-            p_REG_INPUTB_CLK="CLK0", p_REG_INPUTB_CE="CE0", p_REG_INPUTB_RST="RST0",
-            p_REG_PIPELINE_CLK="NONE", p_REG_PIPELINE_CE="CE0", p_REG_PIPELINE_RST="RST0",
-            p_REG_OUTPUT_CLK="CLK0", p_REG_OUTPUT_CE="CE0",
-            p_REG_OUTPUT_RST="RST0", p_GSR="DISABLED", p_RESETMODE="SYNC",
-            p_SOURCEB_MODE="B_SHIFT", p_MULT_BYPASS="DISABLED",
-            i_SIGNEDA=Const(1, 1), i_SIGNEDB=Const(1, 1), i_SOURCEA=Const(0, 1), i_SOURCEB=Const(0, 1),
-            i_CLK0=ClockSignal(), i_CE0=Const(1, 1), i_RST0=Const(0, 1),
-            **ports)
+        m.submodules[f"{name}_mult"] = _mult18x18d(a18, b18, p36, Const(1, 1), pipeline=False)
         return out
     ra = Signal(signed(wa), name=f"{name}_ra", reset_less=True)
     rb = Signal(signed(wb), name=f"{name}_rb", reset_less=True)
@@ -129,21 +137,7 @@ class LaneMultiplier(wiring.Component):
             a18, b18 = Signal(signed(w), name="a18"), Signal(signed(w), name="b18")
             p36 = Signal(2 * w, name="p36")
             m.d.comb += [a18.eq(self.a), b18.eq(self.b), self.p.eq(p36[:len(self.p)])]
-            ports = {f"i_A{n}": a18[n] for n in range(w)}
-            ports.update({f"i_B{n}": b18[n] for n in range(w)})
-            ports.update({f"i_C{n}": Const(0, 1) for n in range(w)})
-            ports.update({f"o_P{n}": p36[n] for n in range(2 * w)})
-            m.submodules.mult = Instance(
-                "MULT18X18D",
-                p_REG_INPUTA_CLK="CLK0", p_REG_INPUTA_CE="CE0", p_REG_INPUTA_RST="RST0",
-                p_REG_INPUTB_CLK="CLK0", p_REG_INPUTB_CE="CE0", p_REG_INPUTB_RST="RST0",
-                p_REG_PIPELINE_CLK="CLK0", p_REG_PIPELINE_CE="CE0", p_REG_PIPELINE_RST="RST0",
-                p_REG_OUTPUT_CLK="CLK0", p_REG_OUTPUT_CE="CE0",
-                p_REG_OUTPUT_RST="RST0", p_GSR="DISABLED", p_RESETMODE="SYNC",
-                p_SOURCEB_MODE="B_SHIFT", p_MULT_BYPASS="DISABLED",
-                i_SIGNEDA=Const(1, 1), i_SIGNEDB=Const(1, 1), i_SOURCEA=Const(0, 1), i_SOURCEB=Const(0, 1),
-                i_CLK0=ClockSignal(), i_CE0=self.en, i_RST0=Const(0, 1),
-                **ports)
+            m.submodules.mult = _mult18x18d(a18, b18, p36, self.en, pipeline=True)
         return m
 
 
