@@ -76,12 +76,14 @@ def beat_of(vec, idx, j: int, k: int):
 
 
 def beat_index(m, src, B: int, name: str):
-    """The index of a stream's current beat (``src.o_valid``, ``o_first``, ``o_last``): a select
-    between 0 on the first beat and a counter."""
+    """The index of a stream's current beat (``src.o_valid``, ``o_first``, ``o_last``): a counter
+    that its last beat resets, so a register, not a select by the stream's first flag (streams
+    carry whole vectors; a ``B``:1 select keyed on ``o_first`` was linear attention's routed
+    critical path)."""
     cnt = Signal(range(max(B, 2)), name=name)
     with m.If(src.o_valid):
         m.d.sync += cnt.eq(Mux(src.o_last, 0, cnt + 1))
-    return Mux(src.o_first, 0, cnt)
+    return cnt
 
 
 def store_beats(m, vec, src, k: int, name: str):

@@ -56,7 +56,7 @@ from amaranth.lib.wiring import In, Out
 from specmem.golden.deltanet import L2_EPS
 
 from .align import StreamAlignBlock
-from .beats import beat_output, feed_pair, store_beats, store_rows, token_input
+from .beats import beat_index, beat_output, feed_pair, store_beats, store_rows, token_input
 from .beats import beat_of as _beat_of
 from .block_norm import StreamBlockNormaliser
 from .decay import DecayScale
@@ -201,11 +201,9 @@ class DeltaNetScaledCore(wiring.Component):
         with m.If(in_last):
             m.d.sync += [fe_busy.eq(1), next_flush.eq(0), nx_beta.eq(self.i_beta), nx_fb.eq(self.i_fbeta)]
         feed_pair(m, un, (fe_k, fe_fk), (fe_q, fe_fq), k, un.interval, in_last, reg, tag)  # k, then q
-        ob = Signal(range(max(B, 2)), name="fe_ob")
         out_q = Signal(name="fe_out_q")  # the unit's next output vector is qn (kn's went first)
-        osel = Mux(un.o_first, 0, ob)
+        osel = beat_index(m, un, B, "fe_ob")
         with m.If(un.o_valid):
-            m.d.sync += ob.eq(Mux(un.o_last, 0, ob + 1))
             with m.If(un.o_last):
                 m.d.sync += out_q.eq(~out_q)
             for b in range(B):
