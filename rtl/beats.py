@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Array, Mux, Signal
 
-__all__ = ["token_input", "feed_pair", "beat_of", "beat_index", "store_beats", "store_rows", "beat_output"]
+__all__ = ["token_input", "feed_pair", "beat_of", "beat_index", "store_beats", "beat_output"]
 
 
 def token_input(m, core, vectors, k: int, ready):
@@ -96,24 +96,6 @@ def store_beats(m, vec, src, k: int, name: str):
             with m.If(sel == b):
                 m.d.sync += [vec[b * k + j].eq(src.o_data[j]) for j in range(k)]
     return sel
-
-
-def store_rows(m, pairs, valid_next, restart, d: int, name: str):
-    """Store one value per row, in row order, into ``d``-element register vectors: ``pairs`` of
-    ``(registers, value)``, ``value`` valid the cycle after ``valid_next`` is high. Each row's
-    registers load on a flip-flop of their own, its bit of a rotating one-hot set a cycle ahead
-    (a decode of a row counter into every row's load enable was a 16 ns route); ``restart`` (a
-    ``sync`` statement context's condition, one cycle) points the next value at row 0."""
-    hot = Signal(d, name=f"{name}_hot", init=1)
-    row_en = [Signal(name=f"{name}_en{i}") for i in range(d)]
-    m.d.sync += [row_en[i].eq(valid_next & hot[i]) for i in range(d)]
-    with m.If(restart):
-        m.d.sync += hot.eq(1)
-    with m.Elif(valid_next):
-        m.d.sync += hot.eq(hot.rotate_left(1))
-    for i in range(d):
-        with m.If(row_en[i]):
-            m.d.sync += [regs[i].eq(value) for regs, value in pairs]
 
 
 def beat_output(m, core, src, d: int, k: int, shape, exp_shape):

@@ -49,14 +49,14 @@ with ``i_flush`` set in a token's first slot; the output ``o`` as ``d/k`` beats 
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from specmem.golden.deltanet import L2_EPS
 
 from .align import StreamAlignBlock
-from .beats import beat_index, beat_output, feed_pair, store_beats, store_rows, token_input
+from .beats import beat_index, beat_output, feed_pair, store_beats, token_input
 from .beats import beat_of as _beat_of
 from .block_norm import StreamBlockNormaliser
 from .decay import DecayScale
@@ -64,6 +64,7 @@ from .delta_pass import DeltaPass
 from .dsp import PipelinedMultiplier, operand_product
 from .pipeline import free_register, register_chain, select_levels, select_pipe, staggered, stage_register
 from .presets import check_scaled_core
+from .row_lanes import RowLanes
 from .saturate import COUNT_WIDTH
 from .unit_norm import UnitNormaliser
 
@@ -281,10 +282,13 @@ class DeltaNetScaledCore(wiring.Component):
         else:
             row_v = pa.o_valid_next
             row_rf, sk_in, sq_in, pass_done = pa.o_rf, pa.o_sk, pa.o_sq, pa.done
-        sk_b, sq_b = vreg("sk_b", signed(len(sk_in))), vreg("sq_b", signed(len(sq_in)))
-        rf_b = vreg("rf_b", signed(EW))
+        # the rows' results in lanes of LUT RAM: sk and rf for the feed, sq and rf for the output chain
+        SW, QW = len(sk_in), len(sq_in)
+        m.submodules.rows_e = rows_e = RowLanes(SW + EW, d, k)
+        m.submodules.rows_o = rows_o = RowLanes(QW + EW, d, k)
         row_restart = Signal(name="row_restart")
-        store_rows(m, [(sk_b, sk_in), (sq_b, sq_in), (rf_b, row_rf)], row_v, row_restart, d, "prow")
+        for lanes, value in ((rows_e, Cat(sk_in, row_rf)), (rows_o, Cat(sq_in, row_rf))):
+            m.d.comb += [lanes.w_next.eq(row_v), lanes.w_restart.eq(row_restart), lanes.w_data.eq(value)]
         o_pending = Signal(name="o_pending")
         e_feed = Signal(range(B + 1), name="e_feed")
         tokens = Signal(32, name="tokens_r")
@@ -357,9 +361,15 @@ class DeltaNetScaledCore(wiring.Component):
         def feed_beat(vec, shape, name):
             return [select_pipe(m, [vec[b * k + j] for b in range(B)], eb, shape, f"{name}{j}") for j in range(k)]
 
+        def lane_beat(lanes, sel, name):  # a beat of the lanes, as many cycles after sel as select_pipe's
+            m.d.comb += lanes.r_addr.eq(sel)
+            return [register_chain(m, lanes.r_data[j], lanes.width, Lb, f"{name}{j}", reset_less=True)
+                    for j in range(k)]
+
         v1 = feed_beat(cur_v, signed(M), "ef1_v")
-        s1 = feed_beat(sk_b, signed(len(sk_in)), "ef1_s")
-        r1 = feed_beat(rf_b, signed(EW), "ef1_r")
+        e1 = lane_beat(rows_e, eb, "ef1_sr")
+        s1 = [x[:SW].as_signed() for x in e1]
+        r1 = [x[SW:].as_signed() for x in e1]
         ev2 = tag(ev1, 1, "ef2_v")
         m.d.comb += [ae.i_valid.eq(ev2), ae.i_f0.eq(cur_fv)]
         for j in range(k):
@@ -388,9 +398,9 @@ class DeltaNetScaledCore(wiring.Component):
         # select trees fed from it, not a B:1 select by the stream's own first flag
         osel = register_chain(m, eb, len(eb), self.feed_stages + ae.latency + 1 + nb.latency + 1 - Lb, "o_beat_sel",
                               reset_less=True)
-        sq1 = [select_pipe(m, [sq_b[b * k + j] for b in range(B)], osel, signed(len(sq_in)), f"o1_sq{j}")
-               for j in range(k)]
-        sf1 = [select_pipe(m, [rf_b[b * k + j] for b in range(B)], osel, signed(EW), f"o1_sf{j}") for j in range(k)]
+        o1 = lane_beat(rows_o, osel, "o1_qr")
+        sq1 = [x[:QW].as_signed() for x in o1]
+        sf1 = [x[QW:].as_signed() for x in o1]
         fbc1 = Signal(signed(EW), name="o1_fbc")  # be's exponent + fkn + fqn, held from its first beat
         fbc_now = nb.o_frac + fkn + fqn
         with m.If(nb.o_valid & nb.o_first):

@@ -40,19 +40,20 @@ the ELU's window, ``eps``'s floor beyond 62 bits, where the model's integers end
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Array, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from specmem.golden.fixed.scaled.linear_attention import Z_BITS
 
 from .align import StreamAlignBlock
-from .beats import beat_index, beat_of, beat_output, feed_pair, store_beats, store_rows, token_input
+from .beats import beat_index, beat_of, beat_output, feed_pair, store_beats, token_input
 from .block_norm import StreamBlockNormaliser
 from .delta_pass import DeltaPass
 from .elu import BlockElu1
 from .pipeline import free_register, register_chain, select_levels, select_pipe, stage_register, staggered
 from .presets import check_scaled_core
+from .row_lanes import RowLanes
 from .saturate import COUNT_WIDTH
 from .scalar_unit import ScalarOp, ScalarUnit
 
@@ -283,9 +284,11 @@ class LinearAttentionScaledCore(wiring.Component):
             m.d.comb += [port[i].eq(vec[i]) for i in range(d)]
         m.d.comb += [pa.i_kn[i].eq(0) for i in range(d)]
         m.d.comb += [pa.i_fknw.eq(fknw), pa.i_fbh.eq(fbh), pa.i_fkn.eq(0), pa.i_fqn.eq(fqf)]
-        sq_b, rf_b = vreg("sq_b", signed(DW)), vreg("rf_b", signed(EW))
+        # the rows' sq and exponent in lanes of LUT RAM, read by the output chain's feed
+        m.submodules.rows_o = rows_o = RowLanes(DW + EW, d, k)
         row_restart = Signal(name="row_restart")
-        store_rows(m, [(sq_b, pa.o_sq), (rf_b, pa.o_rf)], pa.o_valid_next, row_restart, d, "prow")
+        m.d.comb += [rows_o.w_next.eq(pa.o_valid_next), rows_o.w_restart.eq(row_restart),
+                     rows_o.w_data.eq(Cat(pa.o_sq, pa.o_rf))]
         o_pending = Signal(name="o_pending")
         feed = Signal(range(B + 1), name="o_feed")
         tokens = Signal(32, name="tokens_r")
@@ -359,21 +362,24 @@ class LinearAttentionScaledCore(wiring.Component):
             m.d.sync += feed.eq(feed - 1)
 
         # -- output chain: num = align(sq + v C), o = block(num rden)
-        # the beats read from sq_b, rf_b and ov by a counter that counts up through registered 4:1
-        # selects (select_pipe), then the products and exponents
+        # the beats read by a counter that counts up: ov's through registered 4:1 selects
+        # (select_pipe), sq's and rf's from the lanes as many cycles later; then the products
         ob = Signal(range(max(B, 2)), name="feed_beat")
         with m.If(feed == 0):
             m.d.sync += ob.eq(0)
         with m.Else():
             m.d.sync += ob.eq(ob + 1)
-        fv1 = register_chain(m, feed != 0, 1, select_levels(B), "of1_v")
+        Lb = select_levels(B)
+        fv1 = register_chain(m, feed != 0, 1, Lb, "of1_v")
 
         def feed_beat(vec, shape, name):
             return [select_pipe(m, [vec[b * k + j] for b in range(B)], ob, shape, f"{name}{j}") for j in range(k)]
 
         v1 = feed_beat(ov, signed(M), "of1_v")
-        s1 = feed_beat(sq_b, signed(DW), "of1_s")
-        r1 = feed_beat(rf_b, signed(EW), "of1_r")
+        m.d.comb += rows_o.r_addr.eq(ob)
+        o1 = [register_chain(m, rows_o.r_data[j], DW + EW, Lb, f"of1_sr{j}", reset_less=True) for j in range(k)]
+        s1 = [x[:DW].as_signed() for x in o1]
+        r1 = [x[DW:].as_signed() for x in o1]
         m.d.comb += [ao.i_valid.eq(tag(fv1, 1, "of2_v")), ao.i_f1.eq(ch_fvc)]
         for j in range(k):
             m.d.comb += [ao.i_x0[j].eq(reg(s1[j], signed(DW), f"of2_s{j}")),
