@@ -23,27 +23,25 @@ def token_input(m, core, vectors, k: int, ready):
     wrong, so the caller raises its error flag)."""
     B = len(vectors[0][0]) // k
     nv = len(vectors)
-    vec = Signal(range(max(nv, 2)), name="in_vec")
-    beat = Signal(range(max(B, 2)), name="in_beat")
+    # the slot the next beat fills (vector v's beat b is slot v B + b), one-hot: each slot's enable
+    # is the take and one flip-flop (a decode of vector and beat counters was a routed critical path)
+    hot = Signal(nv * B, name="in_slot", init=1)
     m.d.comb += core.i_ready.eq(ready)
     take = core.i_valid & core.i_ready
-    at_start = (vec == 0) & (beat == 0)
     flush = Signal(name="in_flush")
     last = Signal(name="in_last")
     stray = Signal(name="in_stray_flush")
-    m.d.comb += [flush.eq(take & core.i_flush & at_start), stray.eq(take & core.i_flush & ~at_start),
-                 last.eq(take & ~core.i_flush & (vec == nv - 1) & (beat == B - 1))]
+    m.d.comb += [flush.eq(take & core.i_flush & hot[0]), stray.eq(take & core.i_flush & ~hot[0]),
+                 last.eq(take & ~core.i_flush & hot[nv * B - 1])]
     with m.If(take & ~flush):
-        m.d.sync += beat.eq(Mux(beat == B - 1, 0, beat + 1))
-        with m.If(beat == B - 1):
-            m.d.sync += vec.eq(Mux(vec == nv - 1, 0, vec + 1))
-        for v, (regs, frac) in enumerate(vectors):
-            with m.If(vec == v):
-                with m.If(beat == 0):
+        m.d.sync += hot.eq(hot.rotate_left(1))
+    for v, (regs, frac) in enumerate(vectors):
+        for b in range(B):
+            slot = v * B + b
+            with m.If(take & hot[slot] & (~core.i_flush if slot == 0 else 1)):
+                if b == 0:
                     m.d.sync += frac.eq(core.i_frac)
-                for b in range(B):
-                    with m.If(beat == b):
-                        m.d.sync += [regs[b * k + j].eq(core.i_data[j]) for j in range(k)]
+                m.d.sync += [regs[b * k + j].eq(core.i_data[j]) for j in range(k)]
     return flush, last, stray
 
 
