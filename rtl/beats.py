@@ -14,14 +14,15 @@ def token_input(m, core, vectors, k: int, ready):
     """A token taken in as beats on ``core``'s ``i_valid`` / ``i_ready`` / ``i_data`` (``k``
     elements) / ``i_frac`` / ``i_flush``: the ``d/k`` beats of each of ``vectors`` (``(registers,
     exponent register)`` pairs, in order), each vector's exponent taken with its first beat; or a
-    flush, one beat with ``i_flush`` set in a token's first slot. Every beat's enable reaches only
+    flush, one beat with ``i_flush`` set in a token's first slot. A vector may instead be a
+    :class:`~specmem.rtl.beat_banks.BeatBanks`, written through its port. Every beat's enable reaches only
     its own ``k`` registers (a ``d``-wide port's load enable reached all ``3 d``, a routed
     critical path). ``ready``: the core can take a token (held while its beats arrive).
 
     Returns ``(flush, last, stray)``: high in the cycle a flush is taken, in the cycle a token's
     last beat is taken, and when ``i_flush`` comes inside a token (ignored as data would be
     wrong, so the caller raises its error flag)."""
-    B = len(vectors[0][0]) // k
+    B = (vectors[0][0].d if hasattr(vectors[0][0], "w_en") else len(vectors[0][0])) // k
     nv = len(vectors)
     # the slot the next beat fills (vector v's beat b is slot v B + b), one-hot: each slot's enable
     # is the take and one flip-flop (a decode of vector and beat counters was a routed critical path)
@@ -36,12 +37,16 @@ def token_input(m, core, vectors, k: int, ready):
     with m.If(take & ~flush):
         m.d.sync += hot.eq(hot.rotate_left(1))
     for v, (regs, frac) in enumerate(vectors):
+        if hasattr(regs, "w_en"):  # a BeatBanks: its beats in order on its write port
+            m.d.comb += regs.w_en.eq(take & hot[v * B:(v + 1) * B].any() & (~(core.i_flush & hot[0]) if v == 0 else 1))
+            m.d.comb += [regs.w_data[j].eq(core.i_data[j]) for j in range(k)]
         for b in range(B):
             slot = v * B + b
             with m.If(take & hot[slot] & (~core.i_flush if slot == 0 else 1)):
                 if b == 0:
                     m.d.sync += frac.eq(core.i_frac)
-                m.d.sync += [regs[b * k + j].eq(core.i_data[j]) for j in range(k)]
+                if not hasattr(regs, "w_en"):
+                    m.d.sync += [regs[b * k + j].eq(core.i_data[j]) for j in range(k)]
     return flush, last, stray
 
 

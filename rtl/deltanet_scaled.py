@@ -56,13 +56,14 @@ from amaranth.lib.wiring import In, Out
 from specmem.golden.deltanet import L2_EPS
 
 from .align import StreamAlignBlock
+from .beat_banks import BeatBanks
 from .beats import beat_index, beat_output, feed_pair, store_beats, token_input
 from .beats import beat_of as _beat_of
 from .block_norm import StreamBlockNormaliser
 from .decay import DecayScale
 from .delta_pass import DeltaPass
 from .dsp import PipelinedMultiplier, operand_product
-from .pipeline import free_register, register_chain, select_levels, select_pipe, staggered, stage_register
+from .pipeline import free_register, register_chain, select_levels, staggered, stage_register
 from .presets import check_scaled_core
 from .row_lanes import RowLanes
 from .saturate import COUNT_WIDTH
@@ -189,11 +190,13 @@ class DeltaNetScaledCore(wiring.Component):
         fe_busy, next_full, next_flush = Signal(name="fe_busy"), Signal(name="next_full"), Signal(name="next_flush")
         fe_k, fe_q = vreg("fe_k"), vreg("fe_q")
         fe_fk, fe_fq = Signal(signed(EW), name="fe_fk"), Signal(signed(EW), name="fe_fq")
-        nx_v, nx_kn, nx_qn = vreg("nx_v"), vreg("nx_kn"), vreg("nx_qn")
+        # v in two banks of LUT RAM: the front end fills one while the chain's feed reads the other
+        m.submodules.v_banks = v_banks = BeatBanks(M, d, k)
+        nx_kn, nx_qn = vreg("nx_kn"), vreg("nx_qn")
         nx_fv, nx_fkn, nx_fqn = (Signal(signed(EW), name=n) for n in ("nx_fv", "nx_fkn", "nx_fqn"))
         nx_beta, nx_fb = Signal(signed(M), name="nx_beta"), Signal(signed(EW), name="nx_fb")
         nx_c = Signal(signed(DW), name="nx_c")
-        in_flush, in_last, stray = token_input(m, self, [(fe_k, fe_fk), (nx_v, nx_fv), (fe_q, fe_fq)], k,
+        in_flush, in_last, stray = token_input(m, self, [(fe_k, fe_fk), (v_banks, nx_fv), (fe_q, fe_fq)], k,
                                                ~fe_busy & ~next_full)
         with m.If(stray):
             m.d.sync += err.eq(1)
@@ -256,7 +259,7 @@ class DeltaNetScaledCore(wiring.Component):
 
         # -- the token sequencer: pass, then chain; the current token's registers
         # kn resets to zero: the first pass after a reset writes bh knw with knw = kn = 0
-        cur_v, kn, qn, knw, bh = vreg("cur_v"), vreg("kn", reset=True), vreg("qn"), vreg("knw"), vreg("bh", reset=True)
+        kn, qn, knw, bh = vreg("kn", reset=True), vreg("qn"), vreg("knw"), vreg("bh", reset=True)
         cur_fv, fkn, fqn, fknw, fbh = (Signal(signed(EW), name=n) for n in ("cur_fv", "fkn", "fqn", "fknw", "fbh"))
         beta, fb = Signal(signed(M), name="beta"), Signal(signed(EW), name="fb")
         cval = Signal(signed(DW), name="c")
@@ -297,13 +300,14 @@ class DeltaNetScaledCore(wiring.Component):
         m.d.sync += go.eq(0)
         m.d.comb += pa.start.eq(go)
         # the take, decided in IDLE, in the four cycles after it, a group of registers per cycle
-        # from its own enable flip-flop (pipeline.staggered): v and the scalars first (the front end
-        # refills nx_v from d/k cycles on), knw (the pass's prep reads it from its fifth cycle), then
-        # kn after knw has its old value, and qn (both read from the pass's read stage on)
+        # from its own enable flip-flop (pipeline.staggered): the scalars first, knw (the pass's prep
+        # reads it from its fifth cycle), then kn after knw has its old value, and qn (both read from
+        # the pass's read stage on); v's banks flip as the take is decided (the front end writes the
+        # next token's v from d/k cycles on, the feed reads this one's in the chain)
         take_now, take_flush = Signal(name="take_now"), Signal(name="take_flush_now")
         (t_v, z_v), (t_kw, _), (t_k, z_k), (t_q, z_q) = staggered(m, take_now, take_flush, 4, "take")
+        m.d.comb += v_banks.flip.eq(take_now)
         with m.If(t_v):
-            m.d.sync += [cur_v[i].eq(nx_v[i]) for i in range(d)]
             m.d.sync += fknw.eq(fkn)
             if gated:  # a flush writes the last token's update in its own frame
                 shift = Mux(z_v, 0, nx_delta)
@@ -348,8 +352,9 @@ class DeltaNetScaledCore(wiring.Component):
                     m.next = "IDLE"
 
         # -- chain: e = align(v - sk), be = block(beta e) into bh, o = align(sq + be C)
-        # the feed in registered steps: the beat selected (registered 4:1 selects by a counter that
-        # counts up, select_pipe), then -sk and rf + fkn (a carry chain each); its flags reset
+        # the feed in registered steps: the beat read by a counter that counts up from the LUT RAM
+        # lanes (v's banks, the rows' sk and rf) into registers, select_levels(B) of them (the
+        # cycle budget's feed_stages), then -sk and rf + fkn (a carry chain each); its flags reset
         eb = Signal(range(max(B, 2)), name="e_beat")
         with m.If(e_feed == 0):
             m.d.sync += eb.eq(0)
@@ -358,15 +363,12 @@ class DeltaNetScaledCore(wiring.Component):
         Lb = select_levels(B)
         ev1 = register_chain(m, e_feed != 0, 1, Lb, "ef1_v")
 
-        def feed_beat(vec, shape, name):
-            return [select_pipe(m, [vec[b * k + j] for b in range(B)], eb, shape, f"{name}{j}") for j in range(k)]
-
         def lane_beat(lanes, sel, name):  # a beat of the lanes, as many cycles after sel as select_pipe's
             m.d.comb += lanes.r_addr.eq(sel)
             return [register_chain(m, lanes.r_data[j], lanes.width, Lb, f"{name}{j}", reset_less=True)
                     for j in range(k)]
 
-        v1 = feed_beat(cur_v, signed(M), "ef1_v")
+        v1 = [x.as_signed() for x in lane_beat(v_banks, eb, "ef1_v")]
         e1 = lane_beat(rows_e, eb, "ef1_sr")
         s1 = [x[:SW].as_signed() for x in e1]
         r1 = [x[SW:].as_signed() for x in e1]

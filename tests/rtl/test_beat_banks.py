@@ -1,0 +1,57 @@
+# amaranth: UnusedElaboratable=no
+"""``rtl/beat_banks.BeatBanks`` against two plain vectors (the write bank's and the read bank's):
+beats written in order with random gaps, flips at random points (after whole vectors, as the
+cores take them, and mid-vector, where the write starts again at beat 0), beats read at random
+addresses every cycle."""
+
+import random
+
+import pytest
+from amaranth.sim import Simulator
+
+from specmem.rtl.beat_banks import BeatBanks
+
+
+@pytest.mark.parametrize("width, d, k", [(8, 32, 4), (5, 12, 3), (9, 4, 4), (6, 40, 8), (7, 6, 1)])
+def test_beat_banks_read_the_vector_taken(width, d, k):
+    rng = random.Random(width * 1000 + d * 10 + k)
+    dut = BeatBanks(width, d, k)
+    B = d // k
+    banks = [[None] * d, [None] * d]  # None: never written
+    checked = flips = 0
+
+    async def bench(ctx):
+        nonlocal checked, flips
+        wb, beat = 0, 0
+        for _ in range(2000):
+            addr = rng.randrange(B)
+            en = rng.random() < 0.6
+            flip = rng.random() < (0.5 if beat == 0 else 0.02)
+            data = [rng.randrange(1 << width) for _ in range(k)]
+            ctx.set(dut.r_addr, addr)
+            ctx.set(dut.w_en, en)
+            ctx.set(dut.flip, flip)
+            for s, x in zip(dut.w_data, data):
+                ctx.set(s, x)
+            rb = banks[1 - wb]
+            for j in range(k):
+                if rb[addr * k + j] is not None:
+                    assert ctx.get(dut.r_data[j]) == rb[addr * k + j], (addr, j)
+                    checked += 1
+            if en:
+                banks[wb][beat * k:(beat + 1) * k] = data
+                beat = (beat + 1) % B
+            if flip:
+                wb, beat, flips = 1 - wb, 0, flips + 1
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert checked > 1000 and flips > 20
+
+
+def test_beat_banks_refuse_a_shape_they_cannot_hold():
+    with pytest.raises(ValueError, match="multiple of k"):
+        BeatBanks(8, 10, 4)
