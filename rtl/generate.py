@@ -22,7 +22,7 @@ from amaranth.lib import data
 from ..sim.toolchain import verilator_env, verilator_root
 from specmem.golden.fixed.formats import PRESETS as GOLDEN_PRESETS
 
-from .dsp import check_dsp
+from .dsp import PRODUCT_STYLES, check_dsp
 from .params import check_dims
 from .engine import DotEngine
 from .presets import RTL_PRESETS, check_rtl_preset, scaled_core
@@ -188,7 +188,7 @@ def _scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None = None, 
     if bram not in (None, "behavioural", "ecp5"):
         raise ValueError(f"bram: must be behavioural or ecp5 (DP16KD), got {bram!r}")
     ram = bram or "behavioural"
-    if dsp not in (None, "registered", "ecp5"):
+    if dsp not in (None, *PRODUCT_STYLES):
         raise ValueError(f"dsp: the scaled cores take registered (portable registers) or ecp5 (MULT18X18D "
                          f"registers for the pass's products and the scalar units' multiplies), got {dsp!r}")
     dsp = dsp or "registered"
@@ -294,7 +294,7 @@ def _annihilation(d: int, k: int, preset: str, *, core: str | None = None, dsp: 
             raise ValueError("in_range: core v2 takes the preset's input range (its x format), not in_range")
         if k > d:
             raise ValueError(f"k: must be <= d ({d}), got {k}")
-        if dsp not in (None, "registered", "ecp5"):
+        if dsp not in (None, *PRODUCT_STYLES):
             raise ValueError(f"dsp: core v2's row unit takes registered (portable registers) or ecp5 "
                              f"(MULT18X18D), got {dsp!r}")
         if bram not in (None, "behavioural", "ecp5"):
