@@ -62,7 +62,7 @@ from .beats import beat_of as _beat_of
 from .block_norm import StreamBlockNormaliser
 from .decay import DecayScale
 from .delta_pass import DeltaPass
-from .dsp import PipelinedMultiplier, operand_product
+from .dsp import PipelinedMultiplier, operand_product, wide_operand_product
 from .pipeline import free_register, register_chain, select_levels, staggered, stage_register
 from .presets import check_scaled_core
 from .row_lanes import RowLanes
@@ -396,8 +396,8 @@ class DeltaNetScaledCore(wiring.Component):
         # o's terms: sq's beat with per-row exponents, be C with one exponent
         ov1 = tag(nb.o_valid, 1, "o1_v")
         # the beat be's normaliser puts out is the feed's counter a fixed number of cycles later
-        # (every block of the chain runs without stalls): sq's and rf's beats through registered
-        # select trees fed from it, not a B:1 select by the stream's own first flag
+        # (every block of the chain runs without stalls): sq's and rf's beats read from the rows'
+        # lanes by it, not by a B:1 select on the stream's own first flag
         osel = register_chain(m, eb, len(eb), self.feed_stages + ae.latency + 1 + nb.latency + 1 - Lb, "o_beat_sel",
                               reset_less=True)
         o1 = lane_beat(rows_o, osel, "o1_qr")
@@ -407,13 +407,14 @@ class DeltaNetScaledCore(wiring.Component):
         fbc_now = nb.o_frac + fkn + fqn
         with m.If(nb.o_valid & nb.o_first):
             m.d.sync += fbc1.eq(fbc_now)
-        ov2 = tag(ov1, 1, "o2_v")
-        bc2 = [operand_product(m, nb.o_data[j], cval, f"o2_bc{j}", self.dsp) for j in range(k)]
-        sq2 = [reg(x, signed(len(sq_in)), f"o2_sq{j}") for j, x in enumerate(sq1)]
-        sf2 = [reg(x + fqn, signed(EW), f"o2_sf{j}") for j, x in enumerate(sf1)]
-        m.d.comb += [ao.i_valid.eq(ov2), ao.i_f1.eq(fbc1)]
+        # be C three cycles on (C is wider than a DSP: dsp.wide_operand_product), sq's terms beside it
+        bc3 = [wide_operand_product(m, nb.o_data[j], cval, f"o2_bc{j}", self.dsp) for j in range(k)]
+        ov3 = tag(tag(ov1, 1, "o2_v"), 1, "o3_v")
+        sq3 = [reg(reg(x, signed(len(sq_in)), f"o2_sq{j}"), signed(len(sq_in)), f"o3_sq{j}") for j, x in enumerate(sq1)]
+        sf3 = [reg(reg(x + fqn, signed(EW), f"o2_sf{j}"), signed(EW), f"o3_sf{j}") for j, x in enumerate(sf1)]
+        m.d.comb += [ao.i_valid.eq(ov3), ao.i_f1.eq(fbc1)]
         for j in range(k):
-            m.d.comb += [ao.i_x0[j].eq(sq2[j]), ao.i_f0[j].eq(sf2[j]), ao.i_x1[j].eq(bc2[j])]
+            m.d.comb += [ao.i_x0[j].eq(sq3[j]), ao.i_f0[j].eq(sf3[j]), ao.i_x1[j].eq(bc3[j])]
 
         # -- the output buffer, read out as beats with backpressure
         with m.If(beat_output(m, self, ao, d, k, signed(Wo), signed(EW))):

@@ -23,11 +23,12 @@ advances only while ``en`` is high (the engine's pipeline-advance signal).
 
 from __future__ import annotations
 
-from amaranth.hdl import ClockSignal, Const, Instance, Module, Signal, signed
+from amaranth.hdl import Cat, ClockSignal, Const, Instance, Module, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 __all__ = ["DSP_STYLES", "LaneMultiplier", "PipelinedMultiplier", "ECP5_MULT_WIDTH", "check_dsp", "operand_product",
+           "wide_operand_product",
            "PRODUCT_STYLES"]
 
 #: register arrangements of :class:`LaneMultiplier`, with their latency in cycles
@@ -98,6 +99,39 @@ def operand_product(m, a, b, name: str, style: str = "registered"):
     r = Signal(signed(wa + wb), name=f"{name}_r", reset_less=True)
     m.d.sync += r.eq(ra * rb)
     m.d.comb += out.eq(r)
+    return out
+
+
+def wide_operand_product(m, a, b, name: str, style: str = "registered"):
+    """``a * b`` (signed) three cycles later, free-running, for ``b`` wider than a DSP's 18 bits
+    (``a`` at most 18 with ``"ecp5"``): ``b`` cut into 17-bit pieces (the top one signed), each
+    piece's product in one ``MULT18X18D``'s input and output registers, their shifted sum in a
+    fabric register. :func:`operand_product` maps such a product to DSPs used combinationally
+    and their sum's carry chain in one cycle (DeltaNet's ``be C`` at 101 MHz). ``"registered"``:
+    operand, product and output registers in fabric. Returns ``len(a) + len(b)`` bits."""
+    if style not in PRODUCT_STYLES:
+        raise ValueError(f"dsp: must be one of {', '.join(PRODUCT_STYLES)}, got {style!r}")
+    if not (a.shape().signed and b.shape().signed):
+        raise TypeError(f"{name}: wide_operand_product multiplies signed operands")
+    wa, wb = len(a), len(b)
+    out = Signal(signed(wa + wb), name=f"{name}_p", reset_less=True)
+    if style == "ecp5" and wa <= ECP5_MULT_WIDTH:
+        w, step = ECP5_MULT_WIDTH, ECP5_MULT_WIDTH - 1
+        pieces = []
+        for i, lo in enumerate(range(0, wb, step)):
+            top = lo + step >= wb
+            piece = b[lo:].as_signed() if top else Cat(b[lo:lo + step], Const(0, 1)).as_signed()
+            a18, b18 = Signal(signed(w), name=f"{name}_a18_{i}"), Signal(signed(w), name=f"{name}_b18_{i}")
+            p36 = Signal(2 * w, name=f"{name}_p36_{i}")
+            m.d.comb += [a18.eq(a), b18.eq(piece)]
+            m.submodules[f"{name}_mult{i}"] = _mult18x18d(a18, b18, p36, Const(1, 1), pipeline=False)
+            pieces.append((p36.as_signed(), lo))
+        m.d.sync += out.eq(sum(p << lo for p, lo in pieces))
+        return out
+    ra = Signal(signed(wa), name=f"{name}_ra", reset_less=True)
+    rb = Signal(signed(wb), name=f"{name}_rb", reset_less=True)
+    r = Signal(signed(wa + wb), name=f"{name}_r", reset_less=True)
+    m.d.sync += [ra.eq(a), rb.eq(b), r.eq(ra * rb), out.eq(r)]
     return out
 
 
