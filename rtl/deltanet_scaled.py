@@ -58,7 +58,6 @@ from specmem.golden.deltanet import L2_EPS
 from .align import StreamAlignBlock
 from .beat_banks import BeatBanks
 from .beats import beat_index, beat_output, feed_pair, store_beats, token_input
-from .beats import beat_of as _beat_of
 from .block_norm import StreamBlockNormaliser
 from .decay import DecayScale
 from .delta_pass import DeltaPass
@@ -169,8 +168,6 @@ class DeltaNetScaledCore(wiring.Component):
             """``d`` registers; without ``reset`` data written before it is read (no reset net)."""
             return [Signal(shape, name=f"{name}{i}", reset_less=not reset) for i in range(d)]
 
-        def beat_of(vec, idx, j):
-            return _beat_of(vec, idx, j, k)
 
         un = self.unit
         pa, ae, nb, ao = self.pass_, self.align_e, self.norm_be, self.align_o
@@ -223,9 +220,15 @@ class DeltaNetScaledCore(wiring.Component):
                     m.d.sync += nx_fkn.eq(un.o_frac)
         # C = kn . qn as qn's beats come out beside kn's (read back): a register, the products, a
         # registered tree, the sum over the beats
+        # kn's beats kept in LUT RAM as they come out, read back by the beat counter beside qn's (a
+        # B:1 select of nx_kn into the product's operand register was Gated DeltaNet's critical path)
+        m.submodules.kn_beats = kb = BeatBanks(M, d, k)
+        kn_out = un.o_valid & ~out_q
+        m.d.comb += [kb.w_en.eq(kn_out), kb.flip.eq(kn_out & un.o_last), kb.r_addr.eq(osel)]
+        m.d.comb += [kb.w_data[j].eq(un.o_data[j]) for j in range(k)]
         cv, cf, cl = (tag(un.o_valid & out_q, 1, "c0_v"), tag(un.o_first, 1, "c0_f"), tag(un.o_last, 1, "c0_l"))
         cv, cf, cl = tag(cv, 1, "c1_v"), tag(cf, 1, "c1_f"), tag(cl, 1, "c1_l")
-        cp = [operand_product(m, un.o_data[j], beat_of(nx_kn, osel, j), f"c1_p{j}", self.dsp) for j in range(k)]
+        cp = [operand_product(m, un.o_data[j], kb.r_data[j].as_signed(), f"c1_p{j}", self.dsp) for j in range(k)]
         lv = 0
         while len(cp) > 1:
             lv += 1
