@@ -5,7 +5,9 @@ one rule."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Mux, Signal
+from amaranth.hdl import Array, Mux, Shape, Signal
+
+from .beat_banks import BeatBanks
 
 __all__ = ["token_input", "feed_pair", "beat_of", "beat_index", "store_beats", "beat_output"]
 
@@ -104,21 +106,25 @@ def store_beats(m, vec, src, k: int, name: str):
 def beat_output(m, core, src, d: int, k: int, shape, exp_shape):
     """A ``d``-element buffer filled from the stream ``src`` (with its exponent ``o_frac`` from
     the first beat) and read out on ``core``'s ``o_valid`` / ``o_ready`` / ``o_first`` /
-    ``o_last`` / ``o_data`` / ``o_frac`` as ``d/k`` beats. Returns ``read_done``: high in the
-    cycle the buffer's last beat is taken (the buffer is free for the next vector)."""
+    ``o_last`` / ``o_data`` / ``o_frac`` as ``d/k`` beats. The buffer is a
+    :class:`~specmem.rtl.beat_banks.BeatBanks` (its last beat flips it to the read side), so a
+    beat leaves through one registered address into LUT RAM (a ``B``:1 select of ``d``
+    registers into the port was DeltaNet's critical path at 98.5 MHz). Returns ``read_done``:
+    high in the cycle the buffer's last beat is taken (the buffer is free for the next vector)."""
     B = d // k
-    buf = [Signal(shape, name=f"obuf{i}", reset_less=True) for i in range(d)]
+    m.submodules.obuf = buf = BeatBanks(Shape.cast(shape).width, d, k)
     ofrac = Signal(exp_shape, name="ofrac")
     ofull = Signal(name="o_full")
-    store_beats(m, buf, src, k, "o_in")
+    m.d.comb += [buf.w_en.eq(src.o_valid), buf.flip.eq(src.o_valid & src.o_last)]
+    m.d.comb += [buf.w_data[j].eq(src.o_data[j]) for j in range(k)]
     with m.If(src.o_valid & src.o_first):
         m.d.sync += ofrac.eq(src.o_frac)
     with m.If(src.o_valid & src.o_last):
         m.d.sync += ofull.eq(1)
     orb = Signal(range(max(B, 2)), name="o_rd")
     m.d.comb += [core.o_valid.eq(ofull), core.o_first.eq(orb == 0), core.o_last.eq(orb == B - 1),
-                 core.o_frac.eq(ofrac)]
-    m.d.comb += [core.o_data[j].eq(beat_of(buf, orb, j, k)) for j in range(k)]
+                 core.o_frac.eq(ofrac), buf.r_addr.eq(orb)]
+    m.d.comb += [core.o_data[j].eq(buf.r_data[j]) for j in range(k)]
     read_done = Signal(name="o_read_done")
     m.d.comb += read_done.eq(core.o_valid & core.o_ready & (orb == B - 1))
     with m.If(core.o_valid & core.o_ready):
