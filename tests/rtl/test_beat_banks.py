@@ -7,9 +7,9 @@ addresses every cycle."""
 import random
 
 import pytest
-from amaranth.sim import Simulator
 
 from specmem.rtl.beat_banks import BeatBanks
+from specmem.rtl.testing import run_simulation
 
 
 @pytest.mark.parametrize("width, d, k", [(8, 32, 4), (5, 12, 3), (9, 4, 4), (6, 40, 8), (7, 6, 1)])
@@ -45,10 +45,7 @@ def test_beat_banks_read_the_vector_taken(width, d, k):
                 wb, beat, flips = 1 - wb, 0, flips + 1
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
+    run_simulation(dut, bench)
     assert checked > 1000 and flips > 20
 
 

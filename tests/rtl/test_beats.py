@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 from amaranth.hdl import Module, Signal, signed
-from amaranth.sim import Simulator
 
 from specmem.rtl.beats import token_input
+from specmem.rtl.testing import run_simulation
 
 
 @pytest.mark.parametrize("d, k", [(8, 4), (12, 3), (4, 4), (6, 1)])
@@ -60,8 +60,5 @@ def test_token_input_fills_each_vector_beat_by_beat(d, k):
                 assert [ctx.get(r) for r in regs] == ref_regs[v], (v, slot)
                 assert ctx.get(fr) == ref_frac[v]
 
-    sim = Simulator(m)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
+    run_simulation(m, bench)
     assert min(counts.values()) >= 5, counts

@@ -7,9 +7,9 @@ visible)."""
 import random
 
 import pytest
-from amaranth.sim import Simulator
 
 from specmem.rtl.row_lanes import RowLanes
+from specmem.rtl.testing import run_simulation
 
 
 @pytest.mark.parametrize("width, d, k", [(7, 8, 4), (13, 32, 4), (5, 12, 3), (9, 4, 4), (3, 64, 8), (11, 8, 1)])
@@ -46,10 +46,7 @@ def test_row_lanes_reads_the_rows_written(width, d, k):
                 row += 1
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
+    run_simulation(dut, bench)
     assert checked > 1000
 
 

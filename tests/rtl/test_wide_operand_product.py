@@ -10,9 +10,9 @@ import random
 
 import pytest
 from amaranth.hdl import Module, Signal, signed
-from amaranth.sim import Simulator
 
 from specmem.rtl import dsp
+from specmem.rtl.testing import run_simulation
 
 
 def _mult_model(a18, b18, p36, ce, *, pipeline):
@@ -51,10 +51,7 @@ def test_wide_operand_product_is_the_product_three_cycles_later(monkeypatch, sty
                 assert ctx.get(p) == sent[-3], (x, y)
                 checked += 1
 
-    sim = Simulator(m)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
+    run_simulation(m, bench)
     assert checked > 390
 
 
