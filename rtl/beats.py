@@ -24,7 +24,7 @@ def token_input(m, core, vectors, k: int, ready):
     Returns ``(flush, last, stray)``: high in the cycle a flush is taken, in the cycle a token's
     last beat is taken, and when ``i_flush`` comes inside a token (ignored as data would be
     wrong, so the caller raises its error flag)."""
-    B = (vectors[0][0].d if hasattr(vectors[0][0], "w_en") else len(vectors[0][0])) // k
+    B = (vectors[0][0].d if isinstance(vectors[0][0], BeatBanks) else len(vectors[0][0])) // k
     nv = len(vectors)
     # the slot the next beat fills (vector v's beat b is slot v B + b), one-hot: each slot's enable
     # is the take and one flip-flop (a decode of vector and beat counters was a routed critical path)
@@ -39,7 +39,8 @@ def token_input(m, core, vectors, k: int, ready):
     with m.If(take & ~flush):
         m.d.sync += hot.eq(hot.rotate_left(1))
     for v, (regs, frac) in enumerate(vectors):
-        if hasattr(regs, "w_en"):  # a BeatBanks: its beats in order on its write port
+        banked = isinstance(regs, BeatBanks)
+        if banked:  # its beats in order on its write port
             m.d.comb += regs.w_en.eq(take & hot[v * B:(v + 1) * B].any() & (~(core.i_flush & hot[0]) if v == 0 else 1))
             m.d.comb += [regs.w_data[j].eq(core.i_data[j]) for j in range(k)]
         for b in range(B):
@@ -47,7 +48,7 @@ def token_input(m, core, vectors, k: int, ready):
             with m.If(take & hot[slot] & (~core.i_flush if slot == 0 else 1)):
                 if b == 0:
                     m.d.sync += frac.eq(core.i_frac)
-                if not hasattr(regs, "w_en"):
+                if not banked:
                     m.d.sync += [regs[b * k + j].eq(core.i_data[j]) for j in range(k)]
     return flush, last, stray
 

@@ -168,7 +168,6 @@ class DeltaNetScaledCore(wiring.Component):
             """``d`` registers; without ``reset`` data written before it is read (no reset net)."""
             return [Signal(shape, name=f"{name}{i}", reset_less=not reset) for i in range(d)]
 
-
         un = self.unit
         pa, ae, nb, ao = self.pass_, self.align_e, self.norm_be, self.align_o
         m.submodules.unit = un
@@ -218,10 +217,9 @@ class DeltaNetScaledCore(wiring.Component):
                     m.d.sync += nx_fqn.eq(un.o_frac)
                 with m.Else():
                     m.d.sync += nx_fkn.eq(un.o_frac)
-        # C = kn . qn as qn's beats come out beside kn's (read back): a register, the products, a
-        # registered tree, the sum over the beats
-        # kn's beats kept in LUT RAM as they come out, read back by the beat counter beside qn's (a
-        # B:1 select of nx_kn into the product's operand register was Gated DeltaNet's critical path)
+        # C = kn . qn as qn's beats come out beside kn's: kn's beats kept in LUT RAM as they come out
+        # and read back by the beat counter (a B:1 select of nx_kn into the product's operand register
+        # was Gated DeltaNet's critical path), the products, a registered tree, the sum over the beats
         m.submodules.kn_beats = kb = BeatBanks(M, d, k)
         kn_out = un.o_valid & ~out_q
         m.d.comb += [kb.w_en.eq(kn_out), kb.flip.eq(kn_out & un.o_last), kb.r_addr.eq(osel)]

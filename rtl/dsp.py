@@ -107,8 +107,9 @@ def wide_operand_product(m, a, b, name: str, style: str = "registered"):
     (``a`` at most 18 with ``"ecp5"``): ``b`` cut into 17-bit pieces (the top one signed), each
     piece's product in one ``MULT18X18D``'s input and output registers, their shifted sum in a
     fabric register. :func:`operand_product` maps such a product to DSPs used combinationally
-    and their sum's carry chain in one cycle (DeltaNet's ``be C`` at 101 MHz). ``"registered"``:
-    operand, product and output registers in fabric. Returns ``len(a) + len(b)`` bits."""
+    and their sum's carry chain in one cycle (DeltaNet's ``be C`` at 101 MHz). ``"registered"``,
+    and ``"ecp5"`` with ``a`` wider than 18 bits: operand, product and output registers in fabric.
+    Returns ``len(a) + len(b)`` bits."""
     if style not in PRODUCT_STYLES:
         raise ValueError(f"dsp: must be one of {', '.join(PRODUCT_STYLES)}, got {style!r}")
     if not (a.shape().signed and b.shape().signed):

@@ -6,8 +6,8 @@ a lane's words sit in a few distributed-RAM cells (``TRELLIS_DPR16X4`` on ECP5),
 registered address.
 
 Row ``r`` lives in lane ``r mod k`` at word ``r div k``, so beat ``b`` is word ``b`` of every
-lane. The contract is :func:`specmem.rtl.beats.store_rows`'s: ``w_next`` high the cycle before a
-value arrives on ``w_data``; ``w_restart`` points the next value at row 0."""
+lane. ``w_next`` is high the cycle before a value arrives on ``w_data`` (the rows' valid a cycle
+ahead, as ``DeltaPass.o_valid_next`` gives it); ``w_restart`` points the next value at row 0."""
 
 from __future__ import annotations
 
