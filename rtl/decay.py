@@ -32,7 +32,6 @@ from amaranth.lib.wiring import In, Out
 from specmem.golden.fixed.scalar_unit import ScalarUnit as GoldenScalarUnit
 
 from .block_norm import BlockNormaliser
-from .pipeline import registered_reset
 from .scalar_unit import ScalarOp, ScalarUnit
 
 __all__ = ["DecayScale"]
@@ -69,10 +68,9 @@ class DecayScale(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         P, EW = self.P, self.exp_width
-        gam = Signal(signed(P), name="gam_r", init=self.one, reset_less=True)
-        gam_rst = registered_reset(m, "gam_rst")  # gamma's reset from a flip-flop beside it
+        gam = Signal(signed(P), name="gam_r", init=self.one)
         busy = Signal(name="busy")
-        m.d.comb += [self.i_ready.eq(~busy & ~gam_rst), self.o_gam.eq(gam)]  # not ready while gamma resets
+        m.d.comb += [self.i_ready.eq(~busy), self.o_gam.eq(gam)]
         take = self.i_valid & self.i_ready
         p1 = Signal(signed(2 * P), name="p1", reset_less=True)
         f1 = Signal(signed(EW), name="f1", reset_less=True)
@@ -87,8 +85,6 @@ class DecayScale(wiring.Component):
         m.d.sync += rq_v.eq(nb.o_valid)
         with m.If(nb.o_valid):
             m.d.sync += [gam.eq(nb.o_data[0]), self.o_delta.eq(nb.o_frac)]
-        with m.If(gam_rst):
-            m.d.sync += gam.eq(self.one)
 
         m.submodules.unit = su = self.unit
         m.d.comb += [su.i.valid.eq(rq_v), su.i.payload.x.eq(gam), su.i.payload.frac.eq(0),

@@ -10,8 +10,9 @@ normaliser and the two dot products. That is ``d²/k`` cycles per token for both
 worth of work, the cycle floor of ``hardware.md``.
 
 Per pass (the caller holds them for the pass): the write's ``bh`` (``d`` ``M``-bit elements,
-exponent ``fbh``) and ``knw`` (the previous token's ``kn``, exponent ``fknw``), and the reads'
-``kn`` and ``qn`` with their exponents; with ``rescale`` also ``i_fshift``, added to every stored
+exponent ``fbh``) and ``knw`` (the previous token's ``kn``, exponent ``fknw``), or ``i_wzero``:
+the write adds nothing, as if ``knw`` were zero (the first pass after a reset: the caller's
+vectors have no reset), and the reads' ``kn`` and ``qn`` with their exponents; with ``rescale`` also ``i_fshift``, added to every stored
 row's exponent as the write reads it (Gated DeltaNet's state kept in ``S``'s frame moves into the
 next token's frame in the same pass: :mod:`~specmem.rtl.decay`; a moved exponent that leaves
 ``exp_width`` bits, a row decayed below anything the exponents hold yet not written for that long,
@@ -105,7 +106,7 @@ class DeltaPass(wiring.Component):
         super().__init__({**extra,
             "start": In(1), "busy": Out(1), "done": Out(1),
             "i_bh": In(vec), "i_fbh": In(signed(EW)), "i_knw": In(vec), "i_fknw": In(signed(EW)),
-            "i_kn": In(vec), "i_fkn": In(signed(EW)), "i_qn": In(vec), "i_fqn": In(signed(EW)),
+            "i_kn": In(vec), "i_fkn": In(signed(EW)), "i_qn": In(vec), "i_fqn": In(signed(EW)), "i_wzero": In(1),
             "o_valid": Out(1), "o_valid_next": Out(1),
             "o_sk": Out(signed(self.dot_width)), "o_sq": Out(signed(self.dot_width)),
             "o_rf": Out(signed(EW)),
@@ -170,7 +171,8 @@ class DeltaPass(wiring.Component):
             lv += 1
             mags = [reg(or_all(mags[j:j + 4]), unsigned(M), f"kor{lv}_{j // 4}") for j in range(0, len(mags), 4)]
         kmsb = reg(msb_index(m, mags[0], "kmsb_c"), unsigned(max(1, (M - 1).bit_length())), "kmsb")
-        kzero = reg(mags[0] == 0, 1, "kzero")
+        kzero = reg((mags[0] == 0) | self.i_wzero, 1, "kzero")
+        wzero = reg(self.i_wzero, 1, "wzero")
         ep_c = reg(kmsb + 2 - self.i_fbh - self.i_fknw, signed(EW + 2), "ep_c")  # e_prod = msb(bh_i) + ep_c
         f_prod = reg(self.i_fbh + self.i_fknw, signed(EW), "f_prod")
 
@@ -200,7 +202,8 @@ class DeltaPass(wiring.Component):
             r_f2 = reg(r_f1, signed(EW), "r_f2")
         r_m2, r_z2 = reg(r_m1, range(Ws), "r_m2"), reg(r_z1, 1, "r_z2")
         bh_mag2 = reg(Mux(bh1[-1], -bh1, bh1)[:M], unsigned(M), "bh_mag2")
-        prod3 = [operand_product(m, bh1, x, f"prod_{j}", self.dsp) for j, x in enumerate(kw1)]
+        prod3 = [operand_product(m, bh1, Mux(wzero, 0, x)[:M].as_signed(), f"prod_{j}", self.dsp)
+                 for j, x in enumerate(kw1)]
         v3, f3, l3 = tag(v2, 1, "v3"), tag(f2, 1, "f3"), tag(l2, 1, "l3")
         r_f3, r_m3, r_z3 = reg(r_f2, signed(EW), "r_f3"), reg(r_m2, range(Ws), "r_m3"), reg(r_z2, 1, "r_z3")
         bh_msb3 = reg(msb_index(m, bh_mag2, "bh_msb_c"), unsigned(max(1, (M - 1).bit_length())), "bh_msb3")

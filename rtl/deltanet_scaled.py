@@ -63,6 +63,7 @@ from .decay import DecayScale
 from .delta_pass import DeltaPass
 from .dsp import PipelinedMultiplier, operand_product, wide_operand_product
 from .pipeline import free_register, register_chain, select_levels, staggered, stage_register
+from .reset_tree import ResetTree
 from .presets import check_scaled_core
 from .row_lanes import RowLanes
 from .saturate import COUNT_WIDTH
@@ -91,7 +92,7 @@ class DeltaNetScaledCore(wiring.Component):
         p = check_scaled_core(d, k, preset, eps)
         eps = float(eps)
         self.d, self.k, self.B, self.preset, self.exp_width = d, k, d // k, preset, exp_width
-        self.gated = bool(gated)
+        self.gated, self.ram = bool(gated), ram
         self.M, self.Ws, self.Wo = p.mul_bits, p.state_bits, p.out_bits
         M, B, EW = self.M, self.B, exp_width
         self.su = p.scalar_unit()
@@ -158,7 +159,8 @@ class DeltaNetScaledCore(wiring.Component):
                 + nb.latency + self.B - 1 + 1 + bh)
 
     def elaborate(self, platform):
-        m = Module()
+        m = Module()  # the core's own logic; every block beside it on a reset branch of its own
+        tree = ResetTree("ecp5" if self.ram == "ecp5" else "registers")
         d, k, B, M, EW, Wo = self.d, self.k, self.B, self.M, self.exp_width, self.Wo
         DW = self.dot_width
         reg = free_register(m)  # data, qualified by a valid tag
@@ -170,15 +172,14 @@ class DeltaNetScaledCore(wiring.Component):
 
         un = self.unit
         pa, ae, nb, ao = self.pass_, self.align_e, self.norm_be, self.align_o
-        m.submodules.unit = un
-        m.submodules.pass_ = pa
-        m.submodules.align_e, m.submodules.norm_be, m.submodules.align_o = ae, nb, ao
+        for name, block in (("unit", un), ("pass_", pa), ("align_e", ae), ("norm_be", nb), ("align_o", ao)):
+            tree.add(name, block)
         m.d.comb += [un.en.eq(1), ae.en.eq(1), nb.en.eq(1), ao.en.eq(1)]
         err = Signal()
         gated, P = self.gated, self.P
         if gated:
             dc, nbh = self.decay, self.norm_bh
-            m.submodules.decay, m.submodules.norm_bh = dc, nbh
+            tree.add("decay", dc), tree.add("norm_bh", nbh)
             m.d.comb += nbh.en.eq(1)
         m.d.comb += self.err.eq(err | un.o_err | ae.o_err | nb.o_err | ao.o_err | (nbh.o_err | pa.err if gated else 0))
 
@@ -187,11 +188,11 @@ class DeltaNetScaledCore(wiring.Component):
         fe_k, fe_q = vreg("fe_k"), vreg("fe_q")
         fe_fk, fe_fq = Signal(signed(EW), name="fe_fk"), Signal(signed(EW), name="fe_fq")
         # v in two banks of LUT RAM: the front end fills one while the chain's feed reads the other
-        m.submodules.v_banks = v_banks = BeatBanks(M, d, k)
+        v_banks = tree.add("v_banks", BeatBanks(M, d, k))
         nx_kn, nx_qn = vreg("nx_kn"), vreg("nx_qn")
-        nx_fv, nx_fkn, nx_fqn = (Signal(signed(EW), name=n) for n in ("nx_fv", "nx_fkn", "nx_fqn"))
-        nx_beta, nx_fb = Signal(signed(M), name="nx_beta"), Signal(signed(EW), name="nx_fb")
-        nx_c = Signal(signed(DW), name="nx_c")
+        nx_fv, nx_fkn, nx_fqn = (Signal(signed(EW), name=n, reset_less=True) for n in ("nx_fv", "nx_fkn", "nx_fqn"))
+        nx_beta, nx_fb = Signal(signed(M), name="nx_beta", reset_less=True), Signal(signed(EW), name="nx_fb", reset_less=True)
+        nx_c = Signal(signed(DW), name="nx_c", reset_less=True)
         in_flush, in_last, stray = token_input(m, self, [(fe_k, fe_fk), (v_banks, nx_fv), (fe_q, fe_fq)], k,
                                                ~fe_busy & ~next_full)
         with m.If(stray):
@@ -220,7 +221,7 @@ class DeltaNetScaledCore(wiring.Component):
         # C = kn . qn as qn's beats come out beside kn's: kn's beats kept in LUT RAM as they come out
         # and read back by the beat counter (a B:1 select of nx_kn into the product's operand register
         # was Gated DeltaNet's critical path), the products, a registered tree, the sum over the beats
-        m.submodules.kn_beats = kb = BeatBanks(M, d, k)
+        kb = tree.add("kn_beats", BeatBanks(M, d, k))
         kn_out = un.o_valid & ~out_q
         m.d.comb += [kb.w_en.eq(kn_out), kb.flip.eq(kn_out & un.o_last), kb.r_addr.eq(osel)]
         m.d.comb += [kb.w_data[j].eq(un.o_data[j]) for j in range(k)]
@@ -233,7 +234,7 @@ class DeltaNetScaledCore(wiring.Component):
             cp = [reg(cp[j] + cp[j + 1] if j + 1 < len(cp) else cp[j], signed(DW), f"c{lv + 1}_t{j // 2}")
                   for j in range(0, len(cp), 2)]
             cv, cf, cl = tag(cv, 1, f"c{lv + 1}_v"), tag(cf, 1, f"c{lv + 1}_f"), tag(cl, 1, f"c{lv + 1}_l")
-        c_acc = Signal(signed(DW), name="c_acc")
+        c_acc = Signal(signed(DW), name="c_acc", reset_less=True)
         with m.If(cv):
             m.d.sync += c_acc.eq(Mux(cf, 0, c_acc) + cp[0])
         fe_done = tag(cv & cl, 1, "fe_done")
@@ -259,11 +260,14 @@ class DeltaNetScaledCore(wiring.Component):
             m.d.sync += [nx_c.eq(c_acc), fe_busy.eq(0), next_full.eq(1)]
 
         # -- the token sequencer: pass, then chain; the current token's registers
-        # kn resets to zero: the first pass after a reset writes bh knw with knw = kn = 0
-        kn, qn, knw, bh = vreg("kn", reset=True), vreg("qn"), vreg("knw"), vreg("bh", reset=True)
-        cur_fv, fkn, fqn, fknw, fbh = (Signal(signed(EW), name=n) for n in ("cur_fv", "fkn", "fqn", "fknw", "fbh"))
-        beta, fb = Signal(signed(M), name="beta"), Signal(signed(EW), name="fb")
-        cval = Signal(signed(DW), name="c")
+        # the vectors have no reset (a reset net to d M flip-flops each); after a reset the first
+        # pass writes nothing (kn_zero -> knw_zero -> the pass's i_wzero), as if kn were zero
+        kn, qn, knw, bh = vreg("kn"), vreg("qn"), vreg("knw"), vreg("bh")
+        kn_zero, knw_zero = Signal(init=1, name="kn_zero"), Signal(init=1, name="knw_zero")
+        m.d.comb += pa.i_wzero.eq(knw_zero)
+        cur_fv, fkn, fqn, fknw, fbh = (Signal(signed(EW), name=n, reset_less=True) for n in ("cur_fv", "fkn", "fqn", "fknw", "fbh"))
+        beta, fb = Signal(signed(M), name="beta", reset_less=True), Signal(signed(EW), name="fb", reset_less=True)
+        cval = Signal(signed(DW), name="c", reset_less=True)
         cur_flush = Signal(name="cur_flush")
         for port, vec in ((pa.i_bh, bh), (pa.i_knw, knw), (pa.i_kn, kn), (pa.i_qn, qn)):
             m.d.comb += [port[i].eq(vec[i]) for i in range(d)]
@@ -277,7 +281,7 @@ class DeltaNetScaledCore(wiring.Component):
             m.d.comb += pa.i_fbh.eq(fbh)
         if gated:  # -gamma sk and gamma sq per row as the rows come out (two multipliers, not 2 k)
             skm, sqm = self.sk_gamma, self.sq_gamma
-            m.submodules.sk_gamma, m.submodules.sq_gamma = skm, sqm
+            tree.add("sk_gamma", skm), tree.add("sq_gamma", sqm)
             m.d.comb += [skm.a.eq(pa.o_sk), skm.b.eq(ngam), skm.en.eq(1), sqm.a.eq(pa.o_sq), sqm.b.eq(gam), sqm.en.eq(1)]
             row_v = register_chain(m, pa.o_valid, 1, skm.latency - 1, "grow_v")  # a cycle ahead
             row_rf = register_chain(m, pa.o_rf, signed(EW), skm.latency, "grow_rf", reset_less=True)
@@ -288,8 +292,8 @@ class DeltaNetScaledCore(wiring.Component):
             row_rf, sk_in, sq_in, pass_done = pa.o_rf, pa.o_sk, pa.o_sq, pa.done
         # the rows' results in lanes of LUT RAM: sk and rf for the feed, sq and rf for the output chain
         SW, QW = len(sk_in), len(sq_in)
-        m.submodules.rows_e = rows_e = RowLanes(SW + EW, d, k)
-        m.submodules.rows_o = rows_o = RowLanes(QW + EW, d, k)
+        rows_e = tree.add("rows_e", RowLanes(SW + EW, d, k))
+        rows_o = tree.add("rows_o", RowLanes(QW + EW, d, k))
         row_restart = Signal(name="row_restart")
         for lanes, value in ((rows_e, Cat(sk_in, row_rf)), (rows_o, Cat(sq_in, row_rf))):
             m.d.comb += [lanes.w_next.eq(row_v), lanes.w_restart.eq(row_restart), lanes.w_data.eq(value)]
@@ -320,7 +324,9 @@ class DeltaNetScaledCore(wiring.Component):
                 m.d.sync += [cur_fv.eq(nx_fv), beta.eq(nx_beta), fb.eq(nx_fb), cval.eq(nx_c), tokens.eq(tokens + 1)]
         with m.If(t_kw):
             m.d.sync += [knw[i].eq(kn[i]) for i in range(d)]
+            m.d.sync += knw_zero.eq(kn_zero)
         with m.If(t_k):
+            m.d.sync += kn_zero.eq(0)  # a flush's kn is zeros, written
             m.d.sync += fkn.eq(Mux(z_k, 0, nx_fkn))
             m.d.sync += [kn[i].eq(Mux(z_k, 0, nx_kn[i])) for i in range(d)]
         with m.If(t_q):
@@ -425,4 +431,6 @@ class DeltaNetScaledCore(wiring.Component):
         m.d.comb += [self.s_valid.eq(pa.o_wvalid & cur_flush), self.s_first.eq(pa.o_wfirst),
                      self.s_frac.eq(pa.o_wfrac)]
         m.d.comb += [self.s_data[j].eq(pa.o_wdata[j]) for j in range(k)]
-        return m
+        with m.If(tree.quiet):  # no beat in or out while a reset is pending
+            m.d.comb += [self.i_ready.eq(0), self.o_valid.eq(0), self.s_valid.eq(0)]
+        return tree.build(m)

@@ -219,6 +219,9 @@ def _scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None = None, 
         "s_data, s_frac, s_first, s_valid": f"during a flush: the state's rows as d/k beats of k signed {c.Ws}-bit "
                                             "mantissas, s_frac the row's exponent",
         "tokens, sat, err": "tokens taken; state saturations; a sticky contract/overflow flag",
+        "clk, rst": "rising edge; synchronous reset, active high, of any length: it clears the core at the edges "
+                    "one cycle later (each block from a flip-flop of its own, rtl/reset_tree.py), and i_ready, "
+                    "o_valid and the read-outs' valids stay low from the cycle rst rises to the first cycle after it",
     }
     params = {"d": d, "k": k, "preset": preset, "algo": algo, "M": M, "Ws": c.Ws, "Wo": c.Wo, "P": c.P,
               "exp_width": EW, "eps": c.eps, "bram": ram, "dsp": dsp}
@@ -245,7 +248,8 @@ def _scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None = None, 
         top = "specmem_gated_deltanet_scaled" if gated else "specmem_deltanet_scaled"
     manifest = {
         "parameters": params,
-        "sim_models": (["MULT18X18D"] if dsp == "ecp5" else []) + (["DP16KD"] if ram == "ecp5" else []),
+        # ram = "ecp5" also puts the reset tree's branches in TRELLIS_FF cells (rtl/reset_tree.py)
+        "sim_models": (["MULT18X18D"] if dsp == "ecp5" else []) + (["DP16KD", "TRELLIS_FF"] if ram == "ecp5" else []),
         "model": model,
         "interface": ports,
         "cycles_per_token": {"full_steady_state": c.cycles_per_token(), "floor_d2_over_k": d * d // k},

@@ -52,6 +52,7 @@ from .block_norm import StreamBlockNormaliser
 from .delta_pass import DeltaPass
 from .elu import BlockElu1
 from .pipeline import free_register, register_chain, select_levels, select_pipe, stage_register, staggered
+from .reset_tree import ResetTree
 from .presets import check_scaled_core
 from .row_lanes import RowLanes
 from .saturate import COUNT_WIDTH
@@ -149,7 +150,8 @@ class LinearAttentionScaledCore(wiring.Component):
         return max(self.pass_cycles(), self.front_end_cycles())
 
     def elaborate(self, platform):
-        m = Module()
+        m = Module()  # the core's own logic; every block beside it on a reset branch of its own
+        tree = ResetTree("ecp5" if self.pass_.ram == "ecp5" else "registers")
         d, k, B, M, EW, Wo, P = self.d, self.k, self.B, self.M, self.exp_width, self.Wo, self.P
         DW, NW, FW = self.dot_width, self.den_width, self.floor_width
         reg = free_register(m)  # data, qualified by a valid tag
@@ -170,8 +172,8 @@ class LinearAttentionScaledCore(wiring.Component):
             return prods[0], flags
 
         el, az, su, pa, ao, no = self.elu, self.align_z, self.unit, self.pass_, self.align_o, self.norm_o
-        m.submodules.elu, m.submodules.align_z, m.submodules.unit = el, az, su
-        m.submodules.pass_, m.submodules.align_o, m.submodules.norm_o = pa, ao, no
+        for name, block in (("elu", el), ("align_z", az), ("unit", su), ("pass_", pa), ("align_o", ao), ("norm_o", no)):
+            tree.add(name, block)
         m.d.comb += [el.en.eq(1), az.en.eq(1), ao.en.eq(1), no.en.eq(1)]
         err = Signal(name="err_r")
         m.d.comb += self.err.eq(err | el.o_err | az.o_err | ao.o_err | no.o_err)
@@ -274,9 +276,13 @@ class LinearAttentionScaledCore(wiring.Component):
             m.d.sync += [nx_c.eq(c_acc), fe_busy.eq(0), next_full.eq(1)]
 
         # -- the token sequencer: pass, then the feed of sq to the output chain
-        # kf and v reset to zero: the first pass after a reset writes v kfᵀ with both zero
-        cur_v, kf, qf, knw, bh = vreg("cur_v", reset=True), vreg("kf", reset=True), vreg("qf"), vreg("knw"), vreg("bh")
-        cur_fv, fkf, fqf, fknw, fbh = (Signal(signed(EW), name=n) for n in ("cur_fv", "fkf", "fqf", "fknw", "fbh"))
+        # the vectors have no reset (a reset net to d M flip-flops each); after a reset the first
+        # pass writes nothing (kf_zero -> knw_zero -> the pass's i_wzero), as if v and kf were zero
+        cur_v, kf, qf, knw, bh = vreg("cur_v"), vreg("kf"), vreg("qf"), vreg("knw"), vreg("bh")
+        kf_zero, knw_zero = Signal(init=1, name="kf_zero"), Signal(init=1, name="knw_zero")
+        m.d.comb += pa.i_wzero.eq(knw_zero)
+        cur_fv, fkf, fqf, fknw, fbh = (Signal(signed(EW), name=n, reset_less=True)
+                                       for n in ("cur_fv", "fkf", "fqf", "fknw", "fbh"))
         cval = Signal(signed(DW), name="c")
         rm, rf = Signal(signed(P), name="rm"), Signal(signed(len(nx_rf)), name="rf")
         cur_flush = Signal(name="cur_flush")
@@ -285,7 +291,7 @@ class LinearAttentionScaledCore(wiring.Component):
         m.d.comb += [pa.i_kn[i].eq(0) for i in range(d)]
         m.d.comb += [pa.i_fknw.eq(fknw), pa.i_fbh.eq(fbh), pa.i_fkn.eq(0), pa.i_fqn.eq(fqf)]
         # the rows' sq and exponent in lanes of LUT RAM, read by the output chain's feed
-        m.submodules.rows_o = rows_o = RowLanes(DW + EW, d, k)
+        rows_o = tree.add("rows_o", RowLanes(DW + EW, d, k))
         row_restart = Signal(name="row_restart")
         m.d.comb += [rows_o.w_next.eq(pa.o_valid_next), rows_o.w_restart.eq(row_restart),
                      rows_o.w_data.eq(Cat(pa.o_sq, pa.o_rf))]
@@ -323,11 +329,12 @@ class LinearAttentionScaledCore(wiring.Component):
         with m.If(t_w):
             m.d.sync += [fknw.eq(fkf), fbh.eq(cur_fv)]
             m.d.sync += [knw[i].eq(kf[i]) for i in range(d)] + [bh[i].eq(cur_v[i]) for i in range(d)]
+            m.d.sync += knw_zero.eq(kf_zero)
         with m.If(t_v & ~z_v):
             m.d.sync += [cur_fv.eq(nx_fv), cval.eq(nx_c), rm.eq(nx_rm), rf.eq(nx_rf), tokens.eq(tokens + 1)]
             m.d.sync += [cur_v[i].eq(nx_v[i]) for i in range(d)]
         with m.If(t_k):
-            m.d.sync += fkf.eq(Mux(z_k, 0, nx_fkf))
+            m.d.sync += [fkf.eq(Mux(z_k, 0, nx_fkf)), kf_zero.eq(0)]  # a flush's kf is zeros, written
             m.d.sync += [kf[i].eq(Mux(z_k, 0, nx_kf[i])) for i in range(d)]
         with m.If(t_q):
             m.d.sync += fqf.eq(Mux(z_q, 0, nx_fqf))
@@ -409,4 +416,6 @@ class LinearAttentionScaledCore(wiring.Component):
         m.d.comb += [self.s_valid.eq(pa.o_wvalid & cur_flush), self.s_first.eq(pa.o_wfirst),
                      self.s_frac.eq(pa.o_wfrac)]
         m.d.comb += [self.s_data[j].eq(pa.o_wdata[j]) for j in range(k)]
-        return m
+        with m.If(tree.quiet):  # no beat in or out while a reset is pending
+            m.d.comb += [self.i_ready.eq(0), self.o_valid.eq(0), self.s_valid.eq(0), self.z_valid.eq(0)]
+        return tree.build(m)

@@ -4,11 +4,10 @@ function instead of each writing its own."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, ResetSignal, Signal
+from amaranth.hdl import Array, Signal
 
 __all__ = ["stage_register", "hold_register", "free_register", "register_chain", "reduce_tree", "tree4_levels",
-           "tag_chain", "or_all", "select_levels", "select_pipe", "staggered",
-           "registered_reset"]
+           "tag_chain", "or_all", "select_levels", "select_pipe", "staggered"]
 
 
 def _pipeline_signal(shape, name):
@@ -148,14 +147,3 @@ def staggered(m, start, flag, n: int, name: str):
         out.append((e, f))
         en, fl = e, f
     return out
-
-
-def registered_reset(m, name: str):
-    """The domain's reset a cycle later, from a flip-flop of its own: a branch of a reset tree for
-    state registers far from the reset's source (the shell's reset routed straight to Gated
-    DeltaNet's gamma register was its critical path at 93 MHz). A register on it is reset-less and
-    loads its reset value under this signal, last, so the reset wins; it leaves reset a cycle
-    after the rest of the design (nothing may use it in that cycle)."""
-    r = Signal(name=name, init=1, reset_less=True)
-    m.d.sync += r.eq(ResetSignal())
-    return r

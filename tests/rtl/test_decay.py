@@ -76,9 +76,8 @@ def test_refuses_bad_parameters():
 
 @pytest.mark.parametrize("pulse", [1, 3])
 def test_a_reset_between_tokens_starts_gamma_again_at_one(pulse):
-    """gamma's register takes its reset from a flip-flop of its own a cycle late
-    (``pipeline.registered_reset``); the unit is not ready in that cycle, so the tokens after a
-    reset of any length see gamma = 1 again: equal to a fresh run of them."""
+    """A reset of any length between tokens starts gamma again at 1: the tokens after it equal a
+    fresh run of them (in the cores the unit's reset comes from a branch of the reset tree)."""
     from amaranth.hdl import ClockDomain, Module
     from amaranth.sim import Simulator
 
