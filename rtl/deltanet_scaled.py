@@ -242,9 +242,11 @@ class DeltaNetScaledCore(wiring.Component):
             nx_gam, nx_rg = Signal(signed(P), name="nx_gam"), Signal(signed(P), name="nx_rg")
             nx_delta, nx_rgf = Signal(signed(EW), name="nx_delta"), Signal(signed(EW), name="nx_rgf")
             g_pend, fe_ok = Signal(name="g_pend"), Signal(name="fe_ok")
-            take = in_last
-            m.d.comb += [dc.i_valid.eq(take), dc.i_g.eq(self.i_g), dc.i_fg.eq(self.i_fg)]
-            with m.If(take):
+            # the request registered (g with the token's last beat): the unit's take is not decided
+            # from the input handshake in the same cycle; it is idle here (g_pend holds the front end)
+            m.d.comb += [dc.i_valid.eq(tag(in_last, 1, "g_req")), dc.i_g.eq(reg(self.i_g, signed(P), "g_in")),
+                         dc.i_fg.eq(reg(self.i_fg, signed(EW), "g_fin"))]
+            with m.If(in_last):
                 m.d.sync += g_pend.eq(1)
             with m.If(dc.o_valid):
                 m.d.sync += [g_pend.eq(0), nx_gam.eq(dc.o_gam), nx_delta.eq(dc.o_delta), nx_rg.eq(dc.o_rg),
