@@ -43,12 +43,14 @@ def _reference(d, Ws, M, passes):
     return res, S.sat
 
 
-def _run(dut, passes):
+def _run(dut, passes, wzero=()):
+    """``wzero``: the passes run with ``i_wzero`` set (their ``bh`` and ``knw`` as given)."""
     d, k, B = dut.d, dut.k, dut.B
     got = []
 
     async def tb(ctx):
-        for (bh, fbh), (knw, fknw), (kn, fkn), (qn, fqn) in passes:
+        for p, ((bh, fbh), (knw, fknw), (kn, fkn), (qn, fqn)) in enumerate(passes):
+            ctx.set(dut.i_wzero, p in wzero)
             for port, vec in ((dut.i_bh, bh), (dut.i_knw, knw), (dut.i_kn, kn), (dut.i_qn, qn)):
                 for j in range(d):
                     ctx.set(port[j], int(vec[j]))
@@ -99,6 +101,24 @@ def test_passes_bit_exact_with_the_model(d, k, Ws, M):
         assert cycles == dut.prep_cycles + (d - 1) * dut.B + dut.latency + 1
     assert got[-1] == sat
     assert any(np.any(w[0][0]) for w in want)
+
+
+def test_wzero_writes_nothing_whatever_bh_and_knw_hold():
+    """``i_wzero`` (the first pass after a reset: the caller's vectors have no reset): the pass
+    writes as if ``knw`` were zero, with garbage in ``bh``, ``knw`` and their exponents."""
+    d, k, Ws, M = 8, 4, 16, 8
+    rng = np.random.default_rng(7)
+    passes = _passes(rng, 5, d, M)
+    fed = [list(p) for p in passes]
+    for p in (0, 3):
+        fed[p][0] = (rng.integers(-128, 128, d), int(rng.integers(-20, 20)))
+        fed[p][1] = (rng.integers(-128, 128, d), int(rng.integers(-20, 20)))
+        passes[p][1] = (np.zeros(d, dtype=np.int64), passes[p][1][1])
+    got = _run(DeltaPass(d, k, Ws, M), fed, wzero=(0, 3))
+    want, _ = _reference(d, Ws, M, passes)
+    assert any(np.any(w[0][0]) for w in want[:3])  # pass 3 has a live state to leave alone
+    for g, w in zip(got[:-1], want):
+        assert g[0][0] == w[0][0].tolist() and g[0][1] == w[0][1].tolist() and g[1:4] == w[1:]
 
 
 def test_state_exponents_move_both_ways():
