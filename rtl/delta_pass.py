@@ -35,16 +35,26 @@ Pipeline, one beat (``k`` elements of a row) per cycle, rows of ``B = d/k`` beat
   exponent); ``kn``'s and ``qn``'s beats selected into registers; ``2 k`` products, two registered
   adder trees, the sums over the row's beats.
 
-``msb(kmax)`` is formed once per pass before the first row (a registered OR tree over ``knw``'s
-magnitudes, :attr:`DeltaPass.prep_cycles`). The pass runs at one beat per cycle without stalls:
+``msb(kmax)`` is formed before the first row (a registered OR tree over ``knw``'s magnitudes,
+:attr:`DeltaPass.prep_cycles` from ``start``). The pass runs at one beat per cycle without stalls:
 the rows' results come out ``latency`` cycles after their first beat went in, and ``done`` pulses
-after the last. A pass starts only when the previous one is done, so a row's side registers are
-written before they are read again whatever ``d`` is.
+after the last.
+
+**Heads** (``heads = H``): ``H`` independent states in one RAM (``H d B`` words) with ``H d`` side
+registers; the vector ports hold ``H d`` elements (head ``h``'s element ``i`` at ``h d + i``) and
+the scalar ports one per head; ``i_head`` picks a pass's head with ``start``. Every beat carries
+its head down the pipeline (its row's side registers, ``bh_i``, ``knw``'s, ``kn``'s and ``qn``'s
+beats, the head's ``msb(kmax)`` and row bound, ``i_fshift``), so the caller may rewrite a head's
+operands from its pass's ``done`` to its next ``start``, and a pass may start as soon as ``ready``
+is high: ``prep_cycles - lead + 1`` beats before this one's last, its prep under them, its rows
+straight after them (:attr:`DeltaPass.pass_interval` from start to start). A head's next pass
+must wait for its previous one's ``done`` (its rows' side registers are written back after the
+reads of them); one head's passes therefore start when ``busy`` is low, as the one-memory cores do.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -70,8 +80,9 @@ class DeltaPass(wiring.Component):
     ``i_fshift`` port (the module docstring)."""
 
     def __init__(self, d: int, k: int, Ws: int, M: int, *, exp_width: int = 12, ram: str = "behavioural",
-                 ram_init=None, rescale: bool = False, dsp: str = "registered"):
-        for name, v, lo in (("d", d, 1), ("k", k, 1), ("Ws", Ws, 4), ("M", M, 3), ("exp_width", exp_width, 6)):
+                 ram_init=None, rescale: bool = False, dsp: str = "registered", heads: int = 1):
+        for name, v, lo in (("d", d, 1), ("k", k, 1), ("Ws", Ws, 4), ("M", M, 3), ("exp_width", exp_width, 6),
+                            ("heads", heads, 1)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ValueError(f"{name}: must be an integer >= {lo}, got {v!r}")
         if d % k:
@@ -84,29 +95,38 @@ class DeltaPass(wiring.Component):
             raise ValueError(f"dsp: must be one of {', '.join(PRODUCT_STYLES)}, got {dsp!r}")
         self.dsp = dsp
         self.rescale = bool(rescale)
+        self.heads = H = heads
         self.B = d // k
         self.dot_width = 2 * M + max(1, (d - 1).bit_length())
         self.write = RowBFPWrite(k, Ws, M, exp_width=exp_width)
         self.norm = StreamBlockNormaliser(k, self.B, Ws, M, frac_width=exp_width)
         self.tree_levels = max(0, (k - 1).bit_length())
-        #: cycles from ``start`` to the first row's address: ``msb(kmax)`` through its OR tree
-        self.prep_cycles = 4 + tree4_levels(d)
+        #: cycles from ``start`` to the first row's address: ``msb(kmax)`` through its OR tree (and,
+        #: with heads, the per-head values through their select to the rows)
+        self.prep_cycles = 4 + tree4_levels(d) + (select_levels(H) + 1 if H > 1 else 0)
         #: cycles the sequencer's counters run ahead of the RAM's address: the row's and beat's
         #: operands come through registered select trees (:func:`~specmem.rtl.pipeline.select_pipe`)
-        self.lead = max(select_levels(d), select_levels(self.B)) - 1
+        self.lead = max(select_levels(H * d), select_levels(H * self.B)) - 1
         if self.prep_cycles < 1 + self.lead:
             raise AssertionError("the select trees' lead exceeds the pass's prep")
         #: cycles from a beat's address to the same beat at the read normaliser's output
         self.read_offset = FRONT_STAGES + self.write.latency + self.norm.latency
         #: cycles from a row's first address to its ``o_valid`` (sk, sq)
         self.latency = (FRONT_STAGES + self.write.latency + self.norm.latency + 2 + self.tree_levels + self.B)
+        #: cycles from one start to the next when every start is taken as soon as ``ready`` (passes
+        #: of other heads): the run's ``d B`` beats back to back, or the prep where it is longer
+        self.pass_interval = max(d * self.B, self.prep_cycles - self.lead + 1)
         EW = exp_width
-        vec = data.ArrayLayout(signed(M), d)
-        extra = {"i_fshift": In(signed(EW)), "err": Out(1)} if self.rescale else {}
+        vec = data.ArrayLayout(signed(M), H * d)
+        # per head: a scalar port for one head (the interface of the one-memory cores), else an array
+        fr = signed(EW) if H == 1 else data.ArrayLayout(signed(EW), H)
+        extra = {"i_fshift": In(fr), "err": Out(1)} if self.rescale else {}
+        if H > 1:
+            extra["i_head"] = In(range(H))
         super().__init__({**extra,
-            "start": In(1), "busy": Out(1), "done": Out(1),
-            "i_bh": In(vec), "i_fbh": In(signed(EW)), "i_knw": In(vec), "i_fknw": In(signed(EW)),
-            "i_kn": In(vec), "i_fkn": In(signed(EW)), "i_qn": In(vec), "i_fqn": In(signed(EW)), "i_wzero": In(1),
+            "start": In(1), "ready": Out(1), "busy": Out(1), "done": Out(1),
+            "i_bh": In(vec), "i_fbh": In(fr), "i_knw": In(vec), "i_fknw": In(fr),
+            "i_kn": In(vec), "i_fkn": In(fr), "i_qn": In(vec), "i_fqn": In(fr), "i_wzero": In(H),
             "o_valid": Out(1), "o_valid_next": Out(1),
             "o_sk": Out(signed(self.dot_width)), "o_sq": Out(signed(self.dot_width)),
             "o_rf": Out(signed(EW)),
@@ -116,7 +136,7 @@ class DeltaPass(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        d, k, B, Ws, M, EW = self.d, self.k, self.B, self.Ws, self.M, self.exp_width
+        d, k, B, Ws, M, EW, H = self.d, self.k, self.B, self.Ws, self.M, self.exp_width, self.heads
         reg = free_register(m)  # data, qualified by a valid tag
         tag = stage_register(m, 1)  # valid, first, last: reset, so a reset mid-pass leaves no beat in flight
 
@@ -125,76 +145,114 @@ class DeltaPass(wiring.Component):
                 x = reg(x, shape, f"{tag}_d{i}")
             return x
 
-        # the sequencer: prep (msb(kmax)), then d x B beats, then the drain to the last row out
-        aw = max(1, (d * B - 1).bit_length())
+        def per_head(port):
+            return [port] if H == 1 else [port[h] for h in range(H)]
+
+        # the sequencer: prep (msb(kmax)), then d x B beats; the next pass's prep may start as the
+        # last beat is addressed (another head's: ``ready``), its rows follow this one's down the pipeline
+        aw = max(1, (H * d * B - 1).bit_length())
         prep = Signal(range(self.prep_cycles + 1), name="prep")
         run = Signal(name="run")
         row = Signal(range(max(d, 2)), name="row")
         beat = Signal(range(max(B, 2)), name="beat")
+        hrow = Signal(range(max(H * d, 2)), name="hrow")  # head d + row: the side registers' and bh's index
+        hbeat = Signal(range(max(H * B, 2)), name="hbeat")  # head B + beat: knw's, kn's and qn's beat
+        hd = Signal(range(max(H, 2)), name="hd")  # the head of the beat being addressed
         addr = Signal(aw, name="addr")
+        head = Signal(range(max(H, 2)), name="head_r")  # the pass's head, from its start
         rows_out = Signal(range(d + 1), name="rows_out")
-        busy = Signal(name="busy_r")
-        m.d.comb += self.busy.eq(busy)
+        inflight = Signal(2, name="inflight")
+        # a start is taken when its run would begin right after this one's last beat: the prep runs
+        # under the last beats (``left`` counts the run's beats still to address, this one included)
+        overlap = self.prep_cycles - self.lead + 1
+        left = Signal(range(d * B + 1), name="left")
+        m.d.comb += [self.busy.eq(inflight != 0), self.ready.eq((prep == 0) & (~run | (left <= overlap)))]
         m.d.sync += self.done.eq(0)
-        with m.If(~busy & self.start):
-            m.d.sync += [busy.eq(1), prep.eq(self.prep_cycles), rows_out.eq(0)]
-        with m.If(busy & (prep != 0)):
-            m.d.sync += prep.eq(prep - 1)
-            with m.If(prep == 1 + self.lead):
-                m.d.sync += [run.eq(1), row.eq(0), beat.eq(0), addr.eq(0)]
+        take = self.ready & self.start
+        with m.If(take):
+            m.d.sync += prep.eq(self.prep_cycles)
+            if H > 1:
+                m.d.sync += head.eq(self.i_head)
         last_beat = (beat == B - 1) & (row == d - 1)
         with m.If(run):
-            m.d.sync += [addr.eq(addr + 1), beat.eq(Mux(beat == B - 1, 0, beat + 1))]
+            m.d.sync += [addr.eq(addr + 1), beat.eq(Mux(beat == B - 1, 0, beat + 1)), left.eq(left - 1)]
             with m.If(beat == B - 1):
-                m.d.sync += row.eq(row + 1)
+                m.d.sync += [row.eq(row + 1), hrow.eq(hrow + 1), hbeat.eq(hbeat - (B - 1))]
+            with m.Else():
+                m.d.sync += hbeat.eq(hbeat + 1)
             with m.If(last_beat):
                 m.d.sync += run.eq(0)
+        with m.If(prep != 0):  # after the run's updates: a new run's loads win in its first cycle
+            m.d.sync += prep.eq(prep - 1)
+            with m.If(prep == 1 + self.lead):
+                m.d.sync += [run.eq(1), row.eq(0), beat.eq(0), hd.eq(head), left.eq(d * B),
+                             addr.eq(Array([h * d * B for h in range(H)])[head]),
+                             hrow.eq(Array([h * d for h in range(H)])[head]),
+                             hbeat.eq(Array([h * B for h in range(H)])[head])]
+        done_now = self.o_valid & (rows_out == d - 1)
         with m.If(self.o_valid):
-            m.d.sync += rows_out.eq(rows_out + 1)
-            with m.If(rows_out == d - 1):
-                m.d.sync += [busy.eq(0), self.done.eq(1)]
+            m.d.sync += rows_out.eq(Mux(rows_out == d - 1, 0, rows_out + 1))
+        with m.If(done_now):
+            m.d.sync += self.done.eq(1)
+        m.d.sync += inflight.eq(inflight + take - done_now)
 
-        # the counters run `lead` cycles ahead: the row's operands come through registered select trees
-        lead, Ld, Lb = self.lead, select_levels(d), select_levels(B)
-        row_s = register_chain(m, row, len(row), lead + 1 - Ld, "row_sel", reset_less=True)
-        beat_s = register_chain(m, beat, len(beat), lead + 1 - Lb, "beat_sel", reset_less=True)
+        # the counters run `lead` cycles ahead: the beat's operands come through registered select
+        # trees; stage1(values, counter) is values[counter] at the beat's stage 1
+        lead = self.lead
+
+        def stage1(values, counter, shape, name):
+            s_ = register_chain(m, counter, len(counter), lead + 1 - select_levels(len(values)), f"{name}_i",
+                                reset_less=True)
+            return select_pipe(m, values, s_, shape, name)
+
         v0 = register_chain(m, run, 1, lead, "run_m")
         f0 = register_chain(m, beat == 0, 1, lead, "first_m")
         l0 = register_chain(m, beat == B - 1, 1, lead, "last_m")
         addr_m = register_chain(m, addr, aw, lead, "addr_m", reset_less=True)
 
-        # per pass: msb(max |knw|) through a registered OR tree, the row bound's constant part
-        mags = [reg(Mux(x[-1], -x, x)[:M], unsigned(M), f"km{j}") for j, x in
-                enumerate(self.i_knw[j] for j in range(d))]
-        lv = 0
-        while len(mags) > 1:
-            lv += 1
-            mags = [reg(or_all(mags[j:j + 4]), unsigned(M), f"kor{lv}_{j // 4}") for j in range(0, len(mags), 4)]
-        kmsb = reg(msb_index(m, mags[0], "kmsb_c"), unsigned(max(1, (M - 1).bit_length())), "kmsb")
-        kzero = reg((mags[0] == 0) | self.i_wzero, 1, "kzero")
-        wzero = reg(self.i_wzero, 1, "wzero")
-        ep_c = reg(kmsb + 2 - self.i_fbh - self.i_fknw, signed(EW + 2), "ep_c")  # e_prod = msb(bh_i) + ep_c
-        f_prod = reg(self.i_fbh + self.i_fknw, signed(EW), "f_prod")
+        # per head: msb(max |knw|) through a registered OR tree, the row bound's constant part
+        kz, epc, fpr = [], [], []
+        for h, (fbh, fknw, wz) in enumerate(zip(per_head(self.i_fbh), per_head(self.i_fknw), self.i_wzero)):
+            nm = "" if H == 1 else f"h{h}_"
+            mags = [reg(Mux(x[-1], -x, x)[:M], unsigned(M), f"{nm}km{j}") for j, x in
+                    enumerate(self.i_knw[h * d + j] for j in range(d))]
+            lv = 0
+            while len(mags) > 1:
+                lv += 1
+                mags = [reg(or_all(mags[j:j + 4]), unsigned(M), f"{nm}kor{lv}_{j // 4}")
+                        for j in range(0, len(mags), 4)]
+            kmsb = reg(msb_index(m, mags[0], f"{nm}kmsb_c"), unsigned(max(1, (M - 1).bit_length())), f"{nm}kmsb")
+            kz.append(reg((mags[0] == 0) | wz, 1, f"{nm}kzero"))
+            epc.append(reg(kmsb + 2 - fbh - fknw, signed(EW + 2), f"{nm}ep_c"))  # e_prod = msb(bh_i) + ep_c
+            fpr.append(reg(fbh + fknw, signed(EW), f"{nm}f_prod"))
+        if H == 1:  # held for the pass: used as they are
+            kzero, ep_c, f_prod = kz[0], epc[0], fpr[0]
+        else:  # the beat's head's, at stage 3
+            kzero, ep_c, f_prod = (reg(reg(stage1(vals, hd, shape, name), shape, f"{name}2"), shape, f"{name}3")
+                                   for vals, shape, name in ((kz, 1, "kzero"), (epc, signed(EW + 2), "ep_c"),
+                                                             (fpr, signed(EW), "f_prod")))
 
         # front: RAM read, side registers, bh_i and knw's beat, the row bound, the products
-        m.submodules.ram = ram = RegisteredRAM(d * B, k * Ws, self.ram, init=self.ram_init)
+        m.submodules.ram = ram = RegisteredRAM(H * d * B, k * Ws, self.ram, init=self.ram_init)
         # reads only while the pass runs: a write of word 0 after the pass meets no read of it
         # (the DP16KD does not define a read and a write of one word at one edge)
         m.d.comb += [ram.rd_addr.eq(addr_m), ram.rd_en.eq(v0), ram.rd_oce.eq(1)]
         # the exponent and msb of a row whose zero flag is set are never used: only the flag resets
-        side_f = [Signal(signed(EW), name=f"sf{i}", reset_less=True) for i in range(d)]
-        side_m = [Signal(range(Ws), name=f"sm{i}", reset_less=True) for i in range(d)]
-        side_z = [Signal(init=1, name=f"sz{i}") for i in range(d)]
+        side_f = [Signal(signed(EW), name=f"sf{i}", reset_less=True) for i in range(H * d)]
+        side_m = [Signal(range(Ws), name=f"sm{i}", reset_less=True) for i in range(H * d)]
+        side_z = [Signal(init=1, name=f"sz{i}") for i in range(H * d)]
         v1, f1, l1 = tag(v0, 1, "v1"), tag(f0, 1, "f1"), tag(l0, 1, "l1")
-        r_f1 = select_pipe(m, side_f, row_s, signed(EW), "r_f1")
-        r_m1 = select_pipe(m, side_m, row_s, range(Ws), "r_m1")
-        r_z1 = select_pipe(m, side_z, row_s, 1, "r_z1")
-        bh1 = select_pipe(m, [self.i_bh[i] for i in range(d)], row_s, signed(M), "bh1")
-        kw1 = [select_pipe(m, [self.i_knw[b * k + j] for b in range(B)], beat_s, signed(M), f"kw1_{j}")
+        r_f1 = stage1(side_f, hrow, signed(EW), "r_f1")
+        r_m1 = stage1(side_m, hrow, range(Ws), "r_m1")
+        r_z1 = stage1(side_z, hrow, 1, "r_z1")
+        bh1 = stage1([self.i_bh[i] for i in range(H * d)], hrow, signed(M), "bh1")
+        kw1 = [stage1([self.i_knw[h * d + b * k + j] for h in range(H) for b in range(B)], hbeat, signed(M), f"kw1_{j}")
                for j in range(k)]
+        wz1 = stage1(list(self.i_wzero), hd, 1, "wz1")  # the write adds nothing: zero products
         v2, f2, l2 = tag(v1, 1, "v2"), tag(f1, 1, "f2"), tag(l1, 1, "l2")
         if self.rescale:
-            moved = reg(r_f1 + self.i_fshift, signed(EW + 1), "r_f2w")
+            fs1 = self.i_fshift if H == 1 else stage1(per_head(self.i_fshift), hd, signed(EW), "fs1")
+            moved = reg(r_f1 + fs1, signed(EW + 1), "r_f2w")
             r_f2 = moved[:EW].as_signed()
             with m.If(tag(v1 & ~r_z1, 1, "v2_live") & (moved[EW] != moved[EW - 1])):
                 m.d.sync += self.err.eq(1)
@@ -202,7 +260,7 @@ class DeltaPass(wiring.Component):
             r_f2 = reg(r_f1, signed(EW), "r_f2")
         r_m2, r_z2 = reg(r_m1, range(Ws), "r_m2"), reg(r_z1, 1, "r_z2")
         bh_mag2 = reg(Mux(bh1[-1], -bh1, bh1)[:M], unsigned(M), "bh_mag2")
-        prod3 = [operand_product(m, bh1, Mux(wzero, 0, x)[:M].as_signed(), f"prod_{j}", self.dsp)
+        prod3 = [operand_product(m, bh1, Mux(wz1, 0, x)[:M].as_signed(), f"prod_{j}", self.dsp)
                  for j, x in enumerate(kw1)]
         v3, f3, l3 = tag(v2, 1, "v3"), tag(f2, 1, "f3"), tag(l2, 1, "l3")
         r_f3, r_m3, r_z3 = reg(r_f2, signed(EW), "r_f3"), reg(r_m2, range(Ws), "r_m3"), reg(r_z2, 1, "r_z3")
@@ -220,16 +278,13 @@ class DeltaPass(wiring.Component):
         w_addr = chain(addr_m, aw, FRONT_STAGES + self.write.latency, "wad")
         m.d.comb += [ram.wr_addr.eq(w_addr), ram.wr_en.eq(wr.o_valid),
                      ram.wr_data.eq(Cat(*[wr.o_data[j] for j in range(k)]))]
-        # the side registers: the row's exponent from its first beat, msb and zero after its last
-        w_row = Signal(range(max(d, 2)), name="w_row")
-        with m.If(wr.o_last):
-            m.d.sync += w_row.eq(Mux(w_row == d - 1, 0, w_row + 1))
-        with m.If(~busy & self.start):
-            m.d.sync += w_row.eq(0)
-        fin_row = chain(w_row, range(max(d, 2)), self.write.row_latency, "fr")
+        # the side registers: the row's exponent from its first beat, msb and zero after its last;
+        # the row's index rides beside its beats (the next pass's rows follow this one's)
+        hrow_m = register_chain(m, hrow, len(hrow), lead, "hrow_m", reset_less=True)
+        fin_row = chain(hrow_m, range(max(H * d, 2)), FRONT_STAGES + self.write.latency + self.write.row_latency, "fr")
         fin_frac = chain(wr.o_frac, signed(EW), self.write.row_latency, "ff")
         with m.If(wr.o_row_valid):
-            for i in range(d):
+            for i in range(H * d):
                 with m.If(fin_row == i):
                     m.d.sync += [side_f[i].eq(fin_frac), side_m[i].eq(wr.o_row_msb), side_z[i].eq(wr.o_row_zero)]
         m.d.comb += [self.o_wvalid.eq(wr.o_valid), self.o_wfirst.eq(wr.o_first), self.o_wfrac.eq(wr.o_frac),
@@ -241,11 +296,12 @@ class DeltaPass(wiring.Component):
         m.d.comb += [nb.en.eq(1), nb.i_valid.eq(wr.o_valid), nb.i_frac.eq(wr.o_frac)]
         m.d.comb += [nb.i_data[j].eq(wr.o_data[j]) for j in range(k)]
         # the beat at the normaliser's output is the sequencer's, a fixed number of cycles later
-        rsel = register_chain(m, beat, len(beat), lead + self.read_offset - Lb, "rbeat_sel", reset_less=True)
-        kn1 = [select_pipe(m, [self.i_kn[b * k + j] for b in range(B)], rsel, signed(M), f"kn1_{j}")
-               for j in range(k)]
-        qn1 = [select_pipe(m, [self.i_qn[b * k + j] for b in range(B)], rsel, signed(M), f"qn1_{j}")
-               for j in range(k)]
+        Lb = select_levels(H * B)
+        rsel = register_chain(m, hbeat, len(hbeat), lead + self.read_offset - Lb, "rbeat_sel", reset_less=True)
+        kn1 = [select_pipe(m, [self.i_kn[h * d + b * k + j] for h in range(H) for b in range(B)], rsel, signed(M),
+                           f"kn1_{j}") for j in range(k)]
+        qn1 = [select_pipe(m, [self.i_qn[h * d + b * k + j] for h in range(H) for b in range(B)], rsel, signed(M),
+                           f"qn1_{j}") for j in range(k)]
         rv1, rf1, rl1 = tag(nb.o_valid, 1, "rv1"), tag(nb.o_first, 1, "rf1"), tag(nb.o_last, 1, "rl1")
         rexp1 = reg(nb.o_frac, signed(EW), "rexp1")
         ps = [operand_product(m, nb.o_data[j], y, f"pk{j}", self.dsp) for j, y in enumerate(kn1)]

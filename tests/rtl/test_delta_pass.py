@@ -28,11 +28,14 @@ def _passes(rng, n, d, M, *, scale_spread=8):
     return out
 
 
-def _reference(d, Ws, M, passes):
-    """Per pass: the written state (mantissas, row exponents), then sk, sq and the read exponents."""
+def _reference(d, Ws, M, passes, shifts=None):
+    """Per pass: the written state (mantissas, row exponents), then sk, sq and the read exponents;
+    ``shifts``: per pass, added to every row's exponent before its write (``rescale``)."""
     S = RowBFP(1, d, d, Ws)
     res = []
-    for (bh, fbh), (knw, fknw), (kn, _), (qn, _) in passes:
+    for p, ((bh, fbh), (knw, fknw), (kn, _), (qn, _)) in enumerate(passes):
+        if shifts is not None:
+            S.frac[...] += shifts[p]
         kmax = np.max(np.abs(knw))
         bound = product_bound_exp(bh[None], np.array([[fbh]]), np.array([[kmax]]), np.array([[fknw]]))
         S.write([(S.mant, S.frac), (bh[None, :, None] * knw[None, None, :], np.array([[fbh + fknw]]))],
@@ -151,3 +154,79 @@ def test_verilog_lints_clean(tmp_path):
     path.write_text(verilog.convert(DeltaPass(8, 4, 16, 8), name="delta_pass"))
     res = lint(path)
     assert res.returncode == 0 and not res.warnings, res.text
+
+
+def _run_heads(dut, passes, order, shifts=None):
+    """``passes[h]``: head ``h``'s passes; ``order``: the heads in start order. Each pass starts as
+    soon as the pass can take it (``ready``) and its head's previous pass is done, its head's
+    operands set in that cycle; the written rows and reads come out in start order."""
+    d, k, H = dut.d, dut.k, dut.heads
+    got, starts = [], []
+
+    async def tb(ctx):
+        nxt = [0] * H
+        started, dones = [], 0
+        writes, reads = [], []
+        cycle = 0
+        while len(reads) < len(order) * d or len(writes) < len(order) * d:
+            ctx.set(dut.start, 0)
+            if len(started) < len(order):
+                h = order[len(started)]
+                prev_done = all(dones > i for i, g in enumerate(started) if g == h)
+                if prev_done and ctx.get(dut.ready):
+                    (bh, fbh), (knw, fknw), (kn, fkn), (qn, fqn) = passes[h][nxt[h]]
+                    for port, vec in ((dut.i_bh, bh), (dut.i_knw, knw), (dut.i_kn, kn), (dut.i_qn, qn)):
+                        for j in range(d):
+                            ctx.set(port[h * d + j], int(vec[j]))
+                    for port, f in ((dut.i_fbh, fbh), (dut.i_fknw, fknw), (dut.i_fkn, fkn), (dut.i_fqn, fqn)):
+                        ctx.set(port[h], f)
+                    if shifts is not None:
+                        ctx.set(dut.i_fshift[h], shifts[h][nxt[h]])
+                    ctx.set(dut.i_head, h)
+                    ctx.set(dut.start, 1)
+                    nxt[h] += 1
+                    started.append(h)
+                    starts.append(cycle)
+            await ctx.tick()
+            cycle += 1
+            if ctx.get(dut.o_wvalid):
+                if ctx.get(dut.o_wfirst):
+                    writes.append(([], ctx.get(dut.o_wfrac)))
+                writes[-1][0].extend(ctx.get(dut.o_wdata[j]) for j in range(k))
+            if ctx.get(dut.o_valid):
+                reads.append((ctx.get(dut.o_sk), ctx.get(dut.o_sq), ctx.get(dut.o_rf)))
+            dones += ctx.get(dut.done)
+        got.extend([writes, reads])
+
+    run_simulation(dut, tb, deadline_cycles=len(order) * (d * dut.B + dut.latency + dut.prep_cycles + 10) + 200)
+    return got, starts
+
+
+@pytest.mark.parametrize("d,k,H,rescale", [(8, 4, 2, False), (12, 4, 3, True), (4, 2, 2, False), (2, 2, 2, True),
+                                           (16, 2, 2, True)])
+def test_heads_back_to_back_bit_exact_with_one_model_per_head(d, k, H, rescale):
+    """``heads`` memories on one pass: passes of alternating heads started as soon as the pass is
+    ``ready`` (the next one's prep under this one's last rows), each head's operands set as its pass
+    starts; every head's written state and reads equal its own model's (with ``rescale``, each
+    head's rows moved by its own exponent shift as they are written), and while the heads
+    alternate a pass starts every ``pass_interval`` cycles."""
+    Ws, M = 16, 8
+    rng = np.random.default_rng(d * 7 + H)
+    n = 4
+    passes = [_passes(rng, n, d, M) for _ in range(H)]
+    order = [h for _ in range(n) for h in range(H)]
+    shifts = [[int(x) for x in rng.integers(-3, 4, n)] for _ in range(H)] if rescale else None
+    dut = DeltaPass(d, k, Ws, M, heads=H, rescale=rescale,
+                    ram_init=[int(x) for x in rng.integers(0, 1 << (k * Ws), H * d * d // k, dtype=np.uint64)])
+    (writes, reads), starts = _run_heads(dut, passes, order, shifts)
+    want = [_reference(d, Ws, M, passes[h], shifts and shifts[h])[0] for h in range(H)]
+    seen = [0] * H
+    for p, h in enumerate(order):
+        (wm, wfr), wsk, wsq, wrf = want[h][seen[h]]
+        seen[h] += 1
+        rows = writes[p * d:(p + 1) * d]
+        assert [r for r, _ in rows] == wm.tolist() and [f for _, f in rows] == wfr.tolist(), f"pass {p} (head {h})"
+        assert [list(x) for x in zip(*reads[p * d:(p + 1) * d])] == [wsk, wsq, wrf], f"pass {p} (head {h}): reads"
+    # where a head's previous pass is done before its next could start, the passes run back to back
+    if H * dut.pass_interval > dut.prep_cycles + (d - 1) * dut.B + dut.latency + 2:
+        assert set(np.diff(starts)) == {dut.pass_interval} and dut.pass_interval == d * dut.B
