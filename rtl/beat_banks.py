@@ -5,7 +5,11 @@ the current token's), taken by a ``d``-wide copy whose enable and whose beat sel
 across the chip; here the take is two pointer flip-flops and a beat is one registered address into
 a few distributed-RAM cells per lane.
 
-Lane ``j`` holds element ``b k + j`` of beat ``b`` at word ``bank B + b``."""
+With ``banks = N > 2`` the write bank steps round a ring of ``N`` at each flip and the reader
+names its bank (``r_bank``): a vector can stay readable for ``N - 1`` flips (the cores with
+heads read a token's ``v`` in its chain after the next token's take).
+
+Lane ``j`` holds element ``b k + j`` of beat ``b`` at word ``bank 2^ceil(log2 B) + b``."""
 
 from __future__ import annotations
 
@@ -23,32 +27,42 @@ class BeatBanks(wiring.Component):
     ``flip`` (the bank just written becomes the read bank, the other one the write bank, and the
     write starts again at beat 0), ``r_addr`` (a beat of the read bank, meant to come from a
     register) with ``r_data[k]`` (combinational from the RAM: register them). A beat written in
-    the cycle of a flip goes to the old write bank."""
+    the cycle of a flip goes to the old write bank. ``banks > 2``: ``flip`` moves the write
+    bank to the next of the ring (``w_bank``, from 0 after reset) and ``r_bank`` picks the bank
+    read."""
 
-    def __init__(self, width: int, d: int, k: int):
+    def __init__(self, width: int, d: int, k: int, banks: int = 2):
         if width < 1 or k < 1 or d < k or d % k:
             raise ValueError(f"BeatBanks needs width >= 1 and d a multiple of k >= 1 (width={width}, d={d}, k={k})")
-        self.width, self.d, self.k, self.B = width, d, k, d // k
-        super().__init__({
+        if isinstance(banks, bool) or not isinstance(banks, int) or banks < 2:
+            raise ValueError(f"banks: must be an integer >= 2, got {banks!r}")
+        self.width, self.d, self.k, self.B, self.banks = width, d, k, d // k, banks
+        extra = {"r_bank": In(range(banks)), "w_bank": Out(range(banks))} if banks > 2 else {}
+        super().__init__({**extra,
             "w_en": In(1), "w_data": In(unsigned(width)).array(k), "flip": In(1),
             "r_addr": In(range(max(self.B, 2))), "r_data": Out(unsigned(width)).array(k),
         })
 
     def elaborate(self, platform):
         m = Module()
-        B = self.B
+        B, N = self.B, self.banks
         abits = max(1, (B - 1).bit_length())
-        wbank = Signal(name="w_bank")  # the read bank is the other one
+        bbits = max(1, (N - 1).bit_length())
+        wbank = Signal(range(N), name="w_bank")  # with two banks the read bank is the other one
         beat = Signal(range(max(B, 2)), name="w_beat")
         with m.If(self.flip):
-            m.d.sync += [wbank.eq(~wbank), beat.eq(0)]
+            m.d.sync += [wbank.eq(Mux(wbank == N - 1, 0, wbank + 1)), beat.eq(0)]
         with m.Elif(self.w_en):
             m.d.sync += beat.eq(Mux(beat == B - 1, 0, beat + 1))
+        rbank = ~wbank[0] if N == 2 else self.r_bank
+        if N > 2:
+            m.d.comb += self.w_bank.eq(wbank)
         for j in range(self.k):
-            mem = Memory(shape=unsigned(self.width), depth=2 << abits, init=[])
+            mem = Memory(shape=unsigned(self.width), depth=(1 << bbits) << abits, init=[])
             m.submodules[f"lane{j}"] = mem
             wp = mem.write_port()
-            m.d.comb += [wp.en.eq(self.w_en), wp.addr.eq(Cat(beat[:abits], wbank)), wp.data.eq(self.w_data[j])]
+            m.d.comb += [wp.en.eq(self.w_en), wp.addr.eq(Cat(beat[:abits], wbank[:bbits])), wp.data.eq(self.w_data[j])]
             rp = mem.read_port(domain="comb")
-            m.d.comb += [rp.addr.eq(Cat(self.r_addr[:abits], ~wbank)), self.r_data[j].eq(rp.data)]
+            m.d.comb += [rp.addr.eq(Cat(self.r_addr[:abits], rbank[:bbits] if N > 2 else rbank)),
+                         self.r_data[j].eq(rp.data)]
         return m
