@@ -5,7 +5,7 @@ one rule."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Mux, Shape, Signal
+from amaranth.hdl import Array, Cat, Mux, Shape, Signal, signed
 
 from .beat_banks import BeatBanks
 
@@ -17,14 +17,16 @@ def token_input(m, core, vectors, k: int, ready):
     elements) / ``i_frac`` / ``i_flush``: the ``d/k`` beats of each of ``vectors`` (``(registers,
     exponent register)`` pairs, in order), each vector's exponent taken with its first beat; or a
     flush, one beat with ``i_flush`` set in a token's first slot. A vector may instead be a
-    :class:`~specmem.rtl.beat_banks.BeatBanks`, written through its port. Every beat's enable reaches only
+    :class:`~specmem.rtl.beat_banks.BeatBanks`, written through its port (one may take several of
+    the token's vectors, in order: its beat counter runs on). Every beat's enable reaches only
     its own ``k`` registers (a ``d``-wide port's load enable reached all ``3 d``, a routed
-    critical path). ``ready``: the core can take a token (held while its beats arrive).
+    critical path). ``core.d``: the vectors' length; ``ready``: the core can take a token (held
+    while its beats arrive).
 
     Returns ``(flush, last, stray)``: high in the cycle a flush is taken, in the cycle a token's
     last beat is taken, and when ``i_flush`` comes inside a token (ignored as data would be
     wrong, so the caller raises its error flag)."""
-    B = (vectors[0][0].d if isinstance(vectors[0][0], BeatBanks) else len(vectors[0][0])) // k
+    B = core.d // k
     nv = len(vectors)
     # the slot the next beat fills (vector v's beat b is slot v B + b), one-hot: each slot's enable
     # is the take and one flip-flop (a decode of vector and beat counters was a routed critical path)
@@ -38,11 +40,12 @@ def token_input(m, core, vectors, k: int, ready):
                  last.eq(take & ~core.i_flush & hot[nv * B - 1])]
     with m.If(take & ~flush):
         m.d.sync += hot.eq(hot.rotate_left(1))
+    writes = {}  # a BeatBanks' write enable: its vectors' slots
     for v, (regs, frac) in enumerate(vectors):
         banked = isinstance(regs, BeatBanks)
         if banked:  # its beats in order on its write port
-            m.d.comb += regs.w_en.eq(take & hot[v * B:(v + 1) * B].any() & (~(core.i_flush & hot[0]) if v == 0 else 1))
-            m.d.comb += [regs.w_data[j].eq(core.i_data[j]) for j in range(k)]
+            writes.setdefault(id(regs), (regs, []))[1].append(
+                take & hot[v * B:(v + 1) * B].any() & (~(core.i_flush & hot[0]) if v == 0 else 1))
         for b in range(B):
             slot = v * B + b
             with m.If(take & hot[slot] & (~core.i_flush if slot == 0 else 1)):
@@ -50,17 +53,25 @@ def token_input(m, core, vectors, k: int, ready):
                     m.d.sync += frac.eq(core.i_frac)
                 if not banked:
                     m.d.sync += [regs[b * k + j].eq(core.i_data[j]) for j in range(k)]
+    for regs, ens in writes.values():
+        m.d.comb += [regs.w_en.eq(Cat(*ens).any())] + [regs.w_data[j].eq(core.i_data[j]) for j in range(k)]
     return flush, last, stray
 
 
 def feed_pair(m, unit, first, second, k: int, interval: int, start, reg, tag):
-    """Feed two register vectors (``(registers, exponent)`` pairs: ``k`` then ``q``) into the
-    streaming ``unit`` (``i_valid``, ``i_data``, ``i_frac``) as beats, the second ``interval``
-    cycles after the first, from ``start`` (a one-cycle pulse) on: which vector and beat decoded
-    from a counter a cycle ahead, the beat selected into registers (``reg`` for data, ``tag`` for
-    the valid flag)."""
+    """Feed two vectors (``(registers, exponent)`` pairs: ``k`` then ``q``) into the streaming
+    ``unit`` (``i_valid``, ``i_data``, ``i_frac``) as beats, the second ``interval`` cycles after
+    the first, from ``start`` (a one-cycle pulse) on: which vector and beat decoded from a counter
+    a cycle ahead, the beat selected into registers (``reg`` for data, ``tag`` for the valid
+    flag). Both may instead be one :class:`~specmem.rtl.beat_banks.BeatBanks` holding them one
+    after the other (``2 d/k`` beats, its read bank: the token just taken): the beat is then a
+    registered address into its LUT RAM (a ``B``:1 select and the choice of vector in one cycle
+    were four LUT levels and DeltaNet's routed critical path)."""
     (va, fa), (vb, fb) = first, second
-    B = len(va) // k
+    banked = isinstance(va, BeatBanks)
+    if banked and vb is not va:
+        raise ValueError("feed_pair: a BeatBanks source holds both vectors")
+    B = va.d // 2 // k if banked else len(va) // k
     t = Signal(range(interval + B + 1), name="fe_t", init=interval + B)  # cycles since the first's first beat
     with m.If(start):
         m.d.sync += t.eq(0)
@@ -68,9 +79,15 @@ def feed_pair(m, unit, first, second, k: int, interval: int, start, reg, tag):
         m.d.sync += t.eq(t + 1)
     feed_a = tag(t < B, 1, "fe_feed_k")
     feed_b = tag((t >= interval) & (t < interval + B), 1, "fe_feed_q")
-    idx = reg(Mux(t < B, t, t - interval)[:max(1, (B - 1).bit_length())], range(max(B, 2)), "fe_beat")
     m.d.comb += [unit.i_valid.eq(tag(feed_a | feed_b, 1, "fe_in_v")),
                  unit.i_frac.eq(reg(Mux(feed_a, fa, fb), fa.shape(), "fe_in_f"))]
+    if banked:
+        addr = reg(Mux(t < B, t, t - interval + B)[:len(va.r_addr)], range(2 * B), "fe_addr")
+        m.d.comb += va.r_addr.eq(addr)
+        m.d.comb += [unit.i_data[j].eq(reg(va.r_data[j].as_signed(), signed(va.width), f"fe_in_d{j}"))
+                     for j in range(k)]
+        return
+    idx = reg(Mux(t < B, t, t - interval)[:max(1, (B - 1).bit_length())], range(max(B, 2)), "fe_beat")
     m.d.comb += [unit.i_data[j].eq(reg(Mux(feed_a, beat_of(va, idx, j, k), beat_of(vb, idx, j, k)), va[0].shape(),
                                        f"fe_in_d{j}")) for j in range(k)]
 

@@ -185,7 +185,8 @@ class DeltaNetScaledCore(wiring.Component):
 
         # -- front end: one token ahead into the "next" registers; k, then q on the same unit
         fe_busy, next_full, next_flush = Signal(name="fe_busy"), Signal(name="next_full"), Signal(name="next_flush")
-        fe_k, fe_q = vreg("fe_k"), vreg("fe_q")
+        # k and q one after the other in LUT RAM, fed to the front end's unit from the read bank
+        fe_kq = tree.add("fe_kq", BeatBanks(M, 2 * d, k))
         fe_fk, fe_fq = Signal(signed(EW), name="fe_fk"), Signal(signed(EW), name="fe_fq")
         # v in two banks of LUT RAM: the front end fills one while the chain's feed reads the other
         v_banks = tree.add("v_banks", BeatBanks(M, d, k))
@@ -193,7 +194,7 @@ class DeltaNetScaledCore(wiring.Component):
         nx_fv, nx_fkn, nx_fqn = (Signal(signed(EW), name=n, reset_less=True) for n in ("nx_fv", "nx_fkn", "nx_fqn"))
         nx_beta, nx_fb = Signal(signed(M), name="nx_beta", reset_less=True), Signal(signed(EW), name="nx_fb", reset_less=True)
         nx_c = Signal(signed(DW), name="nx_c", reset_less=True)
-        in_flush, in_last, stray = token_input(m, self, [(fe_k, fe_fk), (v_banks, nx_fv), (fe_q, fe_fq)], k,
+        in_flush, in_last, stray = token_input(m, self, [(fe_kq, fe_fk), (v_banks, nx_fv), (fe_kq, fe_fq)], k,
                                                ~fe_busy & ~next_full)
         with m.If(stray):
             m.d.sync += err.eq(1)
@@ -201,7 +202,8 @@ class DeltaNetScaledCore(wiring.Component):
             m.d.sync += [next_full.eq(1), next_flush.eq(1)]
         with m.If(in_last):
             m.d.sync += [fe_busy.eq(1), next_flush.eq(0), nx_beta.eq(self.i_beta), nx_fb.eq(self.i_fbeta)]
-        feed_pair(m, un, (fe_k, fe_fk), (fe_q, fe_fq), k, un.interval, in_last, reg, tag)  # k, then q
+        m.d.comb += fe_kq.flip.eq(in_last)
+        feed_pair(m, un, (fe_kq, fe_fk), (fe_kq, fe_fq), k, un.interval, in_last, reg, tag)  # k, then q
         out_q = Signal(name="fe_out_q")  # the unit's next output vector is qn (kn's went first)
         osel = beat_index(m, un, B, "fe_ob")
         with m.If(un.o_valid):

@@ -47,6 +47,7 @@ from amaranth.lib.wiring import In, Out
 from specmem.golden.fixed.scaled.linear_attention import Z_BITS
 
 from .align import StreamAlignBlock
+from .beat_banks import BeatBanks
 from .beats import beat_index, beat_of, beat_output, feed_pair, store_beats, token_input
 from .block_norm import StreamBlockNormaliser
 from .delta_pass import DeltaPass
@@ -180,13 +181,14 @@ class LinearAttentionScaledCore(wiring.Component):
 
         # -- front end: one token ahead into the "next" registers; k, then q through the ELU
         fe_busy, next_full, next_flush = Signal(name="fe_busy"), Signal(name="next_full"), Signal(name="next_flush")
-        fe_k, fe_q = vreg("fe_k"), vreg("fe_q")
+        # k and q one after the other in LUT RAM, fed to the front end's unit from the read bank
+        fe_kq = tree.add("fe_kq", BeatBanks(M, 2 * d, k))
         fe_fk, fe_fq = Signal(signed(EW), name="fe_fk"), Signal(signed(EW), name="fe_fq")
         nx_v, nx_kf, nx_qf = vreg("nx_v"), vreg("nx_kf"), vreg("nx_qf")
         nx_fv, nx_fkf, nx_fqf = (Signal(signed(EW), name=n) for n in ("nx_fv", "nx_fkf", "nx_fqf"))
         nx_c = Signal(signed(DW), name="nx_c")
         nx_rm, nx_rf = Signal(signed(P), name="nx_rm"), Signal(signed(len(su.o.payload.f)), name="nx_rf")
-        in_flush, in_last, stray = token_input(m, self, [(fe_k, fe_fk), (nx_v, nx_fv), (fe_q, fe_fq)], k,
+        in_flush, in_last, stray = token_input(m, self, [(fe_kq, fe_fk), (nx_v, nx_fv), (fe_kq, fe_fq)], k,
                                                ~fe_busy & ~next_full)
         with m.If(stray):
             m.d.sync += err.eq(1)
@@ -194,7 +196,8 @@ class LinearAttentionScaledCore(wiring.Component):
             m.d.sync += [next_full.eq(1), next_flush.eq(1)]
         with m.If(in_last):
             m.d.sync += [fe_busy.eq(1), next_flush.eq(0)]
-        feed_pair(m, el, (fe_k, fe_fk), (fe_q, fe_fq), k, B, in_last, reg, tag)  # k, then q, back to back
+        m.d.comb += fe_kq.flip.eq(in_last)
+        feed_pair(m, el, (fe_kq, fe_fk), (fe_kq, fe_fq), k, B, in_last, reg, tag)  # k, then q, back to back
         out_q = Signal(name="fe_out_q")  # the ELU's next output vector is qf (kf's went first)
         osel = beat_index(m, el, B, "fe_ob")
         with m.If(el.o_valid & el.o_last):

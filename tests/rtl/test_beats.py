@@ -18,7 +18,7 @@ def test_token_input_fills_each_vector_beat_by_beat(d, k):
     rng = random.Random(d * 10 + k)
     B, nv = d // k, 3
     m = Module()
-    core = SimpleNamespace(i_valid=Signal(name="i_valid"), i_ready=Signal(name="i_ready"),
+    core = SimpleNamespace(d=d, i_valid=Signal(name="i_valid"), i_ready=Signal(name="i_ready"),
                            i_flush=Signal(name="i_flush"), i_frac=Signal(signed(6), name="i_frac"),
                            i_data=[Signal(signed(8), name=f"i_data{j}") for j in range(k)])
     ready = Signal(name="ready")
