@@ -42,7 +42,8 @@ after the last.
 
 **Heads** (``heads = H``): ``H`` independent states in one RAM (``H d B`` words) with ``H d`` side
 registers; the vector ports hold ``H d`` elements (head ``h``'s element ``i`` at ``h d + i``) and
-the scalar ports one per head; ``i_head`` picks a pass's head with ``start``. Every beat carries
+the scalar ports one per head; ``i_head`` picks a pass's head with ``start`` and ``o_whead`` is
+the head of the row on the ``o_w*`` ports. Every beat carries
 its head down the pipeline (its row's side registers, ``bh_i``, ``knw``'s, ``kn``'s and ``qn``'s
 beats, the head's ``msb(kmax)`` and row bound, ``i_fshift``), so the caller may rewrite a head's
 operands from its pass's ``done`` to its next ``start``, and a pass may start as soon as ``ready``
@@ -122,7 +123,7 @@ class DeltaPass(wiring.Component):
         fr = signed(EW) if H == 1 else data.ArrayLayout(signed(EW), H)
         extra = {"i_fshift": In(fr), "err": Out(1)} if self.rescale else {}
         if H > 1:
-            extra["i_head"] = In(range(H))
+            extra.update({"i_head": In(range(H)), "o_whead": Out(range(H))})
         super().__init__({**extra,
             "start": In(1), "ready": Out(1), "busy": Out(1), "done": Out(1),
             "i_bh": In(vec), "i_fbh": In(fr), "i_knw": In(vec), "i_fknw": In(fr),
@@ -289,6 +290,9 @@ class DeltaPass(wiring.Component):
                     m.d.sync += [side_f[i].eq(fin_frac), side_m[i].eq(wr.o_row_msb), side_z[i].eq(wr.o_row_zero)]
         m.d.comb += [self.o_wvalid.eq(wr.o_valid), self.o_wfirst.eq(wr.o_first), self.o_wfrac.eq(wr.o_frac),
                      self.count.eq(wr.count)]
+        if H > 1:  # the written row's head
+            m.d.comb += self.o_whead.eq(register_chain(m, hd, len(hd), lead + FRONT_STAGES + self.write.latency,
+                                                       "whead", reset_less=True))
         m.d.comb += [self.o_wdata[j].eq(wr.o_data[j]) for j in range(k)]
 
         # the read: the written row to M bits, kn's and qn's beats, the two dot products

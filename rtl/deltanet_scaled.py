@@ -33,9 +33,19 @@ The last token's write happens in the next pass, so a *flush*
 
 Cycles per token: ``prep + d²/k + latency`` of the pass, then the chain (``e``'s alignment and
 ``be``'s normaliser) before the next pass, whose writes need the whole ``bh``: 136 cycles beyond
-``d²/k`` at d = 64, k = 8. The front end, ``o``'s alignment and the output run beside them. That misses ``1.05 d²/k + 32`` by the chain: two heads
-interleaved on the datapath would hide it (``docs/hardware.md``, the scaled cores' schedule);
-this core is the one-memory step, measured by :meth:`DeltaNetScaledCore.cycles_per_token`.
+``d²/k`` at d = 64, k = 8. The front end, ``o``'s alignment and the output run beside them. That
+misses ``1.05 d²/k + 32`` by the chain, so the core takes **heads** (``heads = H``, DeltaNet):
+``H`` independent memories on the one datapath (:class:`~specmem.rtl.delta_pass.DeltaPass` with
+``H`` states), the token slots theirs in turn (slot ``t H + h`` is head ``h``'s token ``t``; a
+flush slot counts, so a read-out of every state is ``H`` flushes). A head's registers (``kn``,
+``qn``, ``knw``, ``bh``, its scalars) are rewritten only after its chain; the passes of the
+other heads run back to back meanwhile (one pass's prep under the last beats of the one before),
+so one head's chain hides under the next head's pass: ``d²/k + 1`` cycles per token slot when
+the chain is shorter than a pass (257 at d = 32, k = 4 against the target's 300.8), measured by
+:meth:`DeltaNetScaledCore.cycles_per_token`. ``v`` is kept in a ring of three banks (a token's
+``v`` is read in its chain after the next token's take) and the rows' results in two (the chain
+reads one pass's while the next pass writes); a take waits while two passes have chains
+pending.
 
 Interfaces: a token as ``3 d/k`` beats on ``i_valid`` / ``i_ready`` (:func:`~specmem.rtl.beats.token_input`):
 ``k``'s, ``v``'s and ``q``'s ``d/k`` beats of ``k`` ``M``-bit mantissas (``i_data``), each
@@ -49,7 +59,9 @@ with ``i_flush`` set in a token's first slot; the output ``o`` as ``d/k`` beats 
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal, signed
+from contextlib import nullcontext
+
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -85,11 +97,17 @@ class DeltaNetScaledCore(wiring.Component):
     normaliser's waits (``behavioural`` or ``ecp5``; those delay lines would otherwise be most of
     the flip-flops); ``exp_width``: signed exponent bits; ``eps``: the unit vectors' norm floor
     (the model's ``eps``, a generic: the unit normaliser's ROM); ``dsp``: the scalar units'
-    multiplier style (``registered``, or ``ecp5``: the product in a MULT18X18D's registers)."""
+    multiplier style (``registered``, or ``ecp5``: the product in a MULT18X18D's registers);
+    ``heads``: independent memories interleaved on the datapath (DeltaNet; the module docstring)."""
 
     def __init__(self, d: int, k: int, preset: str = "int8", *, ram: str = "behavioural", exp_width: int = 12,
-                 gated: bool = False, eps: float = L2_EPS, dsp: str = "registered"):
+                 gated: bool = False, eps: float = L2_EPS, dsp: str = "registered", heads: int = 1):
         p = check_scaled_core(d, k, preset, eps)
+        if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
+            raise ValueError(f"heads: must be an integer >= 1, got {heads!r}")
+        if heads > 1 and gated:
+            raise ValueError("heads: Gated DeltaNet runs one head (its decay unit keeps one gamma)")
+        self.heads = heads
         eps = float(eps)
         self.d, self.k, self.B, self.preset, self.exp_width = d, k, d // k, preset, exp_width
         self.gated, self.ram = bool(gated), ram
@@ -97,7 +115,7 @@ class DeltaNetScaledCore(wiring.Component):
         M, B, EW = self.M, self.B, exp_width
         self.su = p.scalar_unit()
         self.P = P = self.su.out_bits
-        self.pass_ = DeltaPass(d, k, self.Ws, M, exp_width=EW, ram=ram, rescale=self.gated, dsp=dsp)
+        self.pass_ = DeltaPass(d, k, self.Ws, M, exp_width=EW, ram=ram, rescale=self.gated, dsp=dsp, heads=heads)
         DW = self.pass_.dot_width
         self.dot_width = DW
         #: registered steps between the chain's counter and e's alignment (the beat select's
@@ -142,8 +160,14 @@ class DeltaNetScaledCore(wiring.Component):
         return 3 * self.B + self.unit.interval + self.B + self.unit.latency + lv + 6
 
     def cycles_per_token(self) -> int:
-        """Cycles per token at full rate: :meth:`loop_cycles` or, at small ``d``, the front end's."""
-        return max(self.loop_cycles(), self.front_end_cycles())
+        """Cycles per token at full rate: :meth:`loop_cycles` or, at small ``d``, the front end's;
+        with heads, cycles per token slot (all heads together): the passes back to back (the
+        pass's ``pass_interval`` and the cycle of the registered start), unless a head's loop
+        (its next take waits for its chain) or the two row banks (a take waits for the chain two
+        passes back) or the front end is longer."""
+        if self.heads == 1:
+            return max(self.loop_cycles(), self.front_end_cycles())
+        return max(self.pass_.pass_interval + 1, -(-self.loop_cycles() // min(self.heads, 2)), self.front_end_cycles())
 
     def loop_cycles(self) -> int:
         """Cycles from one pass's start to the next's when the front end and the output never
@@ -189,7 +213,8 @@ class DeltaNetScaledCore(wiring.Component):
         fe_kq = tree.add("fe_kq", BeatBanks(M, 2 * d, k))
         fe_fk, fe_fq = Signal(signed(EW), name="fe_fk"), Signal(signed(EW), name="fe_fq")
         # v in two banks of LUT RAM: the front end fills one while the chain's feed reads the other
-        v_banks = tree.add("v_banks", BeatBanks(M, d, k))
+        # (heads: a ring of three, a token's v read in its chain after the next token's take)
+        v_banks = tree.add("v_banks", BeatBanks(M, d, k, banks=3 if self.heads > 1 else 2))
         nx_kn, nx_qn = vreg("nx_kn"), vreg("nx_qn")
         nx_fv, nx_fkn, nx_fqn = (Signal(signed(EW), name=n, reset_less=True) for n in ("nx_fv", "nx_fkn", "nx_fqn"))
         nx_beta, nx_fb = Signal(signed(M), name="nx_beta", reset_less=True), Signal(signed(EW), name="nx_fb", reset_less=True)
@@ -263,26 +288,39 @@ class DeltaNetScaledCore(wiring.Component):
         with m.If(fe_ready):
             m.d.sync += [nx_c.eq(c_acc), fe_busy.eq(0), next_full.eq(1)]
 
-        # -- the token sequencer: pass, then chain; the current token's registers
-        # the vectors have no reset (a reset net to d M flip-flops each); after a reset the first
-        # pass writes nothing (kn_zero -> knw_zero -> the pass's i_wzero), as if kn were zero
-        kn, qn, knw, bh = vreg("kn"), vreg("qn"), vreg("knw"), vreg("bh")
-        kn_zero, knw_zero = Signal(init=1, name="kn_zero"), Signal(init=1, name="knw_zero")
-        m.d.comb += pa.i_wzero.eq(knw_zero)
-        cur_fv, fkn, fqn, fknw, fbh = (Signal(signed(EW), name=n, reset_less=True) for n in ("cur_fv", "fkn", "fqn", "fknw", "fbh"))
-        beta, fb = Signal(signed(M), name="beta", reset_less=True), Signal(signed(EW), name="fb", reset_less=True)
-        cval = Signal(signed(DW), name="c", reset_less=True)
-        cur_flush = Signal(name="cur_flush")
+        # -- the token sequencer: a pass, then its chain; each head's current token's registers
+        # (heads: the token slots go to the heads in turn; a head's registers are rewritten only
+        # after its chain, while the other heads' passes run)
+        # the vectors have no reset (a reset net to d M flip-flops each); after a reset a head's
+        # first pass writes nothing (kn_zero -> knw_zero -> the pass's i_wzero), as if kn were zero
+        H = self.heads
+
+        def per_head(make):
+            return [make("" if H == 1 else f"h{h}_") for h in range(H)]
+
+        def on_head(sel, h):
+            """The statements for head ``h`` when ``sel`` names it (always, for one head)."""
+            return m.If(sel == h) if H > 1 else nullcontext()
+
+        kn, qn, knw, bh = (per_head(lambda p, n=n: vreg(p + n)) for n in ("kn", "qn", "knw", "bh"))
+        kn_zero = per_head(lambda p: Signal(init=1, name=p + "kn_zero"))
+        knw_zero = per_head(lambda p: Signal(init=1, name=p + "knw_zero"))
+        m.d.comb += [pa.i_wzero[h].eq(knw_zero[h]) for h in range(H)]
+        cur_fv, fkn, fqn, fknw, fbh = (per_head(lambda p, n=n: Signal(signed(EW), name=p + n, reset_less=True))
+                                       for n in ("cur_fv", "fkn", "fqn", "fknw", "fbh"))
+        beta = per_head(lambda p: Signal(signed(M), name=p + "beta", reset_less=True))
+        fb = per_head(lambda p: Signal(signed(EW), name=p + "fb", reset_less=True))
+        cval = per_head(lambda p: Signal(signed(DW), name=p + "c", reset_less=True))
+        hflush = per_head(lambda p: Signal(name=p + "cur_flush"))  # the head's pass is a flush's
         for port, vec in ((pa.i_bh, bh), (pa.i_knw, knw), (pa.i_kn, kn), (pa.i_qn, qn)):
-            m.d.comb += [port[i].eq(vec[i]) for i in range(d)]
-        m.d.comb += [pa.i_fknw.eq(fknw), pa.i_fkn.eq(fkn), pa.i_fqn.eq(fqn)]
+            m.d.comb += [port[h * d + i].eq(vec[h][i]) for h in range(H) for i in range(d)]
+        for port, val in ((pa.i_fknw, fknw), (pa.i_fkn, fkn), (pa.i_fqn, fqn)) + (() if gated else ((pa.i_fbh, fbh),)):
+            m.d.comb += [port.eq(val[0])] if H == 1 else [port[h].eq(val[h]) for h in range(H)]
         if gated:  # the current token's gamma; the pass's frame change and bh's exponent in the new frame
             gam, ngam, rg = Signal(signed(P), name="gam"), Signal(signed(P + 1), name="ngam"), Signal(signed(P), name="rg")
             rgf, fsh, fbhp = (Signal(signed(EW), name=n) for n in ("rgf", "fshift", "fbh_p"))
             gamf = Signal(signed(GAMMA_F_WIDTH), name="gamma_f", init=int(self.su.const(1.0).f))
             m.d.comb += [pa.i_fbh.eq(fbhp), pa.i_fshift.eq(fsh), self.s_gamma.eq(gam), self.s_gamma_f.eq(gamf)]
-        else:
-            m.d.comb += pa.i_fbh.eq(fbh)
         if gated:  # -gamma sk and gamma sq per row as the rows come out (two multipliers, not 2 k)
             skm, sqm = self.sk_gamma, self.sq_gamma
             tree.add("sk_gamma", skm), tree.add("sq_gamma", sqm)
@@ -296,9 +334,10 @@ class DeltaNetScaledCore(wiring.Component):
             row_rf, sk_in, sq_in, pass_done = pa.o_rf, pa.o_sk, pa.o_sq, pa.done
         # the rows' results in lanes of LUT RAM: sk and rf for the feed, sq and rf for the output chain
         SW, QW = len(sk_in), len(sq_in)
-        rows_e = tree.add("rows_e", RowLanes(SW + EW, d, k))
-        rows_o = tree.add("rows_o", RowLanes(QW + EW, d, k))
-        row_restart = Signal(name="row_restart")
+        # (heads: two banks, a pass's rows in the one its chain reads while the next pass writes the other)
+        rows_e = tree.add("rows_e", RowLanes(SW + EW, d * min(H, 2), k))
+        rows_o = tree.add("rows_o", RowLanes(QW + EW, d * min(H, 2), k))
+        row_restart = Signal(name="row_restart")  # one head: every pass's rows from row 0
         for lanes, value in ((rows_e, Cat(sk_in, row_rf)), (rows_o, Cat(sq_in, row_rf))):
             m.d.comb += [lanes.w_next.eq(row_v), lanes.w_restart.eq(row_restart), lanes.w_data.eq(value)]
         o_pending = Signal(name="o_pending")
@@ -316,61 +355,114 @@ class DeltaNetScaledCore(wiring.Component):
         take_now, take_flush = Signal(name="take_now"), Signal(name="take_flush_now")
         (t_v, z_v), (t_kw, _), (t_k, z_k), (t_q, z_q) = staggered(m, take_now, take_flush, 4, "take")
         m.d.comb += v_banks.flip.eq(take_now)
+        t_head = Signal(range(max(H, 2)), name="t_head")  # the head of the next slot
+        tk_head = Signal(range(max(H, 2)), name="tk_head")  # the head of the slot being taken
+        if H > 1:
+            m.d.comb += pa.i_head.eq(tk_head)
         with m.If(t_v):
-            m.d.sync += fknw.eq(fkn)
-            if gated:  # a flush writes the last token's update in its own frame
-                shift = Mux(z_v, 0, nx_delta)
-                m.d.sync += [fsh.eq(shift), fbhp.eq(fbh + shift)]
-                with m.If(~z_v):
-                    m.d.sync += [gam.eq(nx_gam), ngam.eq(-nx_gam), rg.eq(nx_rg), rgf.eq(nx_rgf),
-                                 gamf.eq(gamf + nx_delta)]
+            for h in range(H):
+                with on_head(tk_head, h):
+                    m.d.sync += fknw[h].eq(fkn[h])
+                    if gated:  # a flush writes the last token's update in its own frame
+                        shift = Mux(z_v, 0, nx_delta)
+                        m.d.sync += [fsh.eq(shift), fbhp.eq(fbh[h] + shift)]
+                        with m.If(~z_v):
+                            m.d.sync += [gam.eq(nx_gam), ngam.eq(-nx_gam), rg.eq(nx_rg), rgf.eq(nx_rgf),
+                                         gamf.eq(gamf + nx_delta)]
+                    with m.If(~z_v):
+                        m.d.sync += [cur_fv[h].eq(nx_fv), beta[h].eq(nx_beta), fb[h].eq(nx_fb), cval[h].eq(nx_c)]
             with m.If(~z_v):
-                m.d.sync += [cur_fv.eq(nx_fv), beta.eq(nx_beta), fb.eq(nx_fb), cval.eq(nx_c), tokens.eq(tokens + 1)]
-        with m.If(t_kw):
-            m.d.sync += [knw[i].eq(kn[i]) for i in range(d)]
-            m.d.sync += knw_zero.eq(kn_zero)
-        with m.If(t_k):
-            m.d.sync += kn_zero.eq(0)  # a flush's kn is zeros, written
-            m.d.sync += fkn.eq(Mux(z_k, 0, nx_fkn))
-            m.d.sync += [kn[i].eq(Mux(z_k, 0, nx_kn[i])) for i in range(d)]
-        with m.If(t_q):
-            m.d.sync += fqn.eq(Mux(z_q, 0, nx_fqn))
-            m.d.sync += [qn[i].eq(Mux(z_q, 0, nx_qn[i])) for i in range(d)]
-        with m.FSM(init="IDLE"):
+                m.d.sync += tokens.eq(tokens + 1)
+        for h in range(H):
+            with on_head(tk_head, h):
+                with m.If(t_kw):
+                    m.d.sync += [knw[h][i].eq(kn[h][i]) for i in range(d)]
+                    m.d.sync += knw_zero[h].eq(kn_zero[h])
+                with m.If(t_k):
+                    m.d.sync += kn_zero[h].eq(0)  # a flush's kn is zeros, written
+                    m.d.sync += fkn[h].eq(Mux(z_k, 0, nx_fkn))
+                    m.d.sync += [kn[h][i].eq(Mux(z_k, 0, nx_kn[i])) for i in range(d)]
+                with m.If(t_q):
+                    m.d.sync += fqn[h].eq(Mux(z_q, 0, nx_fqn))
+                    m.d.sync += [qn[h][i].eq(Mux(z_q, 0, nx_qn[i])) for i in range(d)]
+        # a head is free from its chain's end (or its flush pass's) to its next take
+        free = per_head(lambda p: Signal(init=1, name=p + "head_free"))
+        pdone = per_head(lambda p: Signal(name=p + "pass_done"))  # its pass is done, its chain not begun
+        c_head = Signal(range(max(H, 2)), name="c_head")  # the head whose chain is next
+        d_head = Signal(range(max(H, 2)), name="d_head")  # the head of the next pass to finish
+        wrap = lambda x: Mux(x == H - 1, 0, x + 1)
+        outstanding = Signal(range(4), name="outstanding")  # passes taken, their chains not ended
+        took, ended = Signal(name="took"), Signal(name="chain_ended")
+        m.d.sync += outstanding.eq(outstanding + took - ended)
+        # one head: the pass after the chain (free); heads: as soon as the pass is ready, its rows'
+        # bank free (at most two passes between take and chain end)
+        can = (~pa.busy if H == 1 else pa.ready & (outstanding < 2)) & Array(free)[t_head]
+        with m.FSM(init="IDLE", name="take_fsm"):
             with m.State("IDLE"):
-                with m.If(next_full & ~pa.busy):
-                    m.d.sync += [next_full.eq(0), cur_flush.eq(next_flush), go.eq(1)]
-                    m.d.comb += row_restart.eq(1)
+                with m.If(next_full & can):
+                    m.d.sync += [next_full.eq(0), go.eq(1), tk_head.eq(t_head), t_head.eq(wrap(t_head))]
+                    for h in range(H):
+                        with on_head(t_head, h):
+                            m.d.sync += [free[h].eq(0), hflush[h].eq(next_flush)]
+                    m.d.comb += [row_restart.eq(H == 1), took.eq(1)]
                     m.d.comb += [take_now.eq(1), take_flush.eq(next_flush)]
                     m.next = "TAKE"
             with m.State("TAKE"):  # the pass takes go and the token's registers their values
-                m.next = "PASS"
-            with m.State("PASS"):
-                with m.If(pass_done):
-                    with m.If(cur_flush):  # bh stays: the next pass writes bh knᵀ with the flush's kn = 0
-                        m.next = "IDLE"
-                    with m.Else():
-                        m.next = "HOLD"
-            with m.State("HOLD"):  # the previous output must be out before this chain makes one
-                with m.If(~o_pending):
+                m.next = "IDLE"
+        with m.If(pass_done):
+            m.d.sync += d_head.eq(wrap(d_head))
+            for h in range(H):
+                with on_head(d_head, h):
+                    m.d.sync += pdone[h].eq(1)
+        # the chain's bank of v (heads: a ring of three, the chain's token's) and of the rows
+        c_vbank = Signal(range(3), name="c_vbank")
+        c_rbank = Signal(name="c_rbank")
+        if H > 1:
+            m.d.comb += v_banks.r_bank.eq(c_vbank)
+
+        def chain_end():
+            m.d.comb += ended.eq(1)
+            m.d.sync += [c_head.eq(wrap(c_head)), c_vbank.eq(Mux(c_vbank == 2, 0, c_vbank + 1)), c_rbank.eq(~c_rbank)]
+            for h in range(H):
+                with on_head(c_head, h):
+                    m.d.sync += [free[h].eq(1), pdone[h].eq(0)]
+
+        # the chain's per-token values: one head's registers, or a copy of the chain's head's
+        if H == 1:
+            ch_fv, ch_beta, ch_fb, ch_c, ch_fkn, ch_fqn = cur_fv[0], beta[0], fb[0], cval[0], fkn[0], fqn[0]
+        else:
+            ch = [(cur_fv, signed(EW), "ch_fv"), (beta, signed(M), "ch_beta"), (fb, signed(EW), "ch_fb"),
+                  (cval, signed(DW), "ch_c"), (fkn, signed(EW), "ch_fkn"), (fqn, signed(EW), "ch_fqn")]
+            ch_regs = [Signal(shape, name=n, reset_less=True) for _, shape, n in ch]
+            ch_fv, ch_beta, ch_fb, ch_c, ch_fkn, ch_fqn = ch_regs
+        with m.FSM(init="C_IDLE", name="chain_fsm"):
+            with m.State("C_IDLE"):
+                cur_done, cur_fl = Array(pdone)[c_head], Array(hflush)[c_head]
+                with m.If(cur_done & cur_fl):  # a flush: no chain (bh stays: the next pass writes bh knᵀ with kn = 0)
+                    chain_end()
+                with m.Elif(cur_done & ~o_pending):  # the previous output must be out before this chain makes one
                     m.d.sync += [o_pending.eq(1), e_feed.eq(B)]
+                    if H > 1:
+                        m.d.sync += [r.eq(Array(vals)[c_head]) for r, (vals, _, _) in zip(ch_regs, ch)]
                     m.next = "CHAIN"
             with m.State("CHAIN"):
                 with m.If(e_feed != 0):
                     m.d.sync += e_feed.eq(e_feed - 1)
                 last = nbh if gated else nb  # bh's last beat
                 with m.If(last.o_valid & last.o_last):
-                    m.next = "IDLE"
+                    chain_end()
+                    m.next = "C_IDLE"
 
         # -- chain: e = align(v - sk), be = block(beta e) into bh, o = align(sq + be C)
         # the feed in registered steps: the beat read by a counter that counts up from the LUT RAM
         # lanes (v's banks, the rows' sk and rf) into registers, select_levels(B) of them (the
         # cycle budget's feed_stages), then -sk and rf + fkn (a carry chain each); its flags reset
         eb = Signal(range(max(B, 2)), name="e_beat")
+        ebr = Signal(range(max(2 * B, 2)), name="e_row_beat")  # the beat in the rows' lanes (their bank's)
         with m.If(e_feed == 0):
-            m.d.sync += eb.eq(0)
+            m.d.sync += [eb.eq(0), ebr.eq(Mux(c_rbank, B, 0) if H > 1 else 0)]
         with m.Else():
-            m.d.sync += eb.eq(eb + 1)
+            m.d.sync += [eb.eq(eb + 1), ebr.eq(ebr + 1)]
         Lb = select_levels(B)
         ev1 = register_chain(m, e_feed != 0, 1, Lb, "ef1_v")
 
@@ -380,19 +472,19 @@ class DeltaNetScaledCore(wiring.Component):
                     for j in range(k)]
 
         v1 = [x.as_signed() for x in lane_beat(v_banks, eb, "ef1_v")]
-        e1 = lane_beat(rows_e, eb, "ef1_sr")
+        e1 = lane_beat(rows_e, ebr if H > 1 else eb, "ef1_sr")
         s1 = [x[:SW].as_signed() for x in e1]
         r1 = [x[SW:].as_signed() for x in e1]
         ev2 = tag(ev1, 1, "ef2_v")
-        m.d.comb += [ae.i_valid.eq(ev2), ae.i_f0.eq(cur_fv)]
+        m.d.comb += [ae.i_valid.eq(ev2), ae.i_f0.eq(ch_fv)]
         for j in range(k):
             m.d.comb += [ae.i_x0[j].eq(reg(v1[j], signed(M), f"ef2_v{j}")),
                          ae.i_x1[j].eq(reg(s1[j], signed(DW + P + 1), f"ef2_s{j}") if gated
                                        else reg(-s1[j], signed(DW + 1), f"ef2_s{j}")),
-                         ae.i_f1[j].eq(reg(r1[j] + fkn, signed(EW), f"ef2_r{j}"))]
+                         ae.i_f1[j].eq(reg(r1[j] + ch_fkn, signed(EW), f"ef2_r{j}"))]
         bv = tag(ae.o_valid, 1, "be_v")
-        bp = [reg(ae.o_data[j] * beta, signed(2 * M), f"be_p{j}") for j in range(k)]
-        bfr = reg(ae.o_frac + fb, signed(EW), "be_fr")
+        bp = [reg(ae.o_data[j] * ch_beta, signed(2 * M), f"be_p{j}") for j in range(k)]
+        bfr = reg(ae.o_frac + ch_fb, signed(EW), "be_fr")
         m.d.comb += [nb.i_valid.eq(bv), nb.i_frac.eq(bfr)]
         m.d.comb += [nb.i_data[j].eq(x) for j, x in enumerate(bp)]
         if gated:  # bh = block(be rg) in S's frame (rgf carries gamma's exponent)
@@ -401,28 +493,30 @@ class DeltaNetScaledCore(wiring.Component):
             src_bh = nbh
         else:
             src_bh = nb
-        store_beats(m, bh, src_bh, k, "bh_beat")
-        with m.If(src_bh.o_valid & src_bh.o_first):
-            m.d.sync += fbh.eq(src_bh.o_frac)
+        for h in range(H):  # into the chain's head's bh
+            with on_head(c_head, h):
+                store_beats(m, bh[h], src_bh, k, "bh_beat" if H == 1 else f"h{h}_bh_beat")
+                with m.If(src_bh.o_valid & src_bh.o_first):
+                    m.d.sync += fbh[h].eq(src_bh.o_frac)
         # o's terms: sq's beat with per-row exponents, be C with one exponent
         ov1 = tag(nb.o_valid, 1, "o1_v")
         # the beat be's normaliser puts out is the feed's counter a fixed number of cycles later
         # (every block of the chain runs without stalls): sq's and rf's beats read from the rows'
         # lanes by it, not by a B:1 select on the stream's own first flag
-        osel = register_chain(m, eb, len(eb), self.feed_stages + ae.latency + 1 + nb.latency + 1 - Lb, "o_beat_sel",
-                              reset_less=True)
+        osel = register_chain(m, ebr if H > 1 else eb, len(ebr) if H > 1 else len(eb),
+                              self.feed_stages + ae.latency + 1 + nb.latency + 1 - Lb, "o_beat_sel", reset_less=True)
         o1 = lane_beat(rows_o, osel, "o1_qr")
         sq1 = [x[:QW].as_signed() for x in o1]
         sf1 = [x[QW:].as_signed() for x in o1]
         fbc1 = Signal(signed(EW), name="o1_fbc")  # be's exponent + fkn + fqn, held from its first beat
-        fbc_now = nb.o_frac + fkn + fqn
+        fbc_now = nb.o_frac + ch_fkn + ch_fqn
         with m.If(nb.o_valid & nb.o_first):
             m.d.sync += fbc1.eq(fbc_now)
         # be C three cycles on (C is wider than a DSP: dsp.wide_operand_product), sq's terms beside it
-        bc3 = [wide_operand_product(m, nb.o_data[j], cval, f"o2_bc{j}", self.dsp) for j in range(k)]
+        bc3 = [wide_operand_product(m, nb.o_data[j], ch_c, f"o2_bc{j}", self.dsp) for j in range(k)]
         ov3 = tag(tag(ov1, 1, "o2_v"), 1, "o3_v")
         sq3 = [reg(reg(x, signed(len(sq_in)), f"o2_sq{j}"), signed(len(sq_in)), f"o3_sq{j}") for j, x in enumerate(sq1)]
-        sf3 = [reg(reg(x + fqn, signed(EW), f"o2_sf{j}"), signed(EW), f"o3_sf{j}") for j, x in enumerate(sf1)]
+        sf3 = [reg(reg(x + ch_fqn, signed(EW), f"o2_sf{j}"), signed(EW), f"o3_sf{j}") for j, x in enumerate(sf1)]
         m.d.comb += [ao.i_valid.eq(ov3), ao.i_f1.eq(fbc1)]
         for j in range(k):
             m.d.comb += [ao.i_x0[j].eq(sq3[j]), ao.i_f0[j].eq(sf3[j]), ao.i_x1[j].eq(bc3[j])]
@@ -432,7 +526,8 @@ class DeltaNetScaledCore(wiring.Component):
             m.d.sync += o_pending.eq(0)
 
         # -- the state read-out: the rows a flush pass writes
-        m.d.comb += [self.s_valid.eq(pa.o_wvalid & cur_flush), self.s_first.eq(pa.o_wfirst),
+        w_flush = hflush[0] if H == 1 else Array(hflush)[pa.o_whead]  # the written row's head's pass
+        m.d.comb += [self.s_valid.eq(pa.o_wvalid & w_flush), self.s_first.eq(pa.o_wfirst),
                      self.s_frac.eq(pa.o_wfrac)]
         m.d.comb += [self.s_data[j].eq(pa.o_wdata[j]) for j in range(k)]
         with m.If(tree.quiet):  # no beat in or out while a reset is pending

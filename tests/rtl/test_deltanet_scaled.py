@@ -46,7 +46,7 @@ def _want(k, v, q, beta, g=None):
     return w, w["s_frac"] + w["gamma_f"], (int(w["gamma_m"]), int(w["gamma_f"]))
 
 
-def _run(dut, k, v, q, beta, g=None, *, idle=0.0, stall=0.0, seed=0, burst=0, flush_after=(), err=0):
+def _run(dut, k, v, q, beta, g=None, *, idle=0.0, stall=0.0, seed=0, burst=0, flush_after=(), err=0, final_flushes=1):
     """Tokens in (random idle cycles before each), a flush, outputs taken with random
     backpressure (``burst``: also stretches of that many cycles without ``o_ready``, longer than a
     token, so later tokens' chains must wait; ``flush_after``: tokens followed by a flush besides the
@@ -67,8 +67,8 @@ def _run(dut, k, v, q, beta, g=None, *, idle=0.0, stall=0.0, seed=0, burst=0, fl
     starts = []
     done = {}
 
-    slots = [t for t in range(T) for _ in range(1 + (t in flush_after))] + [T]
-    n_flush = len(flush_after) + 1
+    slots = [t for t in range(T) for _ in range(1 + (t in flush_after))] + [T] * final_flushes
+    n_flush = len(flush_after) + final_flushes
 
     async def source(ctx):
         for j, t in enumerate(slots):
@@ -118,7 +118,7 @@ def _run(dut, k, v, q, beta, g=None, *, idle=0.0, stall=0.0, seed=0, burst=0, fl
     run_simulation(dut, source, sink, deadline_cycles=(T + 2) * (dut.cycles_per_token() + 200 + 2 * burst) * (2 if stall else 1) + 2000)
     assert done["err"] == err and done["tokens"] == T
     st, sf = np.array(state), np.array(sfr)
-    if flush_after:
+    if n_flush > 1:
         st, sf = st.reshape(n_flush, d, d), sf.reshape(n_flush, d)
     return np.array(outs), np.array(fracs), st, sf, done["sat"], np.diff(starts)
 
@@ -194,6 +194,56 @@ def test_a_flush_mid_stream_reads_the_state_and_changes_nothing():
     assert o.tolist() == want["o_raw"].tolist() and of.tolist() == want["o_frac"].tolist()
     assert s[0].tolist() == part["s_raw"].tolist() and sf[0].tolist() == part["s_frac"].tolist()
     assert s[1].tolist() == want["s_raw"].tolist() and sf[1].tolist() == want["s_frac"].tolist()
+
+
+def _interleave(streams):
+    """Token slot ``t H + h`` is head ``h``'s token ``t``."""
+    H, T = len(streams), len(streams[0][0])
+    return [np.stack([streams[h][i][t] for t in range(T) for h in range(H)]) for i in range(len(streams[0]))]
+
+
+@pytest.mark.parametrize("d,k,H", [(8, 4, 2), (4, 2, 3)])
+def test_heads_bit_exact_with_one_model_per_head(d, k, H):
+    """``heads`` memories on one datapath, the token slots theirs in turn, with idle input, output
+    backpressure and stretches of it; then one flush per head: every head's outputs, state and
+    saturations are its own model's."""
+    rng = np.random.default_rng(d * 10 + k + H)
+    T = 5
+    streams = [_stream(rng, T, d) for _ in range(H)]
+    dut = DeltaNetScaledCore(d, k, heads=H)
+    o, of, s, sf, sat, _ = _run(dut, *_interleave(streams), idle=0.3, stall=0.3, seed=H,
+                                burst=4 * dut.cycles_per_token(), final_flushes=H)
+    sats = 0
+    for h in range(H):
+        want = deltanet_scaled(*streams[h], preset="int8")
+        assert o[h::H].tolist() == want["o_raw"].tolist() and of[h::H].tolist() == want["o_frac"].tolist(), h
+        assert s[h].tolist() == want["s_raw"].tolist() and sf[h].tolist() == want["s_frac"].tolist(), h
+        sats += want["sat"]["s"]
+        assert np.count_nonzero(want["o_raw"]) > 0
+    assert sat == sats
+
+
+def test_two_heads_hide_the_chain_at_full_rate():
+    """d = 32, k = 4, two heads, input always valid, output always ready: a pass starts every
+    ``cycles_per_token`` = d²/k + 1 cycles (one head's chain runs under the other's pass), within
+    the issue's 1.05 d²/k + 32; the outputs are each head's model's."""
+    rng = np.random.default_rng(3)
+    d, k, H, T = 32, 4, 2, 3
+    streams = [_stream(rng, T, d) for _ in range(H)]
+    dut = DeltaNetScaledCore(d, k, heads=H)
+    o, of, *_, gaps = _run(dut, *_interleave(streams), final_flushes=H)
+    for h in range(H):
+        want = deltanet_scaled(*streams[h], preset="int8")
+        assert o[h::H].tolist() == want["o_raw"].tolist() and of[h::H].tolist() == want["o_frac"].tolist(), h
+    assert dut.cycles_per_token() == d * d // k + 1 <= 1.05 * d * d / k + 32 < dut.loop_cycles()
+    assert gaps[1:H * T - 1].tolist() == [dut.cycles_per_token()] * (H * T - 2)
+
+
+def test_heads_refused_where_not_built():
+    with pytest.raises(ValueError, match="heads"):
+        DeltaNetScaledCore(8, 4, heads=0)
+    with pytest.raises(ValueError, match="one head"):
+        DeltaNetScaledCore(8, 4, gated=True, heads=2)
 
 
 @pytest.mark.parametrize("d,k", [(8, 4), (4, 2)])
