@@ -90,11 +90,12 @@ def _decay(preset="int8"):
     return DecayScale(PRESETS[preset].scalar_unit()), f"decay_{preset}"
 
 
-def _deltanet_scaled(d=32, k=4, preset="int8", ram="ecp5", gated=False, dsp="registered"):
-    """The scaled DeltaNet core (front end, fused pass, chain)."""
+def _deltanet_scaled(d=32, k=4, preset="int8", ram="ecp5", gated=False, dsp="registered", heads=1):
+    """The scaled DeltaNet core (front end, fused pass, chain; ``heads`` memories)."""
     from specmem.rtl.deltanet_scaled import DeltaNetScaledCore
-    return (DeltaNetScaledCore(d, k, preset, ram=ram, gated=gated, dsp=dsp),
-            f"{'gated_' if gated else ''}deltanet_scaled_d{d}_k{k}_{preset}_{ram}" + ("_dsp_ecp5" if dsp == "ecp5" else ""))
+    return (DeltaNetScaledCore(d, k, preset, ram=ram, gated=gated, dsp=dsp, heads=heads),
+            f"{'gated_' if gated else ''}deltanet_scaled_d{d}_k{k}_{preset}_{ram}" + ("_dsp_ecp5" if dsp == "ecp5" else "")
+            + ("" if heads == 1 else f"_h{heads}"))
 
 
 def _linear_scaled(d=32, k=4, preset="int8", ram="ecp5"):
@@ -236,7 +237,7 @@ def main(argv=None) -> int:
                    "style: --style)")
     p.add_argument("--travelling", action="store_true", help="row_unit: travelling controls, as in core_v2")
     p.add_argument("--p-window", action="store_true", help="row_unit: the clamped p's narrow shift, as in core_v2")
-    p.add_argument("--heads", type=int, default=1, help="core_v2: memories interleaved (default 1)")
+    p.add_argument("--heads", type=int, default=1, help="core_v2, deltanet_scaled: memories interleaved (default 1)")
     p.add_argument("--chains", type=int, default=1, help="core_v2: token chains, 1 .. heads (default 1)")
     p.add_argument("--norm-lanes", type=int, default=None, help="token_chain, core_v2: lanes of the chain's units "
                    "(1 .. 4, or k: the wide ones; default 2); block_norm: the serial normaliser on this many lanes "
@@ -270,7 +271,7 @@ def main(argv=None) -> int:
         elif a.block == "unit_norm":
             comp, name = _unit_norm(a.k, a.beats)
         elif a.block in ("deltanet_scaled", "gated_deltanet_scaled"):
-            comp, name = _deltanet_scaled(a.d, a.k, "int8", a.style, a.block.startswith("gated"), a.dsp)
+            comp, name = _deltanet_scaled(a.d, a.k, "int8", a.style, a.block.startswith("gated"), a.dsp, a.heads)
         elif a.block == "linear_scaled":
             comp, name = _linear_scaled(a.d, a.k, "int8", a.style)
         elif a.block == "block_elu":
