@@ -187,8 +187,11 @@ def _cmd_rtl(args) -> int:
             raise ValueError(f"core: only the annihilation has two cores (v1, v2), not {args.algo}")
         scaled = scaled_core(args.algo, fmt)  # the scaled cores take bram
         for name in ("bram", "heads", "chains", "norm_lanes"):
-            if name in params and args.algo != "annihilation" and not (scaled and name == "bram"):
-                raise ValueError(f"{name}: only the annihilation core v2 takes it, not {args.algo}")
+            if name in params and args.algo != "annihilation" and not (scaled and name == "bram") \
+                    and not (scaled and name == "heads" and args.algo == "deltanet"):
+                who = ("the annihilation core v2 and the scaled deltanet core (--format int8) take it" if name == "heads"
+                       else "the annihilation core v2 takes it")
+                raise ValueError(f"{name}: only {who}, not {args.algo}")
         if "fe_lanes" in params and args.algo != "vla":
             raise ValueError(f"fe_lanes: only the VLA core takes it, not {args.algo}")
         if args.csr and args.algo == "engine":
@@ -452,8 +455,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="annihilation core v2 and the scaled linear / deltanet / gated-deltanet cores (--format int8): the "
                         "state RAM (behavioural, default, or ecp5 = DP16KD)")
     g.add_argument("--heads", type=int, default=None,
-                   help="annihilation core v2 only: independent memories interleaved on one datapath, tokens in "
-                        "the order time step then head (default 1)")
+                   help="annihilation core v2 and the scaled deltanet core (--format int8): independent memories "
+                        "interleaved on one datapath, tokens in the order time step then head (default 1)")
     g.add_argument("--chains", type=int, default=None,
                    help="annihilation core v2 only: token-chain units, 1..heads (default 1; 2 with 3 heads makes "
                         "d=64 k=8 pass-bound)")

@@ -176,14 +176,14 @@ def build(algo: str, d: int, k: int, preset: str = "legacy-int8", **params) -> B
 
 
 def _scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None = None, eps: float | None = None,
-            dsp: str | None = None, **rest) -> Built:
+            dsp: str | None = None, heads: int | None = None, **rest) -> Built:
     """A scaled core (linear attention, DeltaNet or Gated DeltaNet; tokens as beats of ``k``
     elements, no AXI4-Stream naming or register block yet) and its manifest: parameters, the ports' meaning, the number formats,
     cycles per token."""
     if rest:
         name = sorted(rest)[0]
         why = {"csr": "the scaled core has no register block yet", "in_range": "the scaled formats scale every "
-               "vector by its own max"}.get(name, "it takes bram, dsp and eps")
+               "vector by its own max"}.get(name, "it takes bram, dsp, eps and (DeltaNet) heads")
         raise ValueError(f"{name}: not a parameter of the scaled {algo} core ({preset}): {why}")
     if bram not in (None, "behavioural", "ecp5"):
         raise ValueError(f"bram: must be behavioural or ecp5 (DP16KD), got {bram!r}")
@@ -193,6 +193,9 @@ def _scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None = None, 
                          f"registers for the pass's products and the scalar units' multiplies), got {dsp!r}")
     dsp = dsp or "registered"
     gated = algo == "gated-deltanet"
+    if heads is not None and algo != "deltanet":
+        raise ValueError(f"heads: the scaled {algo} core runs one memory (heads interleave on DeltaNet's)")
+    heads = 1 if heads is None else heads
     if algo == "linear":
         from .linear_attention_scaled import LINEAR_EPS, LinearAttentionScaledCore
 
@@ -203,7 +206,7 @@ def _scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None = None, 
         from .deltanet_scaled import DeltaNetScaledCore
 
         c = DeltaNetScaledCore(d, k, preset, ram=ram, gated=gated, eps=L2_EPS if eps is None else float(eps),
-                               dsp=dsp)
+                               dsp=dsp, heads=heads)
     EW, M = c.exp_width, c.M
     beats = f"{3 * (d // k)} beats"
     ports = {
@@ -244,6 +247,10 @@ def _scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None = None, 
                                            "count): S = s_gamma s_data 2^-s_frac, the row exponents in S's frame; "
                                            "s_frac - s_gamma_f are the model's")
         params["gated"] = gated
+        params["heads"] = heads
+        if heads > 1:
+            ports["i_valid, i_ready"] += (f"; the token slots go to the {heads} heads in turn (slot t {heads} + h is "
+                                          "head h's token t; a flush slot counts: one per head reads every state)")
         model = "golden/fixed/scaled/deltanet.deltanet_scaled" + (" with g" if gated else "")
         top = "specmem_gated_deltanet_scaled" if gated else "specmem_deltanet_scaled"
     manifest = {

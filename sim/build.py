@@ -223,12 +223,14 @@ def verilog_for(design: Design) -> tuple[str, str, str]:
         from specmem.rtl.generate import build as rtl_build
 
         p = dict(design.params)
-        unknown = set(p) - {"eps", "gated", "ram", "dsp"}
+        unknown = set(p) - {"eps", "gated", "ram", "dsp", "heads"}
         if unknown:
-            raise ValueError(f"params: the {design.kind} design takes eps, gated, ram and dsp, got {sorted(unknown)[0]}")
+            raise ValueError(f"params: the {design.kind} design takes eps, gated, ram, dsp and heads, "
+                             f"got {sorted(unknown)[0]}")
         extra = {"eps": float(p["eps"])} if "eps" in p else {}
-        if "dsp" in p:
-            extra["dsp"] = p["dsp"]
+        for name in ("dsp", "heads"):
+            if name in p:
+                extra[name] = p[name]
         algo = "linear" if design.kind == "linear-scaled" else "gated-deltanet" if p.get("gated", 0) else "deltanet"
         built = rtl_build(algo, design.d, design.k, design.preset,
                           bram=p.get("ram", "ecp5"), **extra)  # `specmem rtl`'s core and manifest

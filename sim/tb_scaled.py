@@ -59,6 +59,7 @@ class Env:
         self.P = int(p.get("P", 0))
         self.preset = MANIFEST["design"]["preset"]
         self.gated = bool(p.get("gated", False))
+        self.H = int(p.get("heads", 1))  # token slot t H + h is head h's token t
         self.linear = p.get("algo") == "linear"
         self.eps = float(p["eps"])
         self.dut, self.rng = dut, random.Random(seed)
@@ -107,7 +108,7 @@ class Env:
         outs, fracs, state, sfr = [], [], [], []
         self.read_gamma, self.read_z = [], []
         cur, hold, cycle = [], 0, 0
-        slots = list(toks) + ([] if abort_after is not None else [None])
+        slots = list(toks) + ([] if abort_after is not None else [None] * self.H)  # a flush per head
         beats = []  # (token, None for a flush or (lanes, exponent), last beat of its token)
         for t, tok in enumerate(slots):
             if tok is None:
@@ -150,7 +151,7 @@ class Env:
                     self.read_z.append(([], _signed(dut.z_frac.value, self.EW)))
                 self.read_z[-1][0].extend(_unpack(int(dut.z_data.value), 32, k))
             n_tok = len(toks) if abort_after is None else abort_after
-            if len(outs) >= n_tok and (not want_state or (len(state) == d and len(state[-1]) == d)):
+            if len(outs) >= n_tok and (not want_state or (len(state) == self.H * d and len(state[-1]) == d)):
                 break
             if abort_after is not None and j >= abort_after and not sending:
                 break
@@ -192,10 +193,22 @@ class Env:
             from specmem.golden.fixed.scaled.linear_attention import linear_attention_scaled
 
             want = linear_attention_scaled(*floats[:3], eps=self.eps, preset=self.preset)
-        else:
+        elif self.H == 1:
             from specmem.golden.fixed.scaled.deltanet import deltanet_scaled
 
             want = deltanet_scaled(*floats, preset=self.preset, eps=self.eps)
+        else:  # one model per head; its tokens are every H-th slot, its state the h-th read-out
+            from specmem.golden.fixed.scaled.deltanet import deltanet_scaled
+
+            H = self.H
+            if len(floats[0]) % H:
+                raise ValueError(f"tokens: a multiple of the {H} heads (each head's state read by its flush)")
+            per = [deltanet_scaled(*(x[h::H] for x in floats[:4]), preset=self.preset, eps=self.eps) for h in range(H)]
+            inter = lambda key: np.stack([per[h][key][t] for t in range(len(floats[0]) // H) for h in range(H)])
+            want = {"o_raw": inter("o_raw"), "o_frac": inter("o_frac"),
+                    "s_raw": np.concatenate([w["s_raw"] for w in per]),
+                    "s_frac": np.concatenate([w["s_frac"] for w in per]),
+                    "sat": {"s": sum(w["sat"]["s"] for w in per)}}
         model_s = time.perf_counter() - t0
         s_frac = want["s_frac"] + want["gamma_f"] if self.gated else want["s_frac"]
         errors = []

@@ -27,6 +27,18 @@ def test_deltanet_scaled_in_verilator():
     assert gaps["cycles_per_token"] == b.manifest["cycles_per_token"] and len(gaps["gaps"]) == 5
 
 
+def test_deltanet_scaled_heads_in_verilator():
+    """Two heads on one datapath: each head's outputs and state (one flush per head) are its own
+    model's, with backpressure, a reset mid-stream and at full rate (the manifest's count)."""
+    b = build(Design("deltanet-scaled", 8, 4, "int8", params=(("heads", 2),)))
+    assert b.manifest["parameters"]["heads"] == 2
+    run = run_cocotb(b, TB, {"name": "deltanet-scaled-h2", "seed": 5, "tokens": 24}, testcase=CASES)
+    assert run.passed, run.describe()
+    assert run.record["random_stream"]["token_counter"] == 24
+    gaps = run.record["full_rate_gaps"]
+    assert gaps["cycles_per_token"] == b.manifest["cycles_per_token"] and len(gaps["gaps"]) == 5
+
+
 def test_linear_attention_scaled_in_verilator():
     """Linear attention: outputs, the state and ``z`` read out at the flush, bit for bit."""
     b = build(Design("linear-scaled", 8, 4, "int8"))
