@@ -175,10 +175,10 @@ class DeltaNetScaledCore(wiring.Component):
         results (``(d - 1) B + latency``) and ``done`` (1), the hold and the chain's first beat
         (2), the feed's registers (:attr:`feed_stages`), ``e``'s alignment, ``beta e``'s product (1), its normaliser to ``bh``'s last beat
         (``latency + B - 1``) and the return to idle (1); gated, ``bh = block(be rg)`` after it (its
-        product, 1, and its normaliser's latency) and the pass's last row through the multiply by
+        product on a DSP's registers, 2, and its normaliser's latency) and the pass's last row through the multiply by
         ``-gamma`` (:class:`~specmem.rtl.dsp.PipelinedMultiplier`'s latency)."""
         pa, ae, nb = self.pass_, self.align_e, self.norm_be
-        bh = 1 + self.norm_bh.latency + self.sk_gamma.latency if self.gated else 0
+        bh = 2 + self.norm_bh.latency + self.sk_gamma.latency if self.gated else 0
         return (2 + pa.prep_cycles + (self.d - 1) * self.B + pa.latency + 1 + 2 + self.feed_stages + ae.latency + 1
                 + nb.latency + self.B - 1 + 1 + bh)
 
@@ -353,38 +353,38 @@ class DeltaNetScaledCore(wiring.Component):
         # the pass's read stage on); v's banks flip as the take is decided (the front end writes the
         # next token's v from d/k cycles on, the feed reads this one's in the chain)
         take_now, take_flush = Signal(name="take_now"), Signal(name="take_flush_now")
-        (t_v, z_v), (t_kw, _), (t_k, z_k), (t_q, z_q) = staggered(m, take_now, take_flush, 4, "take")
         m.d.comb += v_banks.flip.eq(take_now)
         t_head = Signal(range(max(H, 2)), name="t_head")  # the head of the next slot
         tk_head = Signal(range(max(H, 2)), name="tk_head")  # the head of the slot being taken
         if H > 1:
             m.d.comb += pa.i_head.eq(tk_head)
-        with m.If(t_v):
-            for h in range(H):
-                with on_head(tk_head, h):
-                    m.d.sync += fknw[h].eq(fkn[h])
-                    if gated:  # a flush writes the last token's update in its own frame
-                        shift = Mux(z_v, 0, nx_delta)
-                        m.d.sync += [fsh.eq(shift), fbhp.eq(fbh[h] + shift)]
-                        with m.If(~z_v):
-                            m.d.sync += [gam.eq(nx_gam), ngam.eq(-nx_gam), rg.eq(nx_rg), rgf.eq(nx_rgf),
-                                         gamf.eq(gamf + nx_delta)]
+        counted = []
+        for h in range(H):  # each head's staggered enables its own flip-flops (no head decode at a copy)
+            (t_v, z_v), (t_kw, _), (t_k, z_k), (t_q, z_q) = staggered(
+                m, take_now & (t_head == h) if H > 1 else take_now, take_flush, 4, "take" if H == 1 else f"h{h}_take")
+            counted.append(t_v & ~z_v)
+            with m.If(t_v):
+                m.d.sync += fknw[h].eq(fkn[h])
+                if gated:  # a flush writes the last token's update in its own frame
+                    shift = Mux(z_v, 0, nx_delta)
+                    m.d.sync += [fsh.eq(shift), fbhp.eq(fbh[h] + shift)]
                     with m.If(~z_v):
-                        m.d.sync += [cur_fv[h].eq(nx_fv), beta[h].eq(nx_beta), fb[h].eq(nx_fb), cval[h].eq(nx_c)]
-            with m.If(~z_v):
-                m.d.sync += tokens.eq(tokens + 1)
-        for h in range(H):
-            with on_head(tk_head, h):
-                with m.If(t_kw):
-                    m.d.sync += [knw[h][i].eq(kn[h][i]) for i in range(d)]
-                    m.d.sync += knw_zero[h].eq(kn_zero[h])
-                with m.If(t_k):
-                    m.d.sync += kn_zero[h].eq(0)  # a flush's kn is zeros, written
-                    m.d.sync += fkn[h].eq(Mux(z_k, 0, nx_fkn))
-                    m.d.sync += [kn[h][i].eq(Mux(z_k, 0, nx_kn[i])) for i in range(d)]
-                with m.If(t_q):
-                    m.d.sync += fqn[h].eq(Mux(z_q, 0, nx_fqn))
-                    m.d.sync += [qn[h][i].eq(Mux(z_q, 0, nx_qn[i])) for i in range(d)]
+                        m.d.sync += [gam.eq(nx_gam), ngam.eq(-nx_gam), rg.eq(nx_rg), rgf.eq(nx_rgf),
+                                     gamf.eq(gamf + nx_delta)]
+                with m.If(~z_v):
+                    m.d.sync += [cur_fv[h].eq(nx_fv), beta[h].eq(nx_beta), fb[h].eq(nx_fb), cval[h].eq(nx_c)]
+            with m.If(t_kw):
+                m.d.sync += [knw[h][i].eq(kn[h][i]) for i in range(d)]
+                m.d.sync += knw_zero[h].eq(kn_zero[h])
+            with m.If(t_k):
+                m.d.sync += kn_zero[h].eq(0)  # a flush's kn is zeros, written
+                m.d.sync += fkn[h].eq(Mux(z_k, 0, nx_fkn))
+                m.d.sync += [kn[h][i].eq(Mux(z_k, 0, nx_kn[i])) for i in range(d)]
+            with m.If(t_q):
+                m.d.sync += fqn[h].eq(Mux(z_q, 0, nx_fqn))
+                m.d.sync += [qn[h][i].eq(Mux(z_q, 0, nx_qn[i])) for i in range(d)]
+        with m.If(Cat(*counted).any()):
+            m.d.sync += tokens.eq(tokens + 1)
         # a head is free from its chain's end (or its flush pass's) to its next take
         free = per_head(lambda p: Signal(init=1, name=p + "head_free"))
         pdone = per_head(lambda p: Signal(name=p + "pass_done"))  # its pass is done, its chain not begun
@@ -488,8 +488,11 @@ class DeltaNetScaledCore(wiring.Component):
         m.d.comb += [nb.i_valid.eq(bv), nb.i_frac.eq(bfr)]
         m.d.comb += [nb.i_data[j].eq(x) for j, x in enumerate(bp)]
         if gated:  # bh = block(be rg) in S's frame (rgf carries gamma's exponent)
-            m.d.comb += [nbh.i_valid.eq(tag(nb.o_valid, 1, "bh_v")), nbh.i_frac.eq(reg(nb.o_frac + rgf, signed(EW), "bh_fr"))]
-            m.d.comb += [nbh.i_data[j].eq(reg(nb.o_data[j] * rg, signed(M + P), f"bh_p{j}")) for j in range(k)]
+            # be rg on a DSP's registers (operand_product: two cycles; the product between fabric
+            # registers was Gated DeltaNet's 88.9 MHz limit)
+            m.d.comb += [nbh.i_valid.eq(tag(tag(nb.o_valid, 1, "bh_v0"), 1, "bh_v")),
+                         nbh.i_frac.eq(reg(reg(nb.o_frac + rgf, signed(EW), "bh_fr0"), signed(EW), "bh_fr"))]
+            m.d.comb += [nbh.i_data[j].eq(operand_product(m, nb.o_data[j], rg, f"bh_p{j}", self.dsp)) for j in range(k)]
             src_bh = nbh
         else:
             src_bh = nb

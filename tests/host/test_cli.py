@@ -179,11 +179,11 @@ def test_rtl_int8_delta_rules_write_the_scaled_core(tmp_path, capsys):
     assert main(["rtl", "--algo", "gated-deltanet", "--d", "8", "--k", "4", "--format", "int8", "--bram", "ecp5",
                  "--out", str(out)]) == 0
     said = capsys.readouterr().out
-    assert "steady-state cycles per token: 126, floor d^2/k = 16" in said and "lint-only -Wall: clean" in said
+    assert "steady-state cycles per token: 127, floor d^2/k = 16" in said and "lint-only -Wall: clean" in said
     man = json.loads((out / "specmem_gated_deltanet_scaled.json").read_text())
     assert man["parameters"]["gated"] is True and man["parameters"]["bram"] == "ecp5"
     assert {"i_g", "i_fg", "s_gamma", "s_gamma_f", "i_data", "i_frac"} <= {p["name"] for p in man["ports"]}
-    assert (out / "DP16KD.v").is_file() and man["cycles_per_token"]["full_steady_state"] == 126
+    assert (out / "DP16KD.v").is_file() and man["cycles_per_token"]["full_steady_state"] == 127
     out = tmp_path / "d"
     assert main(["rtl", "--algo", "deltanet", "--d", "8", "--k", "4", "--format", "int8", "--dsp", "ecp5",
                  "--out", str(out)]) == 0

@@ -306,7 +306,8 @@ def test_gated_flush_mid_stream_and_full_rate():
     o, of, *_, gaps = _run(dut, kx, v, q, beta, g)
     assert o.tolist() == want["o_raw"].tolist()
     assert gaps[1:].tolist() == [dut.cycles_per_token()] * (T - 1)
-    assert dut.cycles_per_token() == (DeltaNetScaledCore(d, k).cycles_per_token() + 1 + dut.norm_bh.latency
+    # be rg on a DSP's registers (2), bh's normaliser, the pass's last row through -gamma's multiply
+    assert dut.cycles_per_token() == (DeltaNetScaledCore(d, k).cycles_per_token() + 2 + dut.norm_bh.latency
                                       + dut.sk_gamma.latency)
 
 
@@ -355,7 +356,7 @@ def test_generate_takes_dsp_and_refuses_a_bad_one():
             build(algo, 8, 4, "int8", dsp="fabric")
     from specmem.sim.build import build as sim_build
 
-    with pytest.raises(ValueError, match="params: .* takes eps, gated, ram and dsp, got lanes"):
+    with pytest.raises(ValueError, match="params: .* takes eps, gated, ram, dsp and heads, got lanes"):
         sim_build(Design("deltanet-scaled", 8, 4, "int8", params=(("lanes", 2),)))
 
 
