@@ -376,13 +376,14 @@ class DeltaNetScaledCore(wiring.Component):
             with m.If(t_kw):
                 m.d.sync += [knw[h][i].eq(kn[h][i]) for i in range(d)]
                 m.d.sync += knw_zero[h].eq(kn_zero[h])
+            # a flush's kn counts as zero (kn_zero: the head's next pass writes nothing) and its
+            # reads go unused (no chain), so kn and qn load only a token's (no flag to d M muxes)
             with m.If(t_k):
-                m.d.sync += kn_zero[h].eq(0)  # a flush's kn is zeros, written
-                m.d.sync += fkn[h].eq(Mux(z_k, 0, nx_fkn))
-                m.d.sync += [kn[h][i].eq(Mux(z_k, 0, nx_kn[i])) for i in range(d)]
-            with m.If(t_q):
-                m.d.sync += fqn[h].eq(Mux(z_q, 0, nx_fqn))
-                m.d.sync += [qn[h][i].eq(Mux(z_q, 0, nx_qn[i])) for i in range(d)]
+                m.d.sync += kn_zero[h].eq(z_k)
+            with m.If(t_k & ~z_k):
+                m.d.sync += [fkn[h].eq(nx_fkn)] + [kn[h][i].eq(nx_kn[i]) for i in range(d)]
+            with m.If(t_q & ~z_q):
+                m.d.sync += [fqn[h].eq(nx_fqn)] + [qn[h][i].eq(nx_qn[i]) for i in range(d)]
         with m.If(Cat(*counted).any()):
             m.d.sync += tokens.eq(tokens + 1)
         # a head is free from its chain's end (or its flush pass's) to its next take
