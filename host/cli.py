@@ -188,8 +188,9 @@ def _cmd_rtl(args) -> int:
         scaled = scaled_core(args.algo, fmt)  # the scaled cores take bram
         for name in ("bram", "heads", "chains", "norm_lanes"):
             if name in params and args.algo != "annihilation" and not (scaled and name == "bram") \
-                    and not (scaled and name == "heads" and args.algo == "deltanet"):
-                who = ("the annihilation core v2 and the scaled deltanet core (--format int8) take it" if name == "heads"
+                    and not (scaled and name == "heads" and args.algo in ("deltanet", "gated-deltanet")):
+                who = ("the annihilation core v2 and the scaled deltanet and gated-deltanet cores (--format int8) "
+                       "take it" if name == "heads"
                        else "the annihilation core v2 takes it")
                 raise ValueError(f"{name}: only {who}, not {args.algo}")
         if "fe_lanes" in params and args.algo != "vla":
@@ -455,7 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="annihilation core v2 and the scaled linear / deltanet / gated-deltanet cores (--format int8): the "
                         "state RAM (behavioural, default, or ecp5 = DP16KD)")
     g.add_argument("--heads", type=int, default=None,
-                   help="annihilation core v2 and the scaled deltanet core (--format int8): independent memories "
+                   help="annihilation core v2 and the scaled deltanet and gated-deltanet cores (--format int8): independent memories "
                         "interleaved on one datapath, tokens in the order time step then head (default 1)")
     g.add_argument("--chains", type=int, default=None,
                    help="annihilation core v2 only: token-chain units, 1..heads (default 1; 2 with 3 heads makes "

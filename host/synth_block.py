@@ -237,7 +237,7 @@ def main(argv=None) -> int:
                    "style: --style)")
     p.add_argument("--travelling", action="store_true", help="row_unit: travelling controls, as in core_v2")
     p.add_argument("--p-window", action="store_true", help="row_unit: the clamped p's narrow shift, as in core_v2")
-    p.add_argument("--heads", type=int, default=1, help="core_v2, deltanet_scaled: memories interleaved (default 1)")
+    p.add_argument("--heads", type=int, default=1, help="core_v2, deltanet_scaled, gated_deltanet_scaled: memories interleaved (default 1)")
     p.add_argument("--chains", type=int, default=1, help="core_v2: token chains, 1 .. heads (default 1)")
     p.add_argument("--norm-lanes", type=int, default=None, help="token_chain, core_v2: lanes of the chain's units "
                    "(1 .. 4, or k: the wide ones; default 2); block_norm: the serial normaliser on this many lanes "

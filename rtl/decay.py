@@ -21,11 +21,14 @@ element to ``P`` bits (its exponent in is ``g``'s, so its exponent out is ``delt
 pipelined :class:`~specmem.rtl.scalar_unit.ScalarUnit`'s reciprocal. One token at a time:
 ``i_ready`` is low from a token's acceptance to its ``o_valid`` (:attr:`latency` cycles).
 ``gamma`` starts at 1 (the model's ``su.const(1.0)``) and again after a reset.
+
+**Heads** (``heads = H``): ``H`` independent ``gamma``, one per memory of a core with heads;
+``i_head`` names the token's head with ``i_valid``, and the outputs are that head's.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal, signed
+from amaranth.hdl import Array, Module, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -43,14 +46,16 @@ class DecayScale(wiring.Component):
     ``exp_width``: signed bits of ``g``'s exponent and of ``delta``. Ports: ``i_valid``,
     ``i_ready``, ``i_g`` (``g``'s ``P``-bit mantissa, positive), ``i_fg``; ``o_valid`` (one
     cycle), ``o_gam`` (the running mantissa, held until the next token), ``o_delta``, ``o_rg``,
-    ``o_rgf``."""
+    ``o_rgf``; with ``heads`` > 1 also ``i_head``."""
 
-    def __init__(self, su: GoldenScalarUnit, *, exp_width: int = 12, dsp: str = "registered"):
+    def __init__(self, su: GoldenScalarUnit, *, exp_width: int = 12, dsp: str = "registered", heads: int = 1):
         if not isinstance(su, GoldenScalarUnit):
             raise ValueError(f"su: expected a golden ScalarUnit, got {su!r}")
         if isinstance(exp_width, bool) or not isinstance(exp_width, int) or exp_width < 6:
             raise ValueError(f"exp_width: must be an integer >= 6, got {exp_width!r}")
-        self.su, self.P, self.exp_width = su, su.out_bits, exp_width
+        if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
+            raise ValueError(f"heads: must be an integer >= 1, got {heads!r}")
+        self.su, self.P, self.exp_width, self.heads = su, su.out_bits, exp_width, heads
         P = self.P
         self.norm = BlockNormaliser(1, 2 * P, P, frac_width=exp_width)
         self.unit = ScalarUnit(su, P, frac_width=2, pipelined=True, dsp=dsp)
@@ -59,7 +64,8 @@ class DecayScale(wiring.Component):
         self.one = int(su.const(1.0).m)
         #: cycles from a token accepted to ``o_valid``: product, normaliser, request, reciprocal
         self.latency = 1 + self.norm.latency + 1 + self.unit.latency[ScalarOp.RECIP] + 1
-        super().__init__({
+        extra = {"i_head": In(range(heads))} if heads > 1 else {}
+        super().__init__({**extra,
             "i_valid": In(1), "i_ready": Out(1), "i_g": In(signed(P)), "i_fg": In(signed(exp_width)),
             "o_valid": Out(1), "o_gam": Out(signed(P)), "o_delta": Out(signed(exp_width)),
             "o_rg": Out(signed(P)), "o_rgf": Out(signed(self.rgf_width)),
@@ -68,14 +74,23 @@ class DecayScale(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         P, EW = self.P, self.exp_width
-        gam = Signal(signed(P), name="gam_r", init=self.one)
+        H = self.heads
+        gam = Signal(signed(P), name="gam_r", init=self.one)  # the token's gamma, new
         busy = Signal(name="busy")
         m.d.comb += [self.i_ready.eq(~busy), self.o_gam.eq(gam)]
         take = self.i_valid & self.i_ready
         p1 = Signal(signed(2 * P), name="p1", reset_less=True)
         f1 = Signal(signed(EW), name="f1", reset_less=True)
         v1 = Signal(name="v1")
-        m.d.sync += [p1.eq(gam * self.i_g), f1.eq(self.i_fg), v1.eq(take)]
+        if H == 1:
+            old = gam
+        else:  # each head's gamma; the token's head's into the product, the new one written back
+            gams = [Signal(signed(P), name=f"h{h}_gam", init=self.one) for h in range(H)]
+            head = Signal(range(H), name="head_r")
+            old = Array(gams)[self.i_head]
+            with m.If(take):
+                m.d.sync += head.eq(self.i_head)
+        m.d.sync += [p1.eq(old * self.i_g), f1.eq(self.i_fg), v1.eq(take)]
         with m.If(take):
             m.d.sync += busy.eq(1)
 
@@ -85,6 +100,8 @@ class DecayScale(wiring.Component):
         m.d.sync += rq_v.eq(nb.o_valid)
         with m.If(nb.o_valid):
             m.d.sync += [gam.eq(nb.o_data[0]), self.o_delta.eq(nb.o_frac)]
+            if H > 1:
+                m.d.sync += Array(gams)[head].eq(nb.o_data[0])
 
         m.submodules.unit = su = self.unit
         m.d.comb += [su.i.valid.eq(rq_v), su.i.payload.x.eq(gam), su.i.payload.frac.eq(0),

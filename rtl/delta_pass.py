@@ -42,8 +42,8 @@ after the last.
 
 **Heads** (``heads = H``): ``H`` independent states in one RAM (``H d B`` words) with ``H d`` side
 registers; the vector ports hold ``H d`` elements (head ``h``'s element ``i`` at ``h d + i``) and
-the scalar ports one per head; ``i_head`` picks a pass's head with ``start`` and ``o_whead`` is
-the head of the row on the ``o_w*`` ports. Every beat carries
+the scalar ports one per head; ``i_head`` picks a pass's head with ``start``, ``o_whead`` is
+the head of the row on the ``o_w*`` ports and ``o_head`` the head of the row on ``o_sk``, ``o_sq``. Every beat carries
 its head down the pipeline (its row's side registers, ``bh_i``, ``knw``'s, ``kn``'s and ``qn``'s
 beats, the head's ``msb(kmax)`` and row bound, ``i_fshift``), so the caller may rewrite a head's
 operands from its pass's ``done`` to its next ``start``, and a pass may start as soon as ``ready``
@@ -51,6 +51,12 @@ is high: ``prep_cycles - lead + 1`` beats before this one's last, its prep under
 straight after them (:attr:`DeltaPass.pass_interval` from start to start). A head's next pass
 must wait for its previous one's ``done`` (its rows' side registers are written back after the
 reads of them); one head's passes therefore start when ``busy`` is low, as the one-memory cores do.
+
+**VLA's ``A``** (``golden/fixed/scaled/vla.py``: ``A_off <- A_off - offdiag(w wᵀ)``, the row bound
+from ``w``'s msbs as any other write) is this pass with ``bh = knw = w`` and two options:
+``subtract`` (the write adds ``-bh knwᵀ``: ``knw``'s beat negated into the products' operand, the
+bound unchanged) and ``offdiag`` (the products of the diagonal, column ``i`` of row ``i``, are zero;
+the row's flag counters run beside the row counter, the lane's mask registered to the products).
 """
 
 from __future__ import annotations
@@ -78,10 +84,11 @@ class DeltaPass(wiring.Component):
     docstring. ``Ws``: state mantissa bits; ``M``: operand bits; ``exp_width``: signed exponent
     bits; ``ram``: :data:`~specmem.rtl.bram.BRAM_STYLES`; ``ram_init``: the behavioural RAM's
     contents after reset (tests: garbage the all-zero side flags must mask); ``rescale``: the
-    ``i_fshift`` port (the module docstring)."""
+    ``i_fshift`` port; ``subtract``, ``offdiag``: VLA's ``A`` write (the module docstring)."""
 
     def __init__(self, d: int, k: int, Ws: int, M: int, *, exp_width: int = 12, ram: str = "behavioural",
-                 ram_init=None, rescale: bool = False, dsp: str = "registered", heads: int = 1):
+                 ram_init=None, rescale: bool = False, dsp: str = "registered", heads: int = 1,
+                 subtract: bool = False, offdiag: bool = False):
         for name, v, lo in (("d", d, 1), ("k", k, 1), ("Ws", Ws, 4), ("M", M, 3), ("exp_width", exp_width, 6),
                             ("heads", heads, 1)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
@@ -96,6 +103,7 @@ class DeltaPass(wiring.Component):
             raise ValueError(f"dsp: must be one of {', '.join(PRODUCT_STYLES)}, got {dsp!r}")
         self.dsp = dsp
         self.rescale = bool(rescale)
+        self.subtract, self.offdiag = bool(subtract), bool(offdiag)
         self.heads = H = heads
         self.B = d // k
         self.dot_width = 2 * M + max(1, (d - 1).bit_length())
@@ -123,7 +131,7 @@ class DeltaPass(wiring.Component):
         fr = signed(EW) if H == 1 else data.ArrayLayout(signed(EW), H)
         extra = {"i_fshift": In(fr), "err": Out(1)} if self.rescale else {}
         if H > 1:
-            extra.update({"i_head": In(range(H)), "o_whead": Out(range(H))})
+            extra.update({"i_head": In(range(H)), "o_whead": Out(range(H)), "o_head": Out(range(H))})
         super().__init__({**extra,
             "start": In(1), "ready": Out(1), "busy": Out(1), "done": Out(1),
             "i_bh": In(vec), "i_fbh": In(fr), "i_knw": In(vec), "i_fknw": In(fr),
@@ -261,8 +269,26 @@ class DeltaPass(wiring.Component):
             r_f2 = reg(r_f1, signed(EW), "r_f2")
         r_m2, r_z2 = reg(r_m1, range(Ws), "r_m2"), reg(r_z1, 1, "r_z2")
         bh_mag2 = reg(Mux(bh1[-1], -bh1, bh1)[:M], unsigned(M), "bh_mag2")
-        prod3 = [operand_product(m, bh1, Mux(wz1, 0, x)[:M].as_signed(), f"prod_{j}", self.dsp)
-                 for j, x in enumerate(kw1)]
+        if self.offdiag:  # the row's diagonal element: its beat (a counter) and lane (one-hot)
+            dg_beat = Signal(range(max(B, 2)), name="dg_beat")
+            dg_lane = Signal(k, name="dg_lane", init=1)
+            with m.If(prep == 1 + self.lead):
+                m.d.sync += [dg_beat.eq(0), dg_lane.eq(1)]
+            with m.Elif(run & (beat == B - 1)):
+                with m.If(dg_lane[-1]):
+                    m.d.sync += [dg_beat.eq(dg_beat + 1), dg_lane.eq(1)]
+                with m.Else():
+                    m.d.sync += dg_lane.eq(dg_lane << 1)
+            dg1 = register_chain(m, Mux(beat == dg_beat, dg_lane, 0), k, lead + 1, "dg1", reset_less=True)
+            zero1 = [wz1 | dg1[j] for j in range(k)]
+        else:
+            zero1 = [wz1] * k
+        if self.subtract:  # -knw's beat: M + 1 bits, the product still within 2 M (|bh knw| <= 2^(2 M - 2))
+            prod3 = [operand_product(m, bh1, Mux(z, 0, -x), f"prod_{j}", self.dsp)[:2 * M].as_signed()
+                     for j, (z, x) in enumerate(zip(zero1, kw1))]
+        else:
+            prod3 = [operand_product(m, bh1, Mux(z, 0, x)[:M].as_signed(), f"prod_{j}", self.dsp)
+                     for j, (z, x) in enumerate(zip(zero1, kw1))]
         v3, f3, l3 = tag(v2, 1, "v3"), tag(f2, 1, "f3"), tag(l2, 1, "l3")
         r_f3, r_m3, r_z3 = reg(r_f2, signed(EW), "r_f3"), reg(r_m2, range(Ws), "r_m3"), reg(r_z2, 1, "r_z3")
         bh_msb3 = reg(msb_index(m, bh_mag2, "bh_msb_c"), unsigned(max(1, (M - 1).bit_length())), "bh_msb3")
@@ -329,6 +355,10 @@ class DeltaPass(wiring.Component):
         m.d.sync += [self.o_valid.eq(rv & rl)]
         m.d.comb += self.o_valid_next.eq(rv & rl)  # o_valid a cycle ahead
         m.d.comb += [self.o_sk.eq(acc_k), self.o_sq.eq(acc_q)]
+        if H > 1:  # the row's head rides beside it from its address
+            rhead = register_chain(m, hd, len(hd), lead + self.read_offset + 2 + lv, "rhead", reset_less=True)
         with m.If(rv & rl):
             m.d.sync += self.o_rf.eq(rexp)
+            if H > 1:
+                m.d.sync += self.o_head.eq(rhead)
         return m

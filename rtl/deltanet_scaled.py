@@ -34,7 +34,7 @@ The last token's write happens in the next pass, so a *flush*
 Cycles per token: ``prep + d²/k + latency`` of the pass, then the chain (``e``'s alignment and
 ``be``'s normaliser) before the next pass, whose writes need the whole ``bh``: 136 cycles beyond
 ``d²/k`` at d = 64, k = 8. The front end, ``o``'s alignment and the output run beside them. That
-misses ``1.05 d²/k + 32`` by the chain, so the core takes **heads** (``heads = H``, DeltaNet):
+misses ``1.05 d²/k + 32`` by the chain, so the core takes **heads** (``heads = H``):
 ``H`` independent memories on the one datapath (:class:`~specmem.rtl.delta_pass.DeltaPass` with
 ``H`` states), the token slots theirs in turn (slot ``t H + h`` is head ``h``'s token ``t``; a
 flush slot counts, so a read-out of every state is ``H`` flushes). A head's registers (``kn``,
@@ -45,7 +45,11 @@ the chain is shorter than a pass (257 at d = 32, k = 4 against the target's 300.
 :meth:`DeltaNetScaledCore.cycles_per_token`. ``v`` is kept in a ring of three banks (a token's
 ``v`` is read in its chain after the next token's take) and the rows' results in two (the chain
 reads one pass's while the next pass writes); a take waits while two passes have chains
-pending.
+pending. Gated DeltaNet's heads each keep their own ``gamma`` (the decay unit's, per head, the
+front end's slot counter naming the head) and frame: the pass's exponent shift and ``bh``'s
+exponent are per head, the rows' ``-gamma``, ``gamma`` multiplies take the row's head's
+(:class:`~specmem.rtl.delta_pass.DeltaPass`'s ``o_head``), the chain copies its head's ``rg``,
+and a read-out's ``s_gamma``, ``s_gamma_f`` are the written rows' head's.
 
 Interfaces: a token as ``3 d/k`` beats on ``i_valid`` / ``i_ready`` (:func:`~specmem.rtl.beats.token_input`):
 ``k``'s, ``v``'s and ``q``'s ``d/k`` beats of ``k`` ``M``-bit mantissas (``i_data``), each
@@ -98,15 +102,13 @@ class DeltaNetScaledCore(wiring.Component):
     the flip-flops); ``exp_width``: signed exponent bits; ``eps``: the unit vectors' norm floor
     (the model's ``eps``, a generic: the unit normaliser's ROM); ``dsp``: the scalar units'
     multiplier style (``registered``, or ``ecp5``: the product in a MULT18X18D's registers);
-    ``heads``: independent memories interleaved on the datapath (DeltaNet; the module docstring)."""
+    ``heads``: independent memories interleaved on the datapath (the module docstring)."""
 
     def __init__(self, d: int, k: int, preset: str = "int8", *, ram: str = "behavioural", exp_width: int = 12,
                  gated: bool = False, eps: float = L2_EPS, dsp: str = "registered", heads: int = 1):
         p = check_scaled_core(d, k, preset, eps)
         if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
             raise ValueError(f"heads: must be an integer >= 1, got {heads!r}")
-        if heads > 1 and gated:
-            raise ValueError("heads: Gated DeltaNet runs one head (its decay unit keeps one gamma)")
         self.heads = heads
         eps = float(eps)
         self.d, self.k, self.B, self.preset, self.exp_width = d, k, d // k, preset, exp_width
@@ -131,7 +133,7 @@ class DeltaNetScaledCore(wiring.Component):
                                         delay_style=ram)
         extra = {}
         if self.gated:
-            self.decay = DecayScale(self.su, exp_width=EW, dsp=dsp)
+            self.decay = DecayScale(self.su, exp_width=EW, dsp=dsp, heads=heads)
             self.norm_bh = StreamBlockNormaliser(k, B, M + P, M, frac_width=EW)
             # the pass's sk and sq per row times -gamma and gamma, 18 x 18 pieces and a registered sum
             self.sk_gamma = PipelinedMultiplier(DW, P + 1, dsp)
@@ -225,6 +227,12 @@ class DeltaNetScaledCore(wiring.Component):
             m.d.sync += err.eq(1)
         with m.If(in_flush):
             m.d.sync += [next_full.eq(1), next_flush.eq(1)]
+        H = self.heads
+        if gated and H > 1:  # the head of the slot coming in: its gamma is the decay unit's
+            fe_head = Signal(range(H), name="fe_head")
+            with m.If(in_flush | in_last):
+                m.d.sync += fe_head.eq(Mux(fe_head == H - 1, 0, fe_head + 1))
+            m.d.comb += dc.i_head.eq(reg(fe_head, range(H), "g_head"))
         with m.If(in_last):
             m.d.sync += [fe_busy.eq(1), next_flush.eq(0), nx_beta.eq(self.i_beta), nx_fb.eq(self.i_fbeta)]
         m.d.comb += fe_kq.flip.eq(in_last)
@@ -293,7 +301,6 @@ class DeltaNetScaledCore(wiring.Component):
         # after its chain, while the other heads' passes run)
         # the vectors have no reset (a reset net to d M flip-flops each); after a reset a head's
         # first pass writes nothing (kn_zero -> knw_zero -> the pass's i_wzero), as if kn were zero
-        H = self.heads
 
         def per_head(make):
             return [make("" if H == 1 else f"h{h}_") for h in range(H)]
@@ -314,17 +321,24 @@ class DeltaNetScaledCore(wiring.Component):
         hflush = per_head(lambda p: Signal(name=p + "cur_flush"))  # the head's pass is a flush's
         for port, vec in ((pa.i_bh, bh), (pa.i_knw, knw), (pa.i_kn, kn), (pa.i_qn, qn)):
             m.d.comb += [port[h * d + i].eq(vec[h][i]) for h in range(H) for i in range(d)]
-        for port, val in ((pa.i_fknw, fknw), (pa.i_fkn, fkn), (pa.i_fqn, fqn)) + (() if gated else ((pa.i_fbh, fbh),)):
+        if gated:  # each head's current token's gamma; the pass's frame change and bh's exponent in the new frame
+            gam = per_head(lambda p: Signal(signed(P), name=p + "gam"))
+            ngam = per_head(lambda p: Signal(signed(P + 1), name=p + "ngam"))
+            rg = per_head(lambda p: Signal(signed(P), name=p + "rg"))
+            rgf, fsh, fbhp = (per_head(lambda p, n=n: Signal(signed(EW), name=p + n)) for n in ("rgf", "fshift", "fbh_p"))
+            gamf = per_head(lambda p: Signal(signed(GAMMA_F_WIDTH), name=p + "gamma_f", init=int(self.su.const(1.0).f)))
+        for port, val in ((pa.i_fknw, fknw), (pa.i_fkn, fkn), (pa.i_fqn, fqn)) + (
+                ((pa.i_fbh, fbhp), (pa.i_fshift, fsh)) if gated else ((pa.i_fbh, fbh),)):
             m.d.comb += [port.eq(val[0])] if H == 1 else [port[h].eq(val[h]) for h in range(H)]
-        if gated:  # the current token's gamma; the pass's frame change and bh's exponent in the new frame
-            gam, ngam, rg = Signal(signed(P), name="gam"), Signal(signed(P + 1), name="ngam"), Signal(signed(P), name="rg")
-            rgf, fsh, fbhp = (Signal(signed(EW), name=n) for n in ("rgf", "fshift", "fbh_p"))
-            gamf = Signal(signed(GAMMA_F_WIDTH), name="gamma_f", init=int(self.su.const(1.0).f))
-            m.d.comb += [pa.i_fbh.eq(fbhp), pa.i_fshift.eq(fsh), self.s_gamma.eq(gam), self.s_gamma_f.eq(gamf)]
+        if gated:  # the read-out's gamma: the written row's head's
+            whead = (lambda vals: vals[0]) if H == 1 else (lambda vals: Array(vals)[pa.o_whead])
+            m.d.comb += [self.s_gamma.eq(whead(gam)), self.s_gamma_f.eq(whead(gamf))]
         if gated:  # -gamma sk and gamma sq per row as the rows come out (two multipliers, not 2 k)
             skm, sqm = self.sk_gamma, self.sq_gamma
             tree.add("sk_gamma", skm), tree.add("sq_gamma", sqm)
-            m.d.comb += [skm.a.eq(pa.o_sk), skm.b.eq(ngam), skm.en.eq(1), sqm.a.eq(pa.o_sq), sqm.b.eq(gam), sqm.en.eq(1)]
+            rhead = (lambda vals: vals[0]) if H == 1 else (lambda vals: Array(vals)[pa.o_head])  # the row's head's
+            m.d.comb += [skm.a.eq(pa.o_sk), skm.b.eq(rhead(ngam)), skm.en.eq(1), sqm.a.eq(pa.o_sq),
+                         sqm.b.eq(rhead(gam)), sqm.en.eq(1)]
             row_v = register_chain(m, pa.o_valid, 1, skm.latency - 1, "grow_v")  # a cycle ahead
             row_rf = register_chain(m, pa.o_rf, signed(EW), skm.latency, "grow_rf", reset_less=True)
             sk_in, sq_in = skm.p, sqm.p
@@ -367,10 +381,10 @@ class DeltaNetScaledCore(wiring.Component):
                 m.d.sync += fknw[h].eq(fkn[h])
                 if gated:  # a flush writes the last token's update in its own frame
                     shift = Mux(z_v, 0, nx_delta)
-                    m.d.sync += [fsh.eq(shift), fbhp.eq(fbh[h] + shift)]
+                    m.d.sync += [fsh[h].eq(shift), fbhp[h].eq(fbh[h] + shift)]
                     with m.If(~z_v):
-                        m.d.sync += [gam.eq(nx_gam), ngam.eq(-nx_gam), rg.eq(nx_rg), rgf.eq(nx_rgf),
-                                     gamf.eq(gamf + nx_delta)]
+                        m.d.sync += [gam[h].eq(nx_gam), ngam[h].eq(-nx_gam), rg[h].eq(nx_rg), rgf[h].eq(nx_rgf),
+                                     gamf[h].eq(gamf[h] + nx_delta)]
                 with m.If(~z_v):
                     m.d.sync += [cur_fv[h].eq(nx_fv), beta[h].eq(nx_beta), fb[h].eq(nx_fb), cval[h].eq(nx_c)]
             with m.If(t_kw):
@@ -431,11 +445,17 @@ class DeltaNetScaledCore(wiring.Component):
         # the chain's per-token values: one head's registers, or a copy of the chain's head's
         if H == 1:
             ch_fv, ch_beta, ch_fb, ch_c, ch_fkn, ch_fqn = cur_fv[0], beta[0], fb[0], cval[0], fkn[0], fqn[0]
+            if gated:
+                ch_rg, ch_rgf = rg[0], rgf[0]
         else:
             ch = [(cur_fv, signed(EW), "ch_fv"), (beta, signed(M), "ch_beta"), (fb, signed(EW), "ch_fb"),
                   (cval, signed(DW), "ch_c"), (fkn, signed(EW), "ch_fkn"), (fqn, signed(EW), "ch_fqn")]
+            if gated:
+                ch += [(rg, signed(P), "ch_rg"), (rgf, signed(EW), "ch_rgf")]
             ch_regs = [Signal(shape, name=n, reset_less=True) for _, shape, n in ch]
-            ch_fv, ch_beta, ch_fb, ch_c, ch_fkn, ch_fqn = ch_regs
+            ch_fv, ch_beta, ch_fb, ch_c, ch_fkn, ch_fqn = ch_regs[:6]
+            if gated:
+                ch_rg, ch_rgf = ch_regs[6:]
         with m.FSM(init="C_IDLE", name="chain_fsm"):
             with m.State("C_IDLE"):
                 cur_done, cur_fl = Array(pdone)[c_head], Array(hflush)[c_head]
@@ -492,8 +512,9 @@ class DeltaNetScaledCore(wiring.Component):
             # be rg on a DSP's registers (operand_product: two cycles; the product between fabric
             # registers was Gated DeltaNet's 88.9 MHz limit)
             m.d.comb += [nbh.i_valid.eq(tag(tag(nb.o_valid, 1, "bh_v0"), 1, "bh_v")),
-                         nbh.i_frac.eq(reg(reg(nb.o_frac + rgf, signed(EW), "bh_fr0"), signed(EW), "bh_fr"))]
-            m.d.comb += [nbh.i_data[j].eq(operand_product(m, nb.o_data[j], rg, f"bh_p{j}", self.dsp)) for j in range(k)]
+                         nbh.i_frac.eq(reg(reg(nb.o_frac + ch_rgf, signed(EW), "bh_fr0"), signed(EW), "bh_fr"))]
+            m.d.comb += [nbh.i_data[j].eq(operand_product(m, nb.o_data[j], ch_rg, f"bh_p{j}", self.dsp))
+                         for j in range(k)]
             src_bh = nbh
         else:
             src_bh = nb

@@ -183,7 +183,7 @@ def _scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None = None, 
     if rest:
         name = sorted(rest)[0]
         why = {"csr": "the scaled core has no register block yet", "in_range": "the scaled formats scale every "
-               "vector by its own max"}.get(name, "it takes bram, dsp, eps and (DeltaNet) heads")
+               "vector by its own max"}.get(name, "it takes bram, dsp, eps and (DeltaNet, Gated DeltaNet) heads")
         raise ValueError(f"{name}: not a parameter of the scaled {algo} core ({preset}): {why}")
     if bram not in (None, "behavioural", "ecp5"):
         raise ValueError(f"bram: must be behavioural or ecp5 (DP16KD), got {bram!r}")
@@ -193,8 +193,9 @@ def _scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None = None, 
                          f"registers for the pass's products and the scalar units' multiplies), got {dsp!r}")
     dsp = dsp or "registered"
     gated = algo == "gated-deltanet"
-    if heads is not None and algo != "deltanet":
-        raise ValueError(f"heads: the scaled {algo} core runs one memory (heads interleave on DeltaNet's)")
+    if heads is not None and algo == "linear":
+        raise ValueError("heads: the scaled linear core runs one memory (heads interleave on DeltaNet's and "
+                         "Gated DeltaNet's)")
     heads = 1 if heads is None else heads
     if algo == "linear":
         from .linear_attention_scaled import LINEAR_EPS, LinearAttentionScaledCore

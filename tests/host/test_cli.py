@@ -194,10 +194,15 @@ def test_rtl_int8_delta_rules_write_the_scaled_core(tmp_path, capsys):
         _error(capsys, base + ["--dsp", "fabric"])
     assert "csr: not a parameter of the scaled deltanet core (int8): the scaled core has no register block" in \
         _error(capsys, base + ["--csr"])
-    gated = ["rtl", "--algo", "gated-deltanet", "--d", "8", "--k", "4", "--format", "int8", "--out", str(tmp_path / "x")]
-    assert "heads: only the annihilation core v2 and the scaled deltanet core (--format int8) take it, not " \
-        "gated-deltanet" in _error(capsys, gated + ["--heads", "2"])
+    lin = ["rtl", "--algo", "linear", "--d", "8", "--k", "4", "--format", "int8", "--out", str(tmp_path / "x")]
+    assert "heads: only the annihilation core v2 and the scaled deltanet and gated-deltanet cores (--format int8) " \
+        "take it, not linear" in _error(capsys, lin + ["--heads", "2"])
     assert not (tmp_path / "x").exists()
+    out = tmp_path / "gh"
+    assert main(["rtl", "--algo", "gated-deltanet", "--d", "8", "--k", "4", "--format", "int8", "--heads", "2",
+                 "--out", str(out)]) == 0
+    man = json.loads((out / "specmem_gated_deltanet_scaled.json").read_text())
+    assert man["parameters"]["heads"] == 2 and man["parameters"]["gated"] is True
     out = tmp_path / "h"
     assert main(["rtl", "--algo", "deltanet", "--d", "8", "--k", "4", "--format", "int8", "--heads", "2",
                  "--out", str(out)]) == 0

@@ -67,11 +67,52 @@ def test_gamma_delta_and_reciprocal_bit_exact(preset):
     assert len({r[1] for r in want}) > 5  # the exponent steps vary, not one constant
 
 
+def test_heads_keep_a_gamma_each():
+    """Three heads, tokens in a random head order: each head's outputs are its own decays' model's
+    (a shared gamma, or one updated for the wrong head, gives another sequence)."""
+    su = PRESETS["int8"].scalar_unit()
+    rng = np.random.default_rng(11)
+    H, T = 3, 12
+    order = rng.permutation(np.repeat(np.arange(H), T))
+    g = [np.concatenate([rng.uniform(0.5, 1.0, 10), np.ldexp(rng.uniform(0.5, 1, 2), -rng.integers(1, 25, 2))])
+         for _ in range(H)]
+    expect = [_expected(su, g[h]) for h in range(H)]
+    dut = DecayScale(su, heads=H)
+    got = [[] for _ in range(H)]
+
+    async def tb(ctx):
+        seen = [0] * H
+        for h in order:
+            Gm, Gf, _ = expect[h]
+            t = seen[h]
+            seen[h] += 1
+            ctx.set(dut.i_valid, 1)
+            ctx.set(dut.i_head, int(h))
+            ctx.set(dut.i_g, int(Gm[t]))
+            ctx.set(dut.i_fg, int(Gf[t]))
+            await ctx.tick().until(dut.i_ready)
+            ctx.set(dut.i_valid, 0)
+            ctx.set(dut.i_head, int((h + 1) % H))  # the head is taken with the token, not later
+            while True:
+                _, _, ov, gm, dl, rg, rgf = await ctx.tick().sample(dut.o_valid, dut.o_gam, dut.o_delta, dut.o_rg,
+                                                                    dut.o_rgf)
+                if ov:
+                    got[h].append((int(gm), int(dl), int(rg), int(rgf)))
+                    break
+
+    run_simulation(dut, tb, deadline_cycles=H * T * (dut.latency + 20))
+    for h in range(H):
+        assert got[h] == expect[h][2], h
+    assert any(order[i] == order[i + 1] for i in range(H * T - 1))  # not only round robin
+
+
 def test_refuses_bad_parameters():
     with pytest.raises(ValueError, match="su"):
         DecayScale(None)
     with pytest.raises(ValueError, match="exp_width"):
         DecayScale(PRESETS["int8"].scalar_unit(), exp_width=3)
+    with pytest.raises(ValueError, match="heads"):
+        DecayScale(PRESETS["int8"].scalar_unit(), heads=0)
 
 
 @pytest.mark.parametrize("pulse", [1, 3])

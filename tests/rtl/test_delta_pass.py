@@ -28,17 +28,21 @@ def _passes(rng, n, d, M, *, scale_spread=8):
     return out
 
 
-def _reference(d, Ws, M, passes, shifts=None):
+def _reference(d, Ws, M, passes, shifts=None, *, subtract=False, offdiag=False):
     """Per pass: the written state (mantissas, row exponents), then sk, sq and the read exponents;
-    ``shifts``: per pass, added to every row's exponent before its write (``rescale``)."""
+    ``shifts``: per pass, added to every row's exponent before its write (``rescale``);
+    ``subtract``, ``offdiag``: the write adds ``-bh knwᵀ`` without its diagonal (VLA's ``A_off``
+    update in ``golden/fixed/scaled/vla.py``: the bound from the factors, the mask on the product)."""
     S = RowBFP(1, d, d, Ws)
+    sign = -1 if subtract else 1
+    mask = 1 - np.eye(d, dtype=np.int64) if offdiag else np.ones((d, d), dtype=np.int64)
     res = []
     for p, ((bh, fbh), (knw, fknw), (kn, _), (qn, _)) in enumerate(passes):
         if shifts is not None:
             S.frac[...] += shifts[p]
         kmax = np.max(np.abs(knw))
         bound = product_bound_exp(bh[None], np.array([[fbh]]), np.array([[kmax]]), np.array([[fknw]]))
-        S.write([(S.mant, S.frac), (bh[None, :, None] * knw[None, None, :], np.array([[fbh + fknw]]))],
+        S.write([(S.mant, S.frac), (sign * bh[None, :, None] * knw[None, None, :] * mask, np.array([[fbh + fknw]]))],
                 [S.row_exp(), bound])
         written = (S.mant[0].copy(), S.frac[0].copy())
         Rm, rf = S.read(M)
@@ -106,6 +110,38 @@ def test_passes_bit_exact_with_the_model(d, k, Ws, M):
     assert any(np.any(w[0][0]) for w in want)
 
 
+@pytest.mark.parametrize("d,k,subtract,offdiag", [(8, 4, True, True), (12, 4, True, True), (6, 2, True, False),
+                                                  (6, 3, False, True), (4, 4, True, True)])
+def test_vla_a_write_subtract_and_offdiag(d, k, subtract, offdiag):
+    """VLA's ``A_off <- A_off - offdiag(w wᵀ)``: passes with ``bh = knw = w`` (``w`` with a ``-2^(M-1)``
+    element, whose negation needs the operand's extra bit), the products negated and the diagonal's
+    zero; bit for bit against the row-BFP model with the same mask (the diagonal is written as 0
+    plus the old element, never as a product)."""
+    Ws, M = 16, 8
+    rng = np.random.default_rng(d * 3 + k)
+    passes = _passes(rng, 7, d, M)
+    for p in range(1, 7):
+        w, fw = passes[p][0]
+        if p == 3:
+            w = w.copy()
+            w[1] = -(1 << (M - 1))
+        passes[p][0] = passes[p][1] = (w, fw)
+    dut = DeltaPass(d, k, Ws, M, subtract=subtract, offdiag=offdiag,
+                    ram_init=[int(x) for x in rng.integers(0, 1 << (k * Ws), d * d // k, dtype=np.uint64)])
+    got = _run(dut, passes)
+    want, sat = _reference(d, Ws, M, passes, subtract=subtract, offdiag=offdiag)
+    plain, _ = _reference(d, Ws, M, passes)
+    for p, (g, w) in enumerate(zip(got[:-1], want)):
+        (rows, wf), sk, sq, rf, _ = g
+        (wm, wfr), wsk, wsq, wrf = w
+        assert rows == wm.tolist() and wf == wfr.tolist(), f"pass {p}: written rows"
+        assert (sk, sq, rf) == (wsk, wsq, wrf), f"pass {p}: reads"
+    assert got[-1] == sat
+    assert want[-1][0][0].tolist() != plain[-1][0][0].tolist()  # the options change the state
+    if offdiag:  # the first write's diagonal stays zero
+        assert not np.any(np.diag(want[1][0][0])) and np.any(want[1][0][0])
+
+
 def test_wzero_writes_nothing_whatever_bh_and_knw_hold():
     """``i_wzero`` (the first pass after a reset: the caller's vectors have no reset): the pass
     writes as if ``knw`` were zero, with garbage in ``bh``, ``knw`` and their exponents."""
@@ -162,6 +198,7 @@ def _run_heads(dut, passes, order, shifts=None):
     operands set in that cycle; the written rows and reads come out in start order."""
     d, k, H = dut.d, dut.k, dut.heads
     got, starts = [], []
+    heads_out = dut.heads_out = {"w": [], "r": []}  # o_whead per written row, o_head per read row
 
     async def tb(ctx):
         nxt = [0] * H
@@ -192,9 +229,11 @@ def _run_heads(dut, passes, order, shifts=None):
             if ctx.get(dut.o_wvalid):
                 if ctx.get(dut.o_wfirst):
                     writes.append(([], ctx.get(dut.o_wfrac)))
+                    heads_out["w"].append(ctx.get(dut.o_whead))
                 writes[-1][0].extend(ctx.get(dut.o_wdata[j]) for j in range(k))
             if ctx.get(dut.o_valid):
                 reads.append((ctx.get(dut.o_sk), ctx.get(dut.o_sq), ctx.get(dut.o_rf)))
+                heads_out["r"].append(ctx.get(dut.o_head))
             dones += ctx.get(dut.done)
         got.extend([writes, reads])
 
@@ -227,6 +266,7 @@ def test_heads_back_to_back_bit_exact_with_one_model_per_head(d, k, H, rescale):
         rows = writes[p * d:(p + 1) * d]
         assert [r for r, _ in rows] == wm.tolist() and [f for _, f in rows] == wfr.tolist(), f"pass {p} (head {h})"
         assert [list(x) for x in zip(*reads[p * d:(p + 1) * d])] == [wsk, wsq, wrf], f"pass {p} (head {h}): reads"
+    assert dut.heads_out["w"] == dut.heads_out["r"] == [h for h in order for _ in range(d)]
     # where a head's previous pass is done before its next could start, the passes run back to back
     if H * dut.pass_interval > dut.prep_cycles + (d - 1) * dut.B + dut.latency + 2:
         assert set(np.diff(starts)) == {dut.pass_interval} and dut.pass_interval == d * dut.B

@@ -223,19 +223,19 @@ def test_heads_bit_exact_with_one_model_per_head(d, k, H):
     assert sat == sats
 
 
-@pytest.mark.parametrize("d,k", [(32, 4), (8, 4)])
-def test_two_heads_hide_the_chain_at_full_rate(d, k):
+@pytest.mark.parametrize("d,k,gated", [(32, 4, False), (32, 4, True), (8, 4, False)])
+def test_two_heads_hide_the_chain_at_full_rate(d, k, gated):
     """Two heads, input always valid, output always ready: passes start ``cycles_per_token`` apart.
     At d = 32, k = 4 that is d²/k + 1 (one head's chain runs under the other's pass), within the
-    issue's 1.05 d²/k + 32; at d = 8 the front end is the limit, as with one head at d = 4. The
-    outputs are each head's model's."""
+    issue's 1.05 d²/k + 32, for DeltaNet and for Gated DeltaNet (whose chain is longer); at d = 8
+    the front end is the limit, as with one head at d = 4. The outputs are each head's model's."""
     rng = np.random.default_rng(3)
     H, T = 2, 3
-    streams = [_stream(rng, T, d) for _ in range(H)]
-    dut = DeltaNetScaledCore(d, k, heads=H)
+    streams = [_stream(rng, T, d) + ((_gates(rng, T),) if gated else ()) for _ in range(H)]
+    dut = DeltaNetScaledCore(d, k, heads=H, gated=gated)
     o, of, *_, gaps = _run(dut, *_interleave(streams), final_flushes=H)
     for h in range(H):
-        want = deltanet_scaled(*streams[h], preset="int8")
+        want = _want(*streams[h])[0]
         assert o[h::H].tolist() == want["o_raw"].tolist() and of[h::H].tolist() == want["o_frac"].tolist(), h
     if d == 32:
         assert dut.cycles_per_token() == d * d // k + 1 <= 1.05 * d * d / k + 32 < dut.loop_cycles()
@@ -245,10 +245,32 @@ def test_two_heads_hide_the_chain_at_full_rate(d, k):
 
 
 def test_heads_refused_where_not_built():
-    with pytest.raises(ValueError, match="heads"):
-        DeltaNetScaledCore(8, 4, heads=0)
-    with pytest.raises(ValueError, match="one head"):
-        DeltaNetScaledCore(8, 4, gated=True, heads=2)
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="heads"):
+            DeltaNetScaledCore(8, 4, heads=bad)
+
+
+@pytest.mark.parametrize("d,k,H", [(8, 4, 2), (4, 2, 3)])
+def test_gated_heads_bit_exact_with_one_model_per_head(d, k, H):
+    """Gated DeltaNet with ``heads`` memories, each with its own decays (tiny ones among them:
+    every head's gamma and frame its own), idle input, backpressure and stretches of it; one flush
+    per head reads out each head's state in its own frame with its own gamma."""
+    rng = np.random.default_rng(d * 10 + k + H + 1)
+    T = 6
+    streams = [_stream(rng, T, d) + (_gates(rng, T, spread=True),) for _ in range(H)]
+    dut = DeltaNetScaledCore(d, k, gated=True, heads=H)
+    o, of, s, sf, sat, _ = _run(dut, *_interleave(streams), idle=0.3, stall=0.3, seed=H,
+                                burst=4 * dut.cycles_per_token(), final_flushes=H)
+    sats, gams = 0, []
+    for h in range(H):
+        want, s_frac, gam = _want(*streams[h])
+        assert o[h::H].tolist() == want["o_raw"].tolist() and of[h::H].tolist() == want["o_frac"].tolist(), h
+        assert s[h].tolist() == want["s_raw"].tolist() and sf[h].tolist() == s_frac.tolist(), h
+        sats += want["sat"]["s"]
+        gams.append(gam)
+        assert np.count_nonzero(want["o_raw"]) > 0
+    assert dut.read_gamma == gams and len(set(gams)) == H
+    assert sat == sats
 
 
 @pytest.mark.parametrize("d,k", [(8, 4), (4, 2)])

@@ -64,6 +64,20 @@ def test_gated_deltanet_scaled_in_verilator():
     assert run.record["random_stream"]["gamma_f"] > 2 ** (b.manifest["parameters"]["exp_width"] - 1)
 
 
+def test_gated_deltanet_scaled_heads_in_verilator():
+    """Gated DeltaNet with two heads: each head's outputs, state and gamma (one flush per head, in
+    its own frame) are its own model's, decays down to 2^-700, with backpressure, a reset
+    mid-stream and at full rate."""
+    b = build(Design("deltanet-scaled", 8, 4, "int8", params=(("gated", 1), ("heads", 2))))
+    assert b.manifest["parameters"]["heads"] == 2 and b.manifest["parameters"]["gated"] is True
+    run = run_cocotb(b, TB, {"name": "gated-deltanet-scaled-h2", "seed": 13, "tokens": 32}, testcase=CASES)
+    assert run.passed, run.describe()
+    assert run.record["random_stream"]["token_counter"] == 32
+    assert run.record["random_stream"]["gamma_f"] > 2 ** (b.manifest["parameters"]["exp_width"] - 1)
+    gaps = run.record["full_rate_gaps"]
+    assert gaps["cycles_per_token"] == b.manifest["cycles_per_token"] and len(gaps["gaps"]) == 5
+
+
 @pytest.mark.parametrize("algo", ["linear", "deltanet", "gated-deltanet"])
 def test_verilator_backend_int8_equals_fixed_bit_for_bit(algo, verilator_registered):
     """``specmem run --backend verilator --format int8``: a batch of two streams (one with zero
