@@ -18,6 +18,11 @@ delay line; as a vector's first beat leaves it, the vector's ``r`` is latched, a
 multiplied by ``r.m`` (registered operands and product) and normalised to ``M`` bits by a
 :class:`~specmem.rtl.block_norm.StreamBlockNormaliser` with ``frac + r.f``.
 
+With ``scale`` (a positive constant: VLA's ``u_scale``, the model's ``unit_block(..., scale)``)
+``r`` is multiplied by ``su.const(scale)`` before it is used: the ``P x P`` product registered and
+rounded back to ``P`` bits by a one-element :class:`~specmem.rtl.block_norm.BlockNormaliser`
+(``su.mul``), ``2 + latency`` cycles more on the delay line; the ROM rows go through it too.
+
 Contract: a vector's beats in consecutive ``en`` cycles, ``frac`` with its first beat, and
 consecutive vectors' first beats at least :attr:`UnitNormaliser.interval` ``en`` cycles apart
 (the scalar unit's one request at a time; the delta rules need two vectors per token, hundreds of
@@ -35,7 +40,7 @@ from amaranth.lib.wiring import In, Out
 from specmem.golden.deltanet import L2_EPS
 from specmem.golden.fixed.scalar_unit import ScalarUnit as GoldenScalarUnit
 
-from .block_norm import StreamBlockNormaliser
+from .block_norm import BlockNormaliser, StreamBlockNormaliser
 from .delay_line import DELAY_STYLES, MIN_RAM_DELAY, DelayLine
 from .pipeline import hold_register, stage_register, tag_chain
 from .scalar_unit import ScalarOp, ScalarUnit
@@ -74,11 +79,12 @@ class UnitNormaliser(wiring.Component):
     ``i_data`` (``lanes`` x ``signed(M)``), ``i_frac``; ``o_valid``, ``o_first``, ``o_last``,
     ``o_data`` (``lanes`` x ``signed(M)``), ``o_frac``, ``o_err``. ``latency``: cycles from a
     vector's first beat in to its first beat out; ``interval``: the fewest cycles between
-    vectors' first beats."""
+    vectors' first beats. ``scale``: ``None``, or a positive float the rsqrt is multiplied by (the
+    module docstring)."""
 
     def __init__(self, lanes: int, beats: int, M: int, su: GoldenScalarUnit, *, eps: float = L2_EPS,
                  exp_width: int = 10, delay_style: str = "registers", su_pipelined: bool = True,
-                 su_dsp: str = "registered"):
+                 su_dsp: str = "registered", scale: float | None = None):
         for name, v, lo in (("lanes", lanes, 1), ("beats", beats, 1), ("M", M, 3), ("exp_width", exp_width, 7)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ValueError(f"{name}: must be an integer >= {lo}, got {v!r}")
@@ -88,6 +94,10 @@ class UnitNormaliser(wiring.Component):
             raise ValueError(f"eps: must be a positive float, got {eps!r}")
         if delay_style not in DELAY_STYLES:
             raise ValueError(f"delay_style: must be one of {', '.join(DELAY_STYLES)}, got {delay_style!r}")
+        if scale is not None and not (isinstance(scale, (int, float)) and not isinstance(scale, bool)
+                                      and np.isfinite(scale) and scale > 0):
+            raise ValueError(f"scale: must be None or a positive finite number, got {scale!r}")
+        self.scale = None if scale is None else float(scale)
         self.lanes, self.beats, self.M, self.su, self.eps = lanes, beats, M, su, eps
         self.exp_width, self.delay_style = exp_width, delay_style
         self.P = su.out_bits
@@ -104,6 +114,10 @@ class UnitNormaliser(wiring.Component):
         # first beat in -> last beat at the accumulator -> accumulated -> controls -> accepted by
         # the scalar unit -> its result -> captured: the first beat leaves the delay line then
         self.delay = beats + self.norm_depth + CONTROL_STAGES + su_lat + 1
+        if self.scale is not None:  # r times the constant: the product, the normaliser, the capture
+            fw = self.unit.out_layout["f"].shape.width
+            self.scale_norm = BlockNormaliser(1, 2 * self.P, self.P, frac_width=fw + 1)
+            self.delay += 2 + self.scale_norm.latency
         if delay_style != "registers" and self.delay < MIN_RAM_DELAY:
             raise ValueError(f"delay_style: a block-RAM delay needs {MIN_RAM_DELAY} stages, this shape waits {self.delay}")
         self.interval = max(beats, su_lat + 2)
@@ -218,6 +232,17 @@ class UnitNormaliser(wiring.Component):
             else:
                 m.d.sync += [r_m.eq(su.o.payload.m), r_f.eq(su.o.payload.f)]
 
+        if self.scale is not None:  # r <- su.mul(r, const(scale)): the product, then P bits again
+            c = self.su.const(self.scale)
+            sv = reg(en & su.o.valid, 1, "sc_v")  # r_m, r_f hold the new r
+            sp = reg(r_m * int(c.m), signed(2 * P), "sc_p")
+            sf = reg(r_f + int(c.f), signed(fw + 1), "sc_f")
+            m.submodules.scale_norm = sn = self.scale_norm
+            m.d.comb += [sn.en.eq(en), sn.i_valid.eq(reg(sv, 1, "sc_v2")), sn.i_data[0].eq(sp), sn.i_frac.eq(sf)]
+            r_m, r_f = Signal(signed(P), name="rs_m"), Signal(signed(fw + 1), name="rs_f")
+            with m.If(en & sn.o_valid):
+                m.d.sync += [r_m.eq(sn.o_data[0]), r_f.eq(sn.o_frac)]
+
         # the beats wait for their vector's r; then x r.m and the block normaliser
         m.submodules.wait = dl = DelayLine(M * w + EW, self.delay, self.delay_style)
         m.d.comb += [dl.en.eq(en), dl.i.eq(Cat(*[self.i_data[i] for i in range(w)], fv))]
@@ -225,7 +250,7 @@ class UnitNormaliser(wiring.Component):
         dxs = [dl.o[M * i:M * (i + 1)].as_signed() for i in range(w)]
         dfv = dl.o[M * w:].as_signed()
         cur_m = held(r_m, signed(P), vd & fd, "cur_m")
-        cur_f = Mux(vd & fd, r_f, held(r_f, signed(fw), vd & fd, "cur_f"))
+        cur_f = Mux(vd & fd, r_f, held(r_f, signed(len(r_f)), vd & fd, "cur_f"))
         ops = [reg(x, signed(M), f"op{i}") for i, x in enumerate(dxs)]
         m1_f = reg(dfv + cur_f, signed(EW), "m1_f")
         v1, f1, l1 = tags(vd, fd, ld, 1, "m1")

@@ -69,7 +69,8 @@ def _run(dut, raws, fracs, *, stall=0.0, gap=0.0, seed=0, spacing=None, bubble_a
 def _check(dut, raws, fracs, **kw):
     got, err = _run(dut, raws, fracs, **kw)
     assert not err
-    want, wf = unit_block(SU8, dut.M, np.array(raws, dtype=np.int64), np.array(fracs, dtype=np.int64), L2_EPS)
+    want, wf = unit_block(SU8, dut.M, np.array(raws, dtype=np.int64), np.array(fracs, dtype=np.int64), L2_EPS,
+                          scale=dut.scale)
     assert [g for g, _ in got] == want.tolist()
     assert [f for _, f in got] == wf.tolist()
 
@@ -90,6 +91,22 @@ def test_random_vectors_bit_exact_with_stalls_and_gaps(lanes, beats):
     raws, fracs = _vectors(rng, 30, lanes * beats, 8)
     assert np.any(fracs > 20) and np.any(fracs < 20)  # both sides of eps2's floor
     _check(UnitNormaliser(lanes, beats, 8, SU8), raws.tolist(), fracs.tolist(), stall=0.2, gap=0.3, seed=lanes)
+
+
+@pytest.mark.parametrize("scale", [1 / np.sqrt(32), 0.3, 0.25, 3.0])
+def test_scaled_unit_vectors_bit_exact(scale):
+    """VLA's ``un = block(u rsqrt(..) u_scale)``: ``r`` times ``su.const(scale)`` rounded to ``P``
+    bits (the model's ``unit_block(..., scale)``), with tiny vectors (the ROM's rows scaled too),
+    stalls and gaps; the latency and delay grow by the multiply and its normaliser."""
+    rng = np.random.default_rng(int(scale * 100))
+    raws, fracs = _vectors(rng, 30, 8, 8)
+    assert np.any(fracs > 20)
+    dut = UnitNormaliser(4, 2, 8, SU8, scale=scale)
+    assert dut.delay == UnitNormaliser(4, 2, 8, SU8).delay + 2 + dut.scale_norm.latency
+    _check(dut, raws.tolist(), fracs.tolist(), stall=0.2, gap=0.3, seed=3)
+    plain = unit_block(SU8, 8, raws, fracs, L2_EPS)
+    scaled = unit_block(SU8, 8, raws, fracs, L2_EPS, scale=scale)
+    assert plain[0].tolist() != scaled[0].tolist() or plain[1].tolist() != scaled[1].tolist()
 
 
 def test_the_rom_rows_win_and_lose():
@@ -118,8 +135,9 @@ def test_block_ram_wait_and_compact_scalar_unit():
            fracs.tolist(), stall=0.2, seed=3)
 
 
-def test_latency_is_declared():
-    dut = UnitNormaliser(4, 2, 8, SU8)
+@pytest.mark.parametrize("scale", [None, 0.3])
+def test_latency_is_declared(scale):
+    dut = UnitNormaliser(4, 2, 8, SU8, scale=scale)
     rng = np.random.default_rng(0)
     raws, fracs = _vectors(rng, 3, 8, 8, tiny=0.0, zero=0.0)
     outs = []
@@ -163,6 +181,9 @@ def test_refuses_bad_parameters():
         UnitNormaliser(4, 2, 8, "int8")
     with pytest.raises(ValueError, match="delay_style"):
         UnitNormaliser(4, 2, 8, SU8, delay_style="flops")
+    for bad in (0.0, -1.0, float("inf"), True, "0.5"):
+        with pytest.raises(ValueError, match="scale"):
+            UnitNormaliser(4, 2, 8, SU8, scale=bad)
 
 
 def test_verilog_lints_clean(tmp_path):

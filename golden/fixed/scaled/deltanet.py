@@ -33,12 +33,16 @@ from .formats import scaled_format, scaled_preset
 __all__ = ["deltanet_scaled", "unit_block", "scalar_in"]
 
 
-def unit_block(su, M, raw, frac, eps, rounding="rne"):
-    """``x / max(||x||, eps)`` of block vectors ``(raw, frac)`` as a block vector (scalar-unit rsqrt)."""
+def unit_block(su, M, raw, frac, eps, rounding="rne", scale=None):
+    """``x / max(||x||, eps)`` of block vectors ``(raw, frac)`` as a block vector (scalar-unit
+    rsqrt); with ``scale`` (a positive constant: VLA's ``u_scale``) the rsqrt times
+    ``su.const(scale)`` first (``su.mul``: one more rounding to ``P`` bits)."""
     n2 = np.einsum("...d,...d->...", raw, raw)
     eps2 = np.maximum(1, np.rint(np.ldexp(eps * eps, 2 * frac))).astype(np.int64)
     n2 = np.maximum(n2, eps2)
     r = su.rsqrt(n2, 2 * frac)
+    if scale is not None:
+        r = su.mul(r, su.const(scale))
     return block(raw * r.m[..., None], frac + r.f, M, rounding)
 
 

@@ -98,10 +98,7 @@ def vla_scaled(k, v, q, u, preset: Preset | None = None, lambda0=0.1, eps=1e-4, 
     B = K.shape[0]
     KF, fkf, QF, fqf, ZK, FZK, rden = elu_features(K, fk, Q, fq, p, eps)
     KH, fkh = unit_block(su, M, KF, fkf, eps, rnd)
-    nu2 = np.einsum("btd,btd->bt", Uq, Uq)
-    nu2 = np.maximum(nu2, np.maximum(1, np.rint(np.ldexp(eps * eps, 2 * fu))).astype(np.int64))
-    su_r = su.mul(su.rsqrt(nu2, 2 * fu), su.const(u_scale))
-    UN, fun = block(Uq * su_r.m[..., None], fu + su_r.f, M, rnd)
+    UN, fun = unit_block(su, M, Uq, fu, eps, rnd, scale=u_scale)
     eta_s = su.const(eta) if eta > 0 else Scalar(np.int64(0), np.int64(0))
 
     ad, fad = quantize_block(np.full((B, d), 1.0 / lambda0), Wd, "lambda0", rnd)
