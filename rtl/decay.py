@@ -35,6 +35,7 @@ from amaranth.lib.wiring import In, Out
 from specmem.golden.fixed.scalar_unit import ScalarUnit as GoldenScalarUnit
 
 from .block_norm import BlockNormaliser
+from .dsp import operand_product
 from .scalar_unit import ScalarOp, ScalarUnit
 
 __all__ = ["DecayScale"]
@@ -55,7 +56,7 @@ class DecayScale(wiring.Component):
             raise ValueError(f"exp_width: must be an integer >= 6, got {exp_width!r}")
         if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
             raise ValueError(f"heads: must be an integer >= 1, got {heads!r}")
-        self.su, self.P, self.exp_width, self.heads = su, su.out_bits, exp_width, heads
+        self.su, self.P, self.exp_width, self.heads, self.dsp = su, su.out_bits, exp_width, heads, dsp
         P = self.P
         self.norm = BlockNormaliser(1, 2 * P, P, frac_width=exp_width)
         self.unit = ScalarUnit(su, P, frac_width=2, pipelined=True, dsp=dsp)
@@ -63,7 +64,7 @@ class DecayScale(wiring.Component):
         #: gamma's mantissa after a reset: the model's ``su.const(1.0)``
         self.one = int(su.const(1.0).m)
         #: cycles from a token accepted to ``o_valid``: product, normaliser, request, reciprocal
-        self.latency = 1 + self.norm.latency + 1 + self.unit.latency[ScalarOp.RECIP] + 1
+        self.latency = 1 + self.norm.latency + 1 + self.unit.latency[ScalarOp.RECIP] + 1 + int(heads > 1)
         extra = {"i_head": In(range(heads))} if heads > 1 else {}
         super().__init__({**extra,
             "i_valid": In(1), "i_ready": Out(1), "i_g": In(signed(P)), "i_fg": In(signed(exp_width)),
@@ -83,14 +84,17 @@ class DecayScale(wiring.Component):
         f1 = Signal(signed(EW), name="f1", reset_less=True)
         v1 = Signal(name="v1")
         if H == 1:
-            old = gam
+            m.d.sync += [p1.eq(gam * self.i_g), f1.eq(self.i_fg), v1.eq(take)]
         else:  # each head's gamma; the token's head's into the product, the new one written back
             gams = [Signal(signed(P), name=f"h{h}_gam", init=self.one) for h in range(H)]
             head = Signal(range(H), name="head_r")
-            old = Array(gams)[self.i_head]
             with m.If(take):
                 m.d.sync += head.eq(self.i_head)
-        m.d.sync += [p1.eq(old * self.i_g), f1.eq(self.i_fg), v1.eq(take)]
+            # the selected gamma and g into a DSP's input registers, the product in its output
+            # register (the head's select into a fabric multiply limited two heads at 72 MHz)
+            m.d.comb += p1.eq(operand_product(m, Array(gams)[self.i_head], self.i_g, "p1", self.dsp))
+            v0, f0 = Signal(name="v0"), Signal(signed(EW), name="f0", reset_less=True)
+            m.d.sync += [v0.eq(take), f0.eq(self.i_fg), v1.eq(v0), f1.eq(f0)]
         with m.If(take):
             m.d.sync += busy.eq(1)
 

@@ -68,6 +68,7 @@ from amaranth.lib.wiring import In, Out
 from .block_norm import StreamBlockNormaliser
 from .dsp import PRODUCT_STYLES, operand_product
 from .bram import BRAM_READ_LATENCY, BRAM_STYLES, RegisteredRAM
+from .ff import replicas
 from .fixed import msb_index
 from .pipeline import free_register, or_all, register_chain, select_levels, select_pipe, stage_register, tree4_levels
 from .row_bfp import RowBFPWrite
@@ -116,6 +117,11 @@ class DeltaPass(wiring.Component):
         #: cycles the sequencer's counters run ahead of the RAM's address: the row's and beat's
         #: operands come through registered select trees (:func:`~specmem.rtl.pipeline.select_pipe`)
         self.lead = max(select_levels(H * d), select_levels(H * self.B)) - 1
+        #: heads: the selects' first levels take copies of their counter's register, one per 4:1
+        #: group (``ff.replicas``; the head-row counter's fanout into 2 d side registers' first
+        #: level limited two heads at 82 MHz), one cycle more of lead
+        self.split_selects = H > 1
+        self.lead += int(self.split_selects)
         if self.prep_cycles < 1 + self.lead:
             raise AssertionError("the select trees' lead exceeds the pass's prep")
         #: cycles from a beat's address to the same beat at the read normaliser's output
@@ -209,9 +215,17 @@ class DeltaPass(wiring.Component):
         # trees; stage1(values, counter) is values[counter] at the beat's stage 1
         lead = self.lead
 
+        ff_style = "ecp5" if self.ram == "ecp5" else "registers"
+
         def stage1(values, counter, shape, name):
-            s_ = register_chain(m, counter, len(counter), lead + 1 - select_levels(len(values)), f"{name}_i",
-                                reset_less=True)
+            n = lead + 1 - select_levels(len(values))
+            groups = -(-len(values) // 4)
+            if self.split_selects and groups > 2:  # the last register copied per first-level group
+                s_ = register_chain(m, counter, len(counter), n - 1, f"{name}_i", reset_less=True)
+                copies = replicas(m, s_, groups, f"{name}_ic", ff_style)
+                s_ = register_chain(m, s_, len(counter), 1, f"{name}_i_last", reset_less=True)
+                return select_pipe(m, values, s_, shape, name, first_sel=copies)
+            s_ = register_chain(m, counter, len(counter), n, f"{name}_i", reset_less=True)
             return select_pipe(m, values, s_, shape, name)
 
         v0 = register_chain(m, run, 1, lead, "run_m")

@@ -109,19 +109,24 @@ def select_levels(n: int) -> int:
     return max(1, tree4_levels(n))
 
 
-def select_pipe(m, items, sel, shape, name: str):
+def select_pipe(m, items, sel, shape, name: str, *, first_sel=None):
     """``items[sel]`` through registered 4:1 selects, one level per two bits of ``sel``: the value
     :func:`select_levels` ``(len(items))`` cycles after ``sel`` (a ``d``:1 select of a row's
     operand in one cycle was five LUT levels and the scaled cores' routed critical path). ``sel``
     is taken that many cycles ahead by the caller; each level's bits ride one more register. The
-    registers hold data (no reset)."""
+    registers hold data (no reset). ``first_sel``: one copy of ``sel`` per 4:1 group of the first
+    level (:func:`~specmem.rtl.ff.replicas`), so that no one register drives every group."""
     vals = list(items)
     s = sel
+    if first_sel is not None and len(first_sel) != -(-len(vals) // 4):
+        raise ValueError(f"first_sel: one copy per group of four, {-(-len(vals) // 4)}, got {len(first_sel)}")
     for lv in range(select_levels(len(vals))):
         bits = s[2 * lv:2 * lv + 2] if len(vals) > 1 else 0
         nxt = []
         for g in range(0, len(vals), 4):
             group = vals[g:g + 4]
+            if lv == 0 and first_sel is not None and len(group) > 1:
+                bits = first_sel[g // 4][0:2]
             pick = group[0] if len(group) == 1 else Array(group)[bits]
             r = Signal(shape, name=f"{name}_s{lv}_{g // 4}", reset_less=True)
             m.d.sync += r.eq(pick)

@@ -15,13 +15,15 @@ give a beat (its state is about to be cleared): the core gates its ``i_ready`` a
 
 Yosys merges identical flip-flops (``opt_merge``, whatever ``keep`` says on the wires:
 ``rtl/lane_control.py``), which would fold every branch back into one net; with ``style="ecp5"``
-each branch is a ``TRELLIS_FF`` instance (simulated in Verilator through ``rtl/vendor/TRELLIS_FF.v``),
-which it does not merge. The portable style uses registers.
+each branch is a ``TRELLIS_FF`` instance (:func:`~specmem.rtl.ff.trellis_ff`, simulated in Verilator
+through ``rtl/vendor/TRELLIS_FF.v``), which it does not merge. The portable style uses registers.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import ClockDomain, ClockSignal, Const, DomainRenamer, Instance, Module, ResetInserter, ResetSignal, Signal
+from amaranth.hdl import ClockDomain, ClockSignal, DomainRenamer, Module, ResetInserter, ResetSignal, Signal
+
+from .ff import trellis_ff
 
 __all__ = ["ResetTree", "RESET_STYLES", "TREE_DOMAIN"]
 
@@ -58,10 +60,7 @@ class ResetTree:
         """A flip-flop of ``rst`` in the tree's domain."""
         q = Signal(name=name, reset_less=True)
         if self.style == "ecp5":
-            m.submodules[f"{name}_ff"] = Instance(
-                "TRELLIS_FF", p_GSR="DISABLED", p_CEMUX="1", p_CLKMUX="CLK", p_LSRMUX="LSR",
-                p_REGSET="RESET", p_SRMODE="LSR_OVER_CE",
-                i_CLK=ClockSignal(TREE_DOMAIN), i_LSR=Const(0, 1), i_DI=ResetSignal("sync"), o_Q=q)
+            trellis_ff(m, name, TREE_DOMAIN, ResetSignal("sync"), q)
         else:
             m.d[TREE_DOMAIN] += q.eq(ResetSignal("sync"))
         return q

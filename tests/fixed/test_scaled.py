@@ -264,16 +264,47 @@ def test_vla_a_as_c_i_plus_d():
         vla_scaled(**vec, preset=PRESETS["int8"], a_form="cI")
 
 
-@pytest.mark.parametrize("lam", [1e-12, 1e12, 1e30])
+@pytest.mark.parametrize("lam", [1e-12, 1e-4, 1e-3, 1e12, 1e30])
 def test_vla_lambda0_outside_the_checked_range_is_refused(lam):
-    """Outside 1e-8..1e8 the scaled model's exponent alignment breaks (measured: relative output
-    error 19 at 1e12, a negative scalar-unit input at 1e30): refused up front, naming lambda0."""
+    """Outside 1e-2..1e8 the scaled model breaks (measured: relative output error 19 at 1e12, a
+    negative scalar-unit input at 1e30; ``A`` diverging on streams longer than d at 1e-3 and below,
+    ``test_vla_lambda0_at_the_lower_bound_stays_bounded``): refused up front, naming lambda0."""
     from specmem.golden.fixed import run_fixed
 
     rng = np.random.default_rng(0)
     x = {n: rng.standard_normal((6, 8)) for n in "kvqu"}
     with pytest.raises(SpecmemInputError, match="^lambda0: the scaled fixed-point VLA model is checked for"):
         run_fixed("vla", x, "int8", {"lambda0": lam})
+
+
+@pytest.mark.parametrize("d,lam,diverges", [(8, 1e-2, False), (8, 3e-4, True), (16, 3e-4, True)])
+def test_vla_lambda0_at_the_lower_bound_stays_bounded(d, lam, diverges):
+    """Why the range starts at 1e-2: on 200-token Gaussian streams the scaled model's ``A`` stays
+    within 10x of the float model's at lambda0 = 1e-2 (three seeds), and leaves every bound at 3e-4
+    (d = 8 and 16; at d = 8 three of four streams already at 1e-3), or its integers pass int64, where the float model's stays bounded
+    (the range check set aside for the measurement)."""
+    import specmem.golden.fixed.scaled.vla as sv
+    from specmem.golden.vla import vla
+
+    lo = sv.LAMBDA0_RANGE
+    sv.LAMBDA0_RANGE = (1e-12, lo[1])
+    try:
+        blown = []
+        for seed in range(3):
+            rng = np.random.default_rng(seed)
+            x = [rng.standard_normal((200, d)) for _ in range(4)]
+            ref = np.asarray(vla(*x, lambda0=lam)["a_norm"])
+            assert np.all(np.isfinite(ref)) and ref.max() < 2 * np.sqrt(d) / lam
+            try:
+                with np.errstate(all="ignore"):
+                    an = sv.vla_scaled(*x, preset=PRESETS["int8"], lambda0=lam, trace=False)["a_norm"]
+            except OverflowError:  # delta's shift past the model's int64
+                blown.append(True)
+                continue
+            blown.append(bool(np.any(~np.isfinite(an)) or np.nanmax(an) > 10 * ref.max()))
+    finally:
+        sv.LAMBDA0_RANGE = lo
+    assert blown == [diverges] * 3
 
 
 def test_gated_state_and_norm_stay_finite_when_gamma_leaves_float64():

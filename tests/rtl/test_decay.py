@@ -93,11 +93,14 @@ def test_heads_keep_a_gamma_each():
             await ctx.tick().until(dut.i_ready)
             ctx.set(dut.i_valid, 0)
             ctx.set(dut.i_head, int((h + 1) % H))  # the head is taken with the token, not later
+            n = 0
             while True:
                 _, _, ov, gm, dl, rg, rgf = await ctx.tick().sample(dut.o_valid, dut.o_gam, dut.o_delta, dut.o_rg,
                                                                     dut.o_rgf)
+                n += 1
                 if ov:
                     got[h].append((int(gm), int(dl), int(rg), int(rgf)))
+                    assert n == dut.latency == DecayScale(su).latency + 1, n  # the product on a DSP's registers
                     break
 
     run_simulation(dut, tb, deadline_cycles=H * T * (dut.latency + 20))
