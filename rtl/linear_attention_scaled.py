@@ -39,7 +39,6 @@ the ELU's window, ``eps``'s floor beyond 62 bits, where the model's integers end
 
 from __future__ import annotations
 
-import numpy as np
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
@@ -52,6 +51,7 @@ from .beats import beat_index, beat_of, beat_output, feed_pair, store_beats, tok
 from .block_norm import StreamBlockNormaliser
 from .delta_pass import DeltaPass
 from .elu import BlockElu1
+from .eps_floor import eps_floor_table
 from .pipeline import free_register, register_chain, select_levels, select_pipe, stage_register, staggered
 from .reset_tree import ResetTree
 from .presets import check_scaled_core
@@ -63,25 +63,6 @@ __all__ = ["LinearAttentionScaledCore", "eps_floor_table", "LINEAR_EPS"]
 
 #: the model's default ``eps`` (``linear_attention_scaled``)
 LINEAR_EPS = 1e-4
-
-
-def eps_floor_table(eps: float, width: int):
-    """``(F0, rows)``: the model's floor ``max(1, rint(eps 2^f))`` is 1 for ``f <= F0`` and
-    ``rows[f - F0 - 1]`` for ``F0 < f <= F0 + len(rows)``, every row below ``2^width``; beyond,
-    the floor passes a ``width``-bit input."""
-    def floor(f):
-        return int(np.maximum(1, np.rint(np.ldexp(eps, f))))
-
-    F0 = 0
-    while floor(F0 + 1) == 1:
-        F0 += 1
-    while floor(F0) > 1:
-        F0 -= 1
-    rows, f = [], F0 + 1
-    while floor(f) < (1 << width):
-        rows.append(floor(f))
-        f += 1
-    return F0, rows
 
 
 class LinearAttentionScaledCore(wiring.Component):

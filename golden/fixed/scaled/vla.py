@@ -42,7 +42,7 @@ from .deltanet import unit_block
 from .formats import scaled_format, scaled_preset
 from .linear_attention import elu_features
 
-__all__ = ["vla_scaled"]
+__all__ = ["vla_scaled", "rls_scale"]
 
 
 def _dense_a(ad, fad, Aoff: RowBFP, center: bool) -> np.ndarray:
@@ -53,6 +53,22 @@ def _dense_a(ad, fad, Aoff: RowBFP, center: bool) -> np.ndarray:
     else:
         a[:, idx, idx] = to_float(ad, fad)
     return a
+
+
+def rls_scale(su, M, zsm, fz, un, f_un, eps, rounding="rne"):
+    """VLA's rank-one downdate vector: ``w = block(zsm rsqrt(delta))`` with ``delta = max(1 +
+    unᵀ zsm, eps)`` exact at the binary point ``F = f_un + fz`` (lifted to 0 when negative), so
+    that ``A - zsm zsmᵀ / delta = A - w wᵀ``. ``zsm``, ``un``: ``[B, d]`` block vectors with
+    exponents ``[B]``; returns ``(w, fw)`` (the RTL's ``rtl/rls_scale.py`` streams it)."""
+    dacc = np.einsum("bi,bi->b", un, zsm)
+    F = f_un + fz
+    lift = np.maximum(-F, 0)
+    F = F + lift
+    delta = (dacc << lift) + (np.int64(1) << F)
+    eps_d = np.maximum(1, np.rint(np.ldexp(eps, F))).astype(np.int64)
+    delta = np.maximum(delta, eps_d)
+    rd = su.rsqrt(delta, F)
+    return block(zsm * rd.m[:, None], fz + rd.f, M, rounding)
 
 
 A_FORMS = ("diag", "center")
@@ -128,15 +144,7 @@ def vla_scaled(k, v, q, u, preset: Preset | None = None, lambda0=0.1, eps=1e-4, 
         sq = np.einsum("bij,bj->bi", Rs, qf)
         # A update vector
         zsm, fz = align_block([(ad * un, col(fad + f_un)), (za, rof + col(f_un))], M, rnd)
-        dacc = np.einsum("bi,bi->b", un, zsm)
-        F = f_un + fz
-        lift = np.maximum(-F, 0)
-        F = F + lift
-        delta = (dacc << lift) + (np.int64(1) << F)
-        eps_d = np.maximum(1, np.rint(np.ldexp(eps, F))).astype(np.int64)
-        delta = np.maximum(delta, eps_d)
-        rd = su.rsqrt(delta, F)
-        w, fw = block(zsm * rd.m[:, None], fz + rd.f, M, rnd)
+        w, fw = rls_scale(su, M, zsm, fz, un, f_un, eps, rnd)
         refresh = bool(refresh_period) and (t + 1) % refresh_period == 0
         # alpha = A_new kh
         cw = np.einsum("bi,bi->b", w, kh)
