@@ -47,7 +47,7 @@ from specmem.golden.fixed.scaled.bfp import GUARD
 
 from .block_norm import StreamBlockNormaliser
 from .delay_line import DELAY_STYLES, MIN_RAM_DELAY, DelayLine
-from .pipeline import or_all, stage_register, tag_chain, tree4_levels
+from .pipeline import data_register, or_all, stage_register, tag_chain, tree4_levels
 from .saturate import fits_signed
 from .shift import RoundShiftVar
 
@@ -156,7 +156,8 @@ class StreamAlignBlock(wiring.Component):
         w, B, EW, en = self.lanes, self.beats, self.exp_width, self.en
         TW = EW + 1  # a top, T
         QW = EW + 2  # q = T - C
-        reg = stage_register(m, en)
+        reg = stage_register(m, en)  # the tags (valid, first, last) and wide data
+        dreg = data_register(m, en)  # one-bit data (compare and non-zero flags): no reset
 
         def tags(v, first, last, n, tag):
             return tag_chain(reg, v, first, last, n, tag)
@@ -169,11 +170,11 @@ class StreamAlignBlock(wiring.Component):
         def pick(a, b, tag):
             """The larger of two ``(top, nz)`` pairs (a zero never wins) in two registered steps:
             the compare (a carry chain) beside both candidates, then the select (a LUT level)."""
-            ge = reg(a[0] >= b[0], 1, f"{tag}_ge")
-            a1 = (reg(a[0], signed(TW), f"{tag}_at"), reg(a[1], 1, f"{tag}_anz"))
-            b1 = (reg(b[0], signed(TW), f"{tag}_bt"), reg(b[1], 1, f"{tag}_bnz"))
+            ge = dreg(a[0] >= b[0], 1, f"{tag}_ge")
+            a1 = (reg(a[0], signed(TW), f"{tag}_at"), dreg(a[1], 1, f"{tag}_anz"))
+            b1 = (reg(b[0], signed(TW), f"{tag}_bt"), dreg(b[1], 1, f"{tag}_bnz"))
             take_a = a1[1] & (~b1[1] | ge)
-            return reg(Mux(take_a, a1[0], b1[0]), signed(TW), f"{tag}_t"), reg(a1[1] | b1[1], 1, f"{tag}_nz")
+            return reg(Mux(take_a, a1[0], b1[0]), signed(TW), f"{tag}_t"), dreg(a1[1] | b1[1], 1, f"{tag}_nz")
 
         def max_tree(pairs, tag, levels):
             """``pairs`` reduced by :func:`pick` (two registers a level), padded to ``levels`` levels."""
@@ -187,12 +188,12 @@ class StreamAlignBlock(wiring.Component):
                         p = pairs[i]
                         for r in range(PICK_STAGES):
                             p = (reg(p[0], signed(TW), f"{tag}{lv}_{i // 2}_t{r}"),
-                                 reg(p[1], 1, f"{tag}{lv}_{i // 2}_nz{r}"))
+                                 dreg(p[1], 1, f"{tag}{lv}_{i // 2}_nz{r}"))
                         nxt.append(p)
                 pairs, lv = nxt, lv + 1
             p = pairs[0]
             for i in range(lv * PICK_STAGES, levels * PICK_STAGES):
-                p = (reg(p[0], signed(TW), f"{tag}{i}_pt"), reg(p[1], 1, f"{tag}{i}_pnz"))
+                p = (reg(p[0], signed(TW), f"{tag}{i}_pt"), dreg(p[1], 1, f"{tag}{i}_pnz"))
             return p
 
         # input framing, and each per-vector exponent held from the vector's first beat
@@ -220,14 +221,14 @@ class StreamAlignBlock(wiring.Component):
         tops = []
         for t, (wd, pe) in enumerate(self.terms):
             ones = [reg(x.as_unsigned() ^ x[-1].replicate(wd), unsigned(wd), f"t{t}_ones{i}") for i, x in enumerate(xs[t])]
-            sgn = [reg(x[-1], 1, f"t{t}_sgn{i}") for i, x in enumerate(xs[t])]
+            sgn = [dreg(x[-1], 1, f"t{t}_sgn{i}") for i, x in enumerate(xs[t])]
             mags = [reg(o + s, unsigned(wd), f"t{t}_mag{i}") for i, (o, s) in enumerate(zip(ones, sgn))]
             if pe:
                 f3 = [delay(f, signed(EW), 2 + MSB_STAGES, f"t{t}_f{i}") for i, f in enumerate(fs[t])]
                 pairs = []
                 for i, mg in enumerate(mags):
-                    mb, nz = _msb(reg, mg, wd, f"t{t}_l{i}")
-                    pairs.append((reg(mb + 1 - f3[i], signed(TW), f"t{t}_top{i}"), reg(nz, 1, f"t{t}_tnz{i}")))
+                    mb, nz = _msb(dreg, mg, wd, f"t{t}_l{i}")
+                    pairs.append((reg(mb + 1 - f3[i], signed(TW), f"t{t}_top{i}"), dreg(nz, 1, f"t{t}_tnz{i}")))
                 top = max_tree(pairs, f"t{t}_mx", self.lane_levels)
             else:
                 lv = 0
@@ -235,10 +236,10 @@ class StreamAlignBlock(wiring.Component):
                     lv += 1
                     mags = [reg(or_all(mags[j:j + 4]), unsigned(wd), f"t{t}_or{lv}_{j // 4}") for j in range(0, len(mags), 4)]
                 fv = delay(fs[t], signed(EW), 2 + lv + MSB_STAGES, f"t{t}_fv")
-                mb, nz = _msb(reg, mags[0], wd, f"t{t}_v")
-                top = (reg(mb + 1 - fv, signed(TW), f"t{t}_top"), reg(nz, 1, f"t{t}_tnz"))
+                mb, nz = _msb(dreg, mags[0], wd, f"t{t}_v")
+                top = (reg(mb + 1 - fv, signed(TW), f"t{t}_top"), dreg(nz, 1, f"t{t}_tnz"))
                 for i in range(lv, PICK_STAGES * self.lane_levels):
-                    top = (reg(top[0], signed(TW), f"t{t}_pad{i}_t"), reg(top[1], 1, f"t{t}_pad{i}_nz"))
+                    top = (reg(top[0], signed(TW), f"t{t}_pad{i}_t"), dreg(top[1], 1, f"t{t}_pad{i}_nz"))
             tops.append(top)
         beat_top = max_tree(tops, "tm", _log2_levels(len(self.terms)))
         va, fa, la = tags(self.i_valid, first_in, last_in, self.top_depth, "tt")
@@ -248,11 +249,11 @@ class StreamAlignBlock(wiring.Component):
         hist = [beat_top]
         for i in range(B - 1):
             p = hist[-1]
-            hist.append((reg(p[0], signed(TW), f"bh{i}_t"), reg(p[1], 1, f"bh{i}_nz")))
+            hist.append((reg(p[0], signed(TW), f"bh{i}_t"), dreg(p[1], 1, f"bh{i}_nz")))
         cap = va & la
         held_tops = []
         for i, (t_, nz_) in enumerate(hist):
-            ht, hn = Signal(signed(TW), name=f"cap{i}_t", reset_less=True), Signal(name=f"cap{i}_nz")
+            ht, hn = Signal(signed(TW), name=f"cap{i}_t", reset_less=True), Signal(name=f"cap{i}_nz", reset_less=True)
             with m.If(en & cap):
                 m.d.sync += [ht.eq(t_), hn.eq(nz_)]
             held_tops.append((ht, hn))

@@ -459,12 +459,14 @@ class DeltaNetScaledCore(wiring.Component):
         with m.FSM(init="C_IDLE", name="chain_fsm"):
             with m.State("C_IDLE"):
                 cur_done, cur_fl = Array(pdone)[c_head], Array(hflush)[c_head]
+                if H > 1:  # the chain's head's values, copied every idle cycle (its registers are
+                    # rewritten only after its chain; a copy on the start condition was Gated
+                    # DeltaNet's two-head limit at 100.6 MHz)
+                    m.d.sync += [r.eq(Array(vals)[c_head]) for r, (vals, _, _) in zip(ch_regs, ch)]
                 with m.If(cur_done & cur_fl):  # a flush: no chain (bh stays: the next pass writes bh knᵀ with kn = 0)
                     chain_end()
                 with m.Elif(cur_done & ~o_pending):  # the previous output must be out before this chain makes one
                     m.d.sync += [o_pending.eq(1), e_feed.eq(B)]
-                    if H > 1:
-                        m.d.sync += [r.eq(Array(vals)[c_head]) for r, (vals, _, _) in zip(ch_regs, ch)]
                     m.next = "CHAIN"
             with m.State("CHAIN"):
                 with m.If(e_feed != 0):

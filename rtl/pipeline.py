@@ -29,6 +29,19 @@ def stage_register(m, en):
     return reg
 
 
+def data_register(m, en):
+    """``reg(value, shape, name)``: a ``sync`` register loading ``value`` while ``en`` is high, with
+    no reset at any width: data a valid tag beside it qualifies, one-bit flags included (the
+    alignments' compare and non-zero flags on a block's reset branch were a routed critical path of
+    the two-head DeltaNet core)."""
+    def reg(value, shape, name):
+        r = Signal(shape, name=name, reset_less=True)
+        with m.If(en):
+            m.d.sync += r.eq(value)
+        return r
+    return reg
+
+
 def hold_register(m, en):
     """``held(value, shape, load, name)``: a ``sync`` register taking ``value`` only in a cycle with
     ``load`` (and ``en``): a vector's latched controls and exponents; reset only when one bit wide."""
