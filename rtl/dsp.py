@@ -73,9 +73,9 @@ def _mult18x18d(a18, b18, p36, ce, *, pipeline: bool):
 PRODUCT_STYLES = ("registered", "ecp5")
 
 
-def operand_product(m, a, b, name: str, style: str = "registered"):
-    """``a * b`` (signed) two cycles later, free-running: the operands into registers, then the
-    product into one. ``"ecp5"``: both inside one ``MULT18X18D`` (input registers and output
+def operand_product(m, a, b, name: str, style: str = "registered", *, en=None):
+    """``a * b`` (signed) two cycles later, free-running (or advancing with ``en``, the DSP's clock
+    enable): the operands into registers, then the product into one. ``"ecp5"``: both inside one ``MULT18X18D`` (input registers and output
     register, no pipeline register) when both operands fit its 18 bits, so the multiply sits
     between the DSP's own registers and no route enters or leaves it mid-path; wider operands, and
     ``"registered"``, the same two steps in fabric registers (Yosys then maps the multiply between
@@ -91,13 +91,17 @@ def operand_product(m, a, b, name: str, style: str = "registered"):
         a18, b18 = Signal(signed(w), name=f"{name}_a18"), Signal(signed(w), name=f"{name}_b18")
         p36 = Signal(2 * w, name=f"{name}_p36")
         m.d.comb += [a18.eq(a), b18.eq(b), out.eq(p36[:wa + wb])]
-        m.submodules[f"{name}_mult"] = _mult18x18d(a18, b18, p36, Const(1, 1), pipeline=False)
+        m.submodules[f"{name}_mult"] = _mult18x18d(a18, b18, p36, Const(1, 1) if en is None else en, pipeline=False)
         return out
     ra = Signal(signed(wa), name=f"{name}_ra", reset_less=True)
     rb = Signal(signed(wb), name=f"{name}_rb", reset_less=True)
-    m.d.sync += [ra.eq(a), rb.eq(b)]
     r = Signal(signed(wa + wb), name=f"{name}_r", reset_less=True)
-    m.d.sync += r.eq(ra * rb)
+    if en is None:
+        m.d.sync += [ra.eq(a), rb.eq(b)]
+        m.d.sync += r.eq(ra * rb)
+    else:
+        with m.If(en):
+            m.d.sync += [ra.eq(a), rb.eq(b), r.eq(ra * rb)]
     m.d.comb += out.eq(r)
     return out
 

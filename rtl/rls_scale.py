@@ -38,6 +38,7 @@ from specmem.golden.fixed.scalar_unit import ScalarUnit as GoldenScalarUnit
 
 from .block_norm import StreamBlockNormaliser
 from .delay_line import DELAY_STYLES, MIN_RAM_DELAY, DelayLine
+from .dsp import operand_product
 from .eps_floor import eps_floor_table
 from .pipeline import hold_register, stage_register, tag_chain
 from .scalar_unit import ScalarOp, ScalarUnit
@@ -81,6 +82,7 @@ class RlsScale(wiring.Component):
         #: the largest lift that keeps ``dacc 2^lift`` below ``2^61``
         self.max_lift = DELTA_BITS - self.dot_width
         self.F0, self.floor_rows = eps_floor_table(eps, DELTA_BITS)
+        self.su_dsp = su_dsp  # the scalar unit's multipliers and x rd.m: registered or ecp5 (rtl/dsp.py)
         self.unit = ScalarUnit(su, DELTA_BITS, frac_width=exp_width + 2, pipelined=True, dsp=su_dsp)
         su_lat = self.unit.latency[ScalarOp.RSQRT]
         self.norm_depth = 2 + self.tree_levels
@@ -213,10 +215,10 @@ class RlsScale(wiring.Component):
         dfx = dl.o[M * w:].as_signed()
         cur_m = held(r_m, signed(P), vd & fd, "cur_m")
         cur_f = Mux(vd & fd, r_f, held(r_f, signed(fw), vd & fd, "cur_f"))
-        ops = [reg(x, signed(M), f"op{i}") for i, x in enumerate(dxs)]
         m1_f = reg(dfx + cur_f, signed(EW), "m1_f")
         v1, f1, l1 = tags(vd, fd, ld, 1, "m1")
-        prods = [reg(x * cur_m, signed(self.mul_width), f"pr{i}") for i, x in enumerate(ops)]
+        rm_now = Mux(vd & fd, r_m, cur_m)  # a first beat takes the new rd.m
+        prods = [operand_product(m, x, rm_now, f"pr{i}", self.su_dsp, en=en) for i, x in enumerate(dxs)]
         m2_f = reg(m1_f, signed(EW), "m2_f")
         v2, f2, l2 = tags(v1, f1, l1, 1, "m2")
 

@@ -43,6 +43,7 @@ from specmem.golden.fixed.scalar_unit import ScalarUnit as GoldenScalarUnit
 from .block_norm import BlockNormaliser, StreamBlockNormaliser
 from .delay_line import DELAY_STYLES, MIN_RAM_DELAY, DelayLine
 from .pipeline import hold_register, stage_register, tag_chain
+from .dsp import operand_product
 from .scalar_unit import ScalarOp, ScalarUnit
 
 __all__ = ["UnitNormaliser", "eps_table"]
@@ -105,8 +106,9 @@ class UnitNormaliser(wiring.Component):
         self.sq_width = 2 * M - 1  # x² <= 2^(2M-2), unsigned
         self.tree_levels = max(0, (lanes - 1).bit_length())
         self.norm_width = self.sq_width + max(0, (lanes * beats - 1).bit_length())
-        #: ``su_dsp``: the scalar unit's Newton multiplier style (``registered`` or ``ecp5``: its
+        #: ``su_dsp``: the scalar unit's Newton multiplier and ``x r.m``'s style (``registered`` or ``ecp5``: its
         #: product in a MULT18X18D's own registers)
+        self.su_dsp = su_dsp
         self.unit = ScalarUnit(su, self.norm_width, frac_width=exp_width + 2, pipelined=su_pipelined, dsp=su_dsp)
         su_lat = self.unit.latency[ScalarOp.RSQRT]
         #: register stages from a beat in to the norm accumulator's input
@@ -251,10 +253,12 @@ class UnitNormaliser(wiring.Component):
         dfv = dl.o[M * w:].as_signed()
         cur_m = held(r_m, signed(P), vd & fd, "cur_m")
         cur_f = Mux(vd & fd, r_f, held(r_f, signed(len(r_f)), vd & fd, "cur_f"))
-        ops = [reg(x, signed(M), f"op{i}") for i, x in enumerate(dxs)]
         m1_f = reg(dfv + cur_f, signed(EW), "m1_f")
         v1, f1, l1 = tags(vd, fd, ld, 1, "m1")
-        prods = [reg(x * cur_m, signed(self.mul_width), f"pr{i}") for i, x in enumerate(ops)]
+        # x r.m on a DSP's registers (a first beat takes the new r.m; the product between fabric
+        # registers, a DSP used combinationally, limited the DeltaNet core at 109.8 MHz)
+        rm_now = Mux(vd & fd, r_m, cur_m)
+        prods = [operand_product(m, x, rm_now, f"pr{i}", self.su_dsp, en=en) for i, x in enumerate(dxs)]
         m2_f = reg(m1_f, signed(EW), "m2_f")
         v2, f2, l2 = tags(v1, f1, l1, 1, "m2")
 
