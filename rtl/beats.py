@@ -21,7 +21,11 @@ def token_input(m, core, vectors, k: int, ready):
     the token's vectors, in order: its beat counter runs on). Every beat's enable reaches only
     its own ``k`` registers (a ``d``-wide port's load enable reached all ``3 d``, a routed
     critical path). ``core.d``: the vectors' length; ``ready``: the core can take a token (held
-    while its beats arrive).
+    while its beats arrive; it may fall only through this token's last beat or a flush being
+    taken). ``i_ready`` is a register of it, cleared by those takes, so it rises a cycle after
+    ``ready`` does (the core's state flags through the handshake into the LUT RAM's write enable
+    were five LUT levels and a routed critical path); each ``BeatBanks``' "the next beat is one of
+    mine" is a register beside the slot counter.
 
     Returns ``(flush, last, stray)``: high in the cycle a flush is taken, in the cycle a token's
     last beat is taken, and when ``i_flush`` comes inside a token (ignored as data would be
@@ -31,21 +35,30 @@ def token_input(m, core, vectors, k: int, ready):
     # the slot the next beat fills (vector v's beat b is slot v B + b), one-hot: each slot's enable
     # is the take and one flip-flop (a decode of vector and beat counters was a routed critical path)
     hot = Signal(nv * B, name="in_slot", init=1)
-    m.d.comb += core.i_ready.eq(ready)
+    ready_r = Signal(name="in_ready_r", init=1)
+    m.d.comb += core.i_ready.eq(ready_r)
     take = core.i_valid & core.i_ready
     flush = Signal(name="in_flush")
     last = Signal(name="in_last")
     stray = Signal(name="in_stray_flush")
     m.d.comb += [flush.eq(take & core.i_flush & hot[0]), stray.eq(take & core.i_flush & ~hot[0]),
                  last.eq(take & ~core.i_flush & hot[nv * B - 1])]
-    with m.If(take & ~flush):
+    m.d.sync += ready_r.eq(ready & ~last & ~flush)
+    advance = take & ~flush
+    with m.If(advance):
         m.d.sync += hot.eq(hot.rotate_left(1))
-    writes = {}  # a BeatBanks' write enable: its vectors' slots
+    mine = {}  # a BeatBanks' slots, and the register saying the next beat is one of them
+    for v, (regs, _) in enumerate(vectors):
+        if isinstance(regs, BeatBanks):
+            mine.setdefault(id(regs), (regs, []))[1].extend(range(v * B, (v + 1) * B))
+    writes = {}  # a BeatBanks' write enable
+    for key, (regs, slots) in mine.items():
+        nxt = Signal(name=f"in_mine{len(writes)}", init=int(0 in slots))
+        with m.If(advance):
+            m.d.sync += nxt.eq(Cat(*[hot.rotate_left(1)[s] for s in slots]).any())
+        writes[key] = (regs, [take & nxt & (~(core.i_flush & hot[0]) if 0 in slots else 1)])
     for v, (regs, frac) in enumerate(vectors):
         banked = isinstance(regs, BeatBanks)
-        if banked:  # its beats in order on its write port
-            writes.setdefault(id(regs), (regs, []))[1].append(
-                take & hot[v * B:(v + 1) * B].any() & (~(core.i_flush & hot[0]) if v == 0 else 1))
         for b in range(B):
             slot = v * B + b
             with m.If(take & hot[slot] & (~core.i_flush if slot == 0 else 1)):

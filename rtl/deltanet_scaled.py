@@ -156,10 +156,11 @@ class DeltaNetScaledCore(wiring.Component):
         """Cycles from one token's consumption to the next's when the front end is the limit
         (small ``d``): the token's ``3 d/k`` beats, the unit normaliser's ``k`` then ``q`` (``q``
         fed ``interval`` cycles after ``k``, its ``d/k`` beats, the unit's latency), ``C``'s
-        products, tree and sum, and the hand-over (6 registers and the sequencer's take in all);
-        counted from the blocks and checked in simulation at (d, k) = (2, 2), (2, 1), (4, 4)."""
+        products, tree and sum, and the hand-over (6 registers and the sequencer's take in all),
+        and ``i_ready``'s register (1); counted from the blocks and checked in simulation at (d, k)
+        = (2, 2), (2, 1), (4, 4)."""
         lv = max(0, (self.k - 1).bit_length())
-        return 3 * self.B + self.unit.interval + self.B + self.unit.latency + lv + 6
+        return 3 * self.B + self.unit.interval + self.B + self.unit.latency + lv + 7
 
     def cycles_per_token(self) -> int:
         """Cycles per token at full rate: :meth:`loop_cycles` or, at small ``d``, the front end's;

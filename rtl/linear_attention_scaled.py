@@ -120,12 +120,12 @@ class LinearAttentionScaledCore(wiring.Component):
         the ELU's feed registers (3),
         the ELU, ``z``'s alignment (one register in) to its last beat, ``den``'s products, tree
         and sum, the floor (3) and the request (1), the reciprocal, ``fe_done`` and the hand-over
-        (3)."""
+        (3), ``i_ready``'s register (1)."""
         from .scalar_unit import ScalarOp
 
         lv = max(0, (self.k - 1).bit_length())
         return (3 * self.B - 1 + 3 + self.elu.latency + 1 + self.align_z.latency + self.B - 1 + 3 + lv + 4
-                + self.unit.latency[ScalarOp.RECIP] + 3)
+                + self.unit.latency[ScalarOp.RECIP] + 4)
 
     def cycles_per_token(self) -> int:
         """Cycles per token at full rate: the pass or, at small ``d``, the front end."""

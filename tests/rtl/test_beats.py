@@ -1,5 +1,6 @@
 """``rtl/beats.token_input`` against a plain model of its contract: tokens of three vectors taken
-as beats with random gaps and a random ``ready``, flushes in a token's first slot, stray flushes
+as beats with random gaps and a random ``ready`` (``i_ready`` its register, cleared by a token's
+last beat or a flush), flushes in a token's first slot, stray flushes
 inside a token (taken as data, flagged); every register, exponent and returned pulse checked every
 cycle."""
 
@@ -30,7 +31,7 @@ def test_token_input_fills_each_vector_beat_by_beat(d, k):
     counts = {"flush": 0, "last": 0, "stray": 0}
 
     async def bench(ctx):
-        slot = 0
+        slot, reg_ready = 0, True  # i_ready: ready registered, cleared by a token's last beat or a flush
         for _ in range(3000):
             valid, rdy = rng.random() < 0.8, rng.random() < 0.85
             fl = rng.random() < (0.2 if slot == 0 else 0.03)
@@ -42,13 +43,14 @@ def test_token_input_fills_each_vector_beat_by_beat(d, k):
             ctx.set(core.i_frac, frac)
             for s, x in zip(core.i_data, data):
                 ctx.set(s, x)
-            assert ctx.get(core.i_ready) == rdy
-            take = valid and rdy
+            assert ctx.get(core.i_ready) == reg_ready
+            take = valid and reg_ready
             want = {"flush": take and fl and slot == 0, "stray": take and fl and slot != 0,
                     "last": take and not fl and slot == nv * B - 1}
             for name, sig in (("flush", flush), ("last", last), ("stray", stray)):
                 assert ctx.get(sig) == want[name], (name, slot)
                 counts[name] += want[name]
+            reg_ready = rdy and not want["last"] and not want["flush"]
             if take and not want["flush"]:
                 v, b = divmod(slot, B)
                 ref_regs[v][b * k:(b + 1) * k] = data
