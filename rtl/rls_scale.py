@@ -30,17 +30,17 @@ a bubble inside a vector or a vector too soon sets ``o_err``.
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, EnableInserter, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Array, Const, EnableInserter, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from specmem.golden.fixed.scalar_unit import ScalarUnit as GoldenScalarUnit
 
 from .block_norm import StreamBlockNormaliser
-from .delay_line import DELAY_STYLES, MIN_RAM_DELAY, DelayLine
-from .dsp import operand_product
+from .delay_line import DELAY_STYLES, MIN_RAM_DELAY
 from .eps_floor import eps_floor_table
 from .pipeline import hold_register, stage_register, tag_chain
+from .scaled_beats import scale_beats, vector_framing
 from .scalar_unit import ScalarOp, ScalarUnit
 
 __all__ = ["RlsScale"]
@@ -110,18 +110,7 @@ class RlsScale(wiring.Component):
             return tag_chain(reg, v, first, last, n, tag)
 
         # framing; the vectors' exponents held from the first beat; vectors too close together
-        cnt = Signal(range(max(B, 2)))
-        first_in, last_in = cnt == 0, cnt == B - 1
-        err = Signal()
-        since = Signal(range(self.interval + 1), init=self.interval)
-        with m.If(en):
-            m.d.sync += since.eq(Mux(self.i_valid & first_in, 1, Mux(since == self.interval, since, since + 1)))
-            with m.If(self.i_valid):
-                m.d.sync += cnt.eq(Mux(last_in, 0, cnt + 1))
-                with m.If(first_in & (since < self.interval)):
-                    m.d.sync += err.eq(1)
-            with m.Elif(cnt != 0):
-                m.d.sync += err.eq(1)
+        first_in, last_in, err = vector_framing(m, en, self.i_valid, B, self.interval)
         fxr = Signal(signed(EW), name="fx_r")
         fsum = Signal(signed(EW + 1), name="fsum_r")
         with m.If(en & self.i_valid & first_in):
@@ -208,24 +197,6 @@ class RlsScale(wiring.Component):
             m.d.sync += [r_m.eq(su.o.payload.m), r_f.eq(su.o.payload.f)]
 
         # zsm's beats wait for rd; then x rd.m and the block normaliser
-        m.submodules.wait = dl = DelayLine(M * w + EW, self.delay, self.delay_style)
-        m.d.comb += [dl.en.eq(en), dl.i.eq(Cat(*[self.i_x[i] for i in range(w)], fx))]
-        vd, fd, ld = tags(self.i_valid, first_in, last_in, self.delay, "dl")
-        dxs = [dl.o[M * i:M * (i + 1)].as_signed() for i in range(w)]
-        dfx = dl.o[M * w:].as_signed()
-        cur_m = held(r_m, signed(P), vd & fd, "cur_m")
-        cur_f = Mux(vd & fd, r_f, held(r_f, signed(fw), vd & fd, "cur_f"))
-        m1_f = reg(dfx + cur_f, signed(EW), "m1_f")
-        v1, f1, l1 = tags(vd, fd, ld, 1, "m1")
-        rm_now = Mux(vd & fd, r_m, cur_m)  # a first beat takes the new rd.m
-        prods = [operand_product(m, x, rm_now, f"pr{i}", self.su_dsp, en=en) for i, x in enumerate(dxs)]
-        m2_f = reg(m1_f, signed(EW), "m2_f")
-        v2, f2, l2 = tags(v1, f1, l1, 1, "m2")
-
-        m.submodules.norm = nb = self.norm
-        m.d.comb += [nb.en.eq(en), nb.i_valid.eq(v2), nb.i_frac.eq(m2_f)]
-        m.d.comb += [nb.i_data[i].eq(p) for i, p in enumerate(prods)]
-        m.d.comb += [self.o_valid.eq(nb.o_valid), self.o_first.eq(nb.o_first), self.o_last.eq(nb.o_last),
-                     self.o_frac.eq(nb.o_frac), self.o_err.eq(err | nb.o_err)]
-        m.d.comb += [self.o_data[i].eq(nb.o_data[i]) for i in range(w)]
+        scale_beats(m, self, [self.i_x[i] for i in range(w)], fx, first_in, last_in, r_m, r_f, err,
+                    reg=reg, held=held, tags=tags)
         return m

@@ -33,7 +33,7 @@ cycles apart). A bubble inside a vector, a vector too soon, or ``frac > F1`` set
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Array, Cat, Const, EnableInserter, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Array, Const, EnableInserter, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -41,9 +41,9 @@ from specmem.golden.deltanet import L2_EPS
 from specmem.golden.fixed.scalar_unit import ScalarUnit as GoldenScalarUnit
 
 from .block_norm import BlockNormaliser, StreamBlockNormaliser
-from .delay_line import DELAY_STYLES, MIN_RAM_DELAY, DelayLine
+from .delay_line import DELAY_STYLES, MIN_RAM_DELAY
 from .pipeline import hold_register, stage_register, tag_chain
-from .dsp import operand_product
+from .scaled_beats import scale_beats, vector_framing
 from .scalar_unit import ScalarOp, ScalarUnit
 
 __all__ = ["UnitNormaliser", "eps_table"]
@@ -144,18 +144,7 @@ class UnitNormaliser(wiring.Component):
         held = hold_register(m, en)  # a vector's latched values: no reset past one bit
 
         # framing; the vector's exponent held from its first beat; vectors too close together
-        cnt = Signal(range(max(B, 2)))
-        first_in, last_in = cnt == 0, cnt == B - 1
-        err = Signal()
-        since = Signal(range(self.interval + 1), init=self.interval)  # en cycles since the last first beat
-        with m.If(en):
-            m.d.sync += since.eq(Mux(self.i_valid & first_in, 1, Mux(since == self.interval, since, since + 1)))
-            with m.If(self.i_valid):
-                m.d.sync += cnt.eq(Mux(last_in, 0, cnt + 1))
-                with m.If(first_in & (since < self.interval)):
-                    m.d.sync += err.eq(1)
-            with m.Elif(cnt != 0):
-                m.d.sync += err.eq(1)
+        first_in, last_in, err = vector_framing(m, en, self.i_valid, B, self.interval)
         fr = Signal(signed(EW), name="fvec")
         with m.If(en & self.i_valid & first_in):
             m.d.sync += fr.eq(self.i_frac)
@@ -246,26 +235,6 @@ class UnitNormaliser(wiring.Component):
                 m.d.sync += [r_m.eq(sn.o_data[0]), r_f.eq(sn.o_frac)]
 
         # the beats wait for their vector's r; then x r.m and the block normaliser
-        m.submodules.wait = dl = DelayLine(M * w + EW, self.delay, self.delay_style)
-        m.d.comb += [dl.en.eq(en), dl.i.eq(Cat(*[self.i_data[i] for i in range(w)], fv))]
-        vd, fd, ld = tags(self.i_valid, first_in, last_in, self.delay, "dl")
-        dxs = [dl.o[M * i:M * (i + 1)].as_signed() for i in range(w)]
-        dfv = dl.o[M * w:].as_signed()
-        cur_m = held(r_m, signed(P), vd & fd, "cur_m")
-        cur_f = Mux(vd & fd, r_f, held(r_f, signed(len(r_f)), vd & fd, "cur_f"))
-        m1_f = reg(dfv + cur_f, signed(EW), "m1_f")
-        v1, f1, l1 = tags(vd, fd, ld, 1, "m1")
-        # x r.m on a DSP's registers (a first beat takes the new r.m; the product between fabric
-        # registers, a DSP used combinationally, limited the DeltaNet core at 109.8 MHz)
-        rm_now = Mux(vd & fd, r_m, cur_m)
-        prods = [operand_product(m, x, rm_now, f"pr{i}", self.su_dsp, en=en) for i, x in enumerate(dxs)]
-        m2_f = reg(m1_f, signed(EW), "m2_f")
-        v2, f2, l2 = tags(v1, f1, l1, 1, "m2")
-
-        m.submodules.norm = nb = self.norm
-        m.d.comb += [nb.en.eq(en), nb.i_valid.eq(v2), nb.i_frac.eq(m2_f)]
-        m.d.comb += [nb.i_data[i].eq(p) for i, p in enumerate(prods)]
-        m.d.comb += [self.o_valid.eq(nb.o_valid), self.o_first.eq(nb.o_first), self.o_last.eq(nb.o_last),
-                     self.o_frac.eq(nb.o_frac), self.o_err.eq(err | nb.o_err)]
-        m.d.comb += [self.o_data[i].eq(nb.o_data[i]) for i in range(w)]
+        scale_beats(m, self, [self.i_data[i] for i in range(w)], fv, first_in, last_in, r_m, r_f, err,
+                    reg=reg, held=held, tags=tags)
         return m

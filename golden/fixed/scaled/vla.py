@@ -79,7 +79,7 @@ A_FORMS = ("diag", "center")
 #: lambda0 <= 3e-4 at d = 16, 32 (1e-4 at d = 64; 3e-3 at d = 2, 1e-3 at d = 8) ``A`` diverges once
 #: the stream is longer than about d tokens (||A|| to 1e11 and inf; delta's ``lift`` past 2^50),
 #: where the float model's ``A`` stays bounded (2026-12-07: 5 Gaussian streams of 200 or 4 d tokens
-#: per point, d = 2 .. 64; none diverged at 1e-2; docs/accuracy/formats.md)
+#: per point, d = 2 .. 64; none diverged at 1e-2; docs/fixed-point.md, section 6)
 LAMBDA0_RANGE = (1e-2, 1e8)
 
 
