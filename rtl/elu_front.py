@@ -1,0 +1,130 @@
+"""The ELU+1 front end shared by the scaled cores that normalise by a running key sum (linear
+attention, VLA): ``kf = elu1(k)``, ``qf = elu1(q)`` on one :class:`~specmem.rtl.elu.BlockElu1`
+(``k`` then ``q``, back to back), ``z <- align(z + kf)`` as ``kf``'s beats come out (``z`` in
+``d`` registers), optionally ``C = kfᵀ qf`` as ``qf``'s come out, ``den = zᵀ qf`` (exact) as
+the new ``z``'s come out, the floor ``max(den, eps)`` (a table on ``den``'s exponent,
+:func:`~specmem.rtl.eps_floor.eps_floor_table`) and ``rden = 1/den`` on the scalar unit
+(``golden/fixed/scaled/linear_attention.elu_features``, rounding for rounding).
+
+It is logic added to the core's own module (no block of its own), so a core built on it keeps
+its register names."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from amaranth.hdl import Array, Const, Mux, Signal, signed, unsigned
+
+from specmem.golden.fixed.scaled.linear_attention import Z_BITS
+
+from .beats import beat_index, beat_of, feed_pair, store_beats
+from .scalar_unit import ScalarOp
+
+__all__ = ["tree_sum", "elu_front_end"]
+
+
+def tree_sum(reg, tag, prods, width, name, flags):
+    """A registered pairwise adder tree over ``prods``, its flags beside it (``reg`` for data,
+    ``tag`` for flags)."""
+    lv = 0
+    while len(prods) > 1:
+        lv += 1
+        prods = [reg(prods[j] + prods[j + 1] if j + 1 < len(prods) else prods[j], signed(width),
+                     f"{name}{lv}_t{j // 2}") for j in range(0, len(prods), 2)]
+        flags = [tag(f, 1, f"{name}{lv}_f{i}") for i, f in enumerate(flags)]
+    return prods[0], flags
+
+
+def elu_front_end(m, core, kq, in_last, reg, tag, err, vreg, nx, *, with_c: bool):
+    """The front end for the token whose ``k`` and ``q`` sit in ``kq`` (``(BeatBanks, fk, fq)``,
+    the read bank), started by ``in_last``; ``core`` gives ``k``, ``B``, ``M``, ``exp_width``,
+    ``dot_width``, ``den_width``, ``floor_width``, ``eps_f0``, ``eps_rows`` and the blocks
+    ``elu``, ``align_z``, ``unit`` (the scalar unit); ``nx``: the registers it fills, ``kf``
+    (``None`` without ``with_c``), ``qf``, ``fkf``, ``fqf``, ``rm``, ``rf``. Returns a namespace:
+    ``out_q`` (the ELU's next output is ``qf``), ``osel`` (the ELU output's beat), ``z``, ``fz``,
+    ``c_acc`` (``C``, with ``with_c``) and ``done`` (a pulse: ``rden`` written)."""
+    k, B, M, EW = core.k, core.B, core.M, core.exp_width
+    DW, NW, FW = core.dot_width, core.den_width, core.floor_width
+    el, az, su = core.elu, core.align_z, core.unit
+    fe_kq, fe_fk, fe_fq = kq
+    feed_pair(m, el, (fe_kq, fe_fk), (fe_kq, fe_fq), k, B, in_last, reg, tag)  # k, then q, back to back
+    out_q = Signal(name="fe_out_q")  # the ELU's next output vector is qf (kf's went first)
+    osel = beat_index(m, el, B, "fe_ob")
+    with m.If(el.o_valid & el.o_last):
+        m.d.sync += out_q.eq(~out_q)
+    with m.If(el.o_valid):
+        for b in range(B):
+            with m.If(osel == b):
+                with m.If(out_q):
+                    m.d.sync += [nx.qf[b * k + j].eq(el.o_data[j]) for j in range(k)]
+                if with_c:
+                    with m.Else():
+                        m.d.sync += [nx.kf[b * k + j].eq(el.o_data[j]) for j in range(k)]
+        with m.If(el.o_first):
+            with m.If(out_q):
+                m.d.sync += nx.fqf.eq(el.o_frac)
+            with m.Else():
+                m.d.sync += nx.fkf.eq(el.o_frac)
+    # z <- align(z + kf) as kf's beats come out (z's beat read beside them)
+    z = vreg("z", signed(Z_BITS), reset=True)
+    fz = Signal(signed(EW), name="fz")
+    m.d.comb += [az.i_valid.eq(tag(el.o_valid & ~out_q, 1, "z_in_v")),
+                 az.i_f0.eq(reg(fz, signed(EW), "z_in_fz")), az.i_f1.eq(reg(el.o_frac, signed(EW), "z_in_fkf"))]
+    m.d.comb += [az.i_x0[j].eq(reg(beat_of(z, osel, j, k), signed(Z_BITS), f"z_in_z{j}")) for j in range(k)]
+    m.d.comb += [az.i_x1[j].eq(reg(el.o_data[j], signed(M), f"z_in_kf{j}")) for j in range(k)]
+    zsel = store_beats(m, z, az, k, "z_beat")
+    with m.If(az.o_valid & az.o_first):
+        m.d.sync += fz.eq(az.o_frac)
+    c_acc = None
+    if with_c:  # C = kf . qf as qf's beats come out beside kf's (read back)
+        cv, cf, cl = tag(el.o_valid & out_q, 1, "c0_v"), tag(el.o_first, 1, "c0_f"), tag(el.o_last, 1, "c0_l")
+        cq = [reg(el.o_data[j], signed(M), f"c0_q{j}") for j in range(k)]
+        ck = [reg(beat_of(nx.kf, osel, j, k), signed(M), f"c0_k{j}") for j in range(k)]
+        cv, cf, cl = tag(cv, 1, "c1_v"), tag(cf, 1, "c1_f"), tag(cl, 1, "c1_l")
+        cp = [reg(a * b, signed(2 * M), f"c1_p{j}") for j, (a, b) in enumerate(zip(cq, ck))]
+        cs, (cv, cf, cl) = tree_sum(reg, tag, cp, DW, "c", [cv, cf, cl])
+        c_acc = Signal(signed(DW), name="c_acc")
+        with m.If(cv):
+            m.d.sync += c_acc.eq(Mux(cf, 0, c_acc) + cs)
+    # den = z . qf as the new z's beats come out (qf's are in: the alignment waits longer than
+    # qf takes to follow kf out of the ELU)
+    assert az.latency >= B
+    dv, df, dl = tag(az.o_valid, 1, "n0_v"), tag(az.o_first, 1, "n0_f"), tag(az.o_last, 1, "n0_l")
+    dz = [reg(az.o_data[j], signed(Z_BITS), f"n0_z{j}") for j in range(k)]
+    dq = [reg(beat_of(nx.qf, zsel, j, k), signed(M), f"n0_q{j}") for j in range(k)]
+    dfr = Signal(signed(EW), name="n0_fr")  # fden = fz + fqf, from the new z's first beat
+    with m.If(az.o_valid & az.o_first):
+        m.d.sync += dfr.eq(az.o_frac + nx.fqf)
+    dv, df, dl = tag(dv, 1, "n1_v"), tag(df, 1, "n1_f"), tag(dl, 1, "n1_l")
+    dp = [reg(a * b, signed(Z_BITS + M), f"n1_p{j}") for j, (a, b) in enumerate(zip(dz, dq))]
+    ds, (dv, df, dl) = tree_sum(reg, tag, dp, NW, "n", [dv, df, dl])
+    den = Signal(signed(NW + 1), name="den_acc")
+    with m.If(dv):
+        m.d.sync += den.eq(Mux(df, 0, den) + ds)
+    # the floor: eps 2^fden from a table (1 below it, beyond it the scalar unit's input passed)
+    e1 = tag(dv & dl, 1, "eps1_v")  # den and fden final
+    F0, rows = core.eps_f0, core.eps_rows
+    e2 = tag(e1, 1, "eps2_v")
+    off = reg(dfr - (F0 + 1), signed(EW + 1), "eps_off")
+    fden2 = reg(dfr, signed(EW), "eps_fden")
+    den2 = reg(den, signed(NW + 1), "eps_den")
+    e3 = tag(e2, 1, "eps3_v")
+    table = Array(Const(r, FW) for r in rows) if rows else None
+    in_tab = (off >= 0) & (off < len(rows))
+    floor3 = reg(Mux(in_tab, table[off[:max(1, (len(rows) - 1).bit_length())]], 1) if rows else 1,
+                 unsigned(FW), "eps_floor")
+    over3 = tag(e2 & (off >= len(rows)), 1, "eps_over")
+    fden3, den3 = reg(fden2, signed(EW), "eps_fden3"), reg(den2, signed(NW + 1), "eps_den3")
+    e4 = tag(e3, 1, "eps4_v")
+    lt4 = reg(den3 < floor3, 1, "eps_lt")  # den >= 0: z and qf are ELU+1 features
+    den4, floor4, fden4 = reg(den3, signed(NW + 1), "eps_den4"), reg(floor3, unsigned(FW), "eps_floor4"), \
+        reg(fden3, signed(EW), "eps_fden4")
+    with m.If(over3):
+        m.d.sync += err.eq(1)
+    m.d.comb += [su.i.valid.eq(tag(e4, 1, "rq_v")), su.i.payload.op.eq(ScalarOp.RECIP), su.o.ready.eq(1),
+                 su.i.payload.x.eq(reg(Mux(lt4, floor4, den4[:NW]), unsigned(FW), "rq_x")),
+                 su.i.payload.frac.eq(reg(fden4, signed(EW), "rq_f"))]
+    with m.If(su.o.valid):
+        m.d.sync += [nx.rm.eq(su.o.payload.m), nx.rf.eq(su.o.payload.f)]
+    done = tag(su.o.valid, 1, "fe_done")
+    return SimpleNamespace(out_q=out_q, osel=osel, z=z, fz=fz, c_acc=c_acc, done=done)
