@@ -1,0 +1,109 @@
+# amaranth: UnusedElaboratable=no
+"""VlaScaledCore against ``golden/fixed/scaled/vla.vla_scaled`` (int8), bit for bit: every output
+and its exponent, both states and A's diagonal after a flush, the saturation counts, the token
+counter."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from specmem.golden.fixed.scaled.bfp import quantize_block
+from specmem.golden.fixed.scaled.vla import vla_scaled
+from specmem.rtl.testing import run_simulation, send_beats, token_beats
+from specmem.rtl.vla_scaled import VlaScaledCore
+
+
+def _stream(rng, T, d, *, scale=1.0):
+    return tuple(rng.standard_normal((T, d)) * scale for _ in range(4))
+
+
+def _run(dut, k, v, q, u, *, idle=0.0, stall=0.0, seed=0, flush_after=(), err=0):
+    """Tokens in (random idle cycles before each beat), flushes after ``flush_after`` and the
+    last token, outputs taken with random backpressure; returns a dict of what came out and the
+    cycles between pass starts."""
+    M, d = dut.M, dut.d
+    vecs = [quantize_block(x, M) for x in (k, v, q, u)]
+    T = len(k)
+    rng = random.Random(seed)
+    outs, fracs, starts, done = [], [], [], {}
+    reads = {"s": [], "a": [], "ad": []}
+    slots = [t for t in range(T) for _ in range(1 + (t in flush_after))] + [T]
+    n_flush = len(flush_after) + 1
+
+    async def source(ctx):
+        for j, t in enumerate(slots):
+            flush = t == T or (j > 0 and slots[j - 1] == t)
+            await send_beats(ctx, dut, [None] if flush else token_beats(vecs, t, dut.k), rng, idle)
+
+    def complete(name, n):  # s, a: a row per first flag; ad: a vector per first flag
+        r = reads[name]
+        return len(r) == n_flush * n and len(r[-1][0]) == d
+
+    async def sink(ctx):
+        cur, cycle = [], 0
+        while len(outs) < T or not (complete("s", d) and complete("a", d) and complete("ad", 1)):
+            ready = rng.random() >= stall
+            ctx.set(dut.o_ready, int(ready))
+            ports = [dut.o_valid, dut.o_first, dut.o_last, dut.o_data, dut.o_frac, dut.pass_s.start]
+            for p in ("s", "a", "ad"):
+                ports += [getattr(dut, f"{p}_{n}") for n in ("valid", "first", "data", "frac")]
+            _, _, *vals = await ctx.tick().sample(*ports)
+            ov, of, ol, od, ofr, go = vals[:6]
+            cycle += 1
+            if go:
+                starts.append(cycle)
+            if ov and ready:
+                assert of == (len(cur) == 0)
+                cur += [int(x) for x in od]
+                assert ol == (len(cur) == d)
+                if ol:
+                    outs.append(cur)
+                    fracs.append(int(ofr))
+                    cur = []
+            for i, p in enumerate(("s", "a", "ad")):
+                pv, pf, pd, pfr = vals[6 + 4 * i:10 + 4 * i]
+                if pv:
+                    if pf:
+                        reads[p].append(([], []))
+                        reads[p][-1][1].append(int(pfr))
+                    reads[p][-1][0].extend(int(x) for x in pd)
+        done.update(sat=ctx.get(dut.sat), sat_a=ctx.get(dut.sat_a), err=ctx.get(dut.err), tokens=ctx.get(dut.tokens))
+
+    run_simulation(dut, source, sink, deadline_cycles=(T + n_flush + 2) * (4 * dut.d * dut.d // dut.k + 2000)
+                   * (2 if stall else 1) + 5000)
+    assert done["err"] == err and done["tokens"] == T
+    per_flush = {p: [r[i * n:(i + 1) * n] for i in range(n_flush)] for p, r, n in
+                 (("s", reads["s"], d), ("a", reads["a"], d), ("ad", reads["ad"], 1))}
+    return {"o": np.array(outs), "of": np.array(fracs), "reads": per_flush, "starts": np.diff(starts), **done}
+
+
+def _rows(rows):
+    """A flush's rows (or ``ad``): mantissas and exponents, as lists."""
+    return [r[0] for r in rows], [r[1][0] for r in rows]
+
+
+def _check(got, want, which=-1):
+    assert got["o"].tolist() == want["o_raw"].tolist()
+    assert got["of"].tolist() == want["o_frac"].tolist()
+    s, sf = _rows(got["reads"]["s"][which])
+    a, af = _rows(got["reads"]["a"][which])
+    assert s == want["s_raw"].tolist() and sf == want["s_frac"].tolist()
+    assert a == want["a_raw"].tolist() and af == want["a_frac"].tolist()
+    ad, adf = _rows(got["reads"]["ad"][which])
+    assert ad == [want["a_diag_raw"].tolist()] and adf == [int(want["a_diag_frac"])]
+    assert got["sat"] == want["sat"]["s"] and got["sat_a"] == want["sat"]["a"]
+
+
+@pytest.mark.parametrize("d,k", [(8, 4), (4, 2)])
+def test_stream_bit_exact_with_the_model(d, k):
+    rng = np.random.default_rng(d * 10 + k)
+    T = 8
+    kx, v, q, u = _stream(rng, T, d)
+    dut = VlaScaledCore(d, k, refresh_period=3)
+    got = _run(dut, kx, v, q, u, idle=0.3, stall=0.3, seed=k)
+    want = vla_scaled(kx, v, q, u, preset="int8", refresh_period=3)
+    _check(got, want)
+    assert np.count_nonzero(want["o_raw"]) > 0 and np.count_nonzero(want["a_raw"]) > 0
