@@ -10,6 +10,7 @@ resources: the same tools, device and I/O shell as ``specmem synth``'s cores.
     python -m specmem.synth_block deltanet_scaled --d 32 --k 4 --style ecp5
     python -m specmem.synth_block gated_deltanet_scaled --d 32 --k 4 --style ecp5
     python -m specmem.synth_block linear_scaled --d 32 --k 4 --style ecp5
+    python -m specmem.synth_block vla_scaled --d 32 --k 4 --style ecp5 --dsp ecp5
     python -m specmem.synth_block block_elu --k 4 --beats 8 --style ecp5
     python -m specmem.synth_block decay
     python -m specmem.synth_block saturate --k 8 --in-width 36 --out-width 18
@@ -104,6 +105,13 @@ def _linear_scaled(d=32, k=4, preset="int8", ram="ecp5"):
     return LinearAttentionScaledCore(d, k, preset, ram=ram), f"linear_scaled_d{d}_k{k}_{preset}_{ram}"
 
 
+def _vla_scaled(d=32, k=4, preset="int8", ram="ecp5", dsp="registered"):
+    """The scaled VLA core (ELU front end, two unit normalisers, the A and S passes, the chain)."""
+    from specmem.rtl.vla_scaled import VlaScaledCore
+    return (VlaScaledCore(d, k, preset, ram=ram, dsp=dsp),
+            f"vla_scaled_d{d}_k{k}_{preset}_{ram}" + ("_dsp_ecp5" if dsp == "ecp5" else ""))
+
+
 def _block_elu(k=4, beats=8, preset="int8", ram="ecp5"):
     """The scaled formats' ELU+1 (element pipeline and its alignment)."""
     from specmem.golden.fixed.formats import PRESETS
@@ -157,7 +165,7 @@ def _core_v2(d=64, k=8, preset="int18", dsp="registered", bram="ecp5", norm_lane
 
 BLOCKS = {"bram": _bram, "delay_line": _delay_line, "block_norm": _block_norm, "block_norm_stream": _block_norm_stream, "row_bfp": _row_bfp,
           "align": _align, "unit_norm": _unit_norm, "deltanet_scaled": _deltanet_scaled,
-          "gated_deltanet_scaled": _gated_deltanet_scaled, "linear_scaled": _linear_scaled,
+          "gated_deltanet_scaled": _gated_deltanet_scaled, "linear_scaled": _linear_scaled, "vla_scaled": _vla_scaled,
           "block_elu": _block_elu, "decay": _decay, "saturate": _saturate, "lane_control": _lane_control,
           "round_shift": _round_shift, "row_unit": _row_unit, "token_chain": _token_chain, "core_v2": _core_v2}
 
@@ -274,6 +282,10 @@ def main(argv=None) -> int:
             comp, name = _deltanet_scaled(a.d, a.k, "int8", a.style, a.block.startswith("gated"), a.dsp, a.heads)
         elif a.block == "linear_scaled":
             comp, name = _linear_scaled(a.d, a.k, "int8", a.style)
+        elif a.block == "vla_scaled":
+            if a.heads != 1:
+                raise ValueError("heads: the scaled VLA core has one head (its heads are not built yet)")
+            comp, name = _vla_scaled(a.d, a.k, "int8", a.style, a.dsp)
         elif a.block == "block_elu":
             comp, name = _block_elu(a.k, a.beats, "int8", a.style)
         elif a.block == "decay":
