@@ -147,6 +147,28 @@ class VlaScaledCore(wiring.Component):
             "tokens": Out(32), "sat": Out(COUNT_WIDTH), "sat_a": Out(COUNT_WIDTH), "err": Out(1),
         })
 
+    def loop_cycles(self) -> int:
+        """Cycles from one pass's start to the next's at full rate: the passes (prep, the rows up
+        to the last row's results and ``done``: ``prep + (d - 1) d/k + latency + 2``); feed (1):
+        its start (1), the counter's valid through the selects' ``Lb`` levels and a register into
+        ``zsm``'s alignment, a register into :class:`~specmem.rtl.rls_scale.RlsScale`, ``w``'s
+        ``d/k`` beats, ``cw``'s registered products, tree and sum (``3 + lv``) and the next
+        feed's start (1); feed (2) likewise into ``alpha``'s alignment, the unit normaliser,
+        ``ah``'s beats and ``c2``'s dot product; then the sequencer's return to idle, the take
+        and the start (2). Checked in simulation at (d, k) = (4, 2), (8, 4), (8, 2)."""
+        pa, B = self.pass_s, self.B
+        Lb, lv = select_levels(B), max(0, (self.k - 1).bit_length())
+        passes = pa.prep_cycles + (self.d - 1) * B + pa.latency + 2
+        feed1 = 1 + Lb + 1 + self.align_zsm.latency + 1 + self.rls.latency + B - 1 + 3 + lv + 1
+        feed2 = Lb + 1 + self.align_al.latency + self.unit_ah.latency + B - 1 + 3 + lv
+        return passes + feed1 + feed2 + 2
+
+    def cycles_per_token(self) -> int:
+        """Cycles per token at full rate: :meth:`loop_cycles` (the front end, ``4 d/k`` beats and
+        about 130 cycles of ELU, alignment, reciprocal and unit normalisers, runs beside the
+        passes and the chain, which are longer at every shape; the Amaranth tests measure it)."""
+        return self.loop_cycles()
+
     def elaborate(self, platform):
         m = Module()  # the core's own logic; every block beside it on a reset branch of its own
         tree = ResetTree("ecp5" if self.ram == "ecp5" else "registers")

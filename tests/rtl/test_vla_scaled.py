@@ -85,16 +85,19 @@ def _rows(rows):
     return [r[0] for r in rows], [r[1][0] for r in rows]
 
 
-def _check(got, want, which=-1):
-    assert got["o"].tolist() == want["o_raw"].tolist()
-    assert got["of"].tolist() == want["o_frac"].tolist()
+def _check(got, want, which=-1, *, outputs=True, sat=True):
+    """Outputs, the states and ``ad`` read at flush ``which``, the saturation counts."""
+    if outputs:
+        assert got["o"].tolist() == want["o_raw"].tolist()
+        assert got["of"].tolist() == want["o_frac"].tolist()
     s, sf = _rows(got["reads"]["s"][which])
     a, af = _rows(got["reads"]["a"][which])
     assert s == want["s_raw"].tolist() and sf == want["s_frac"].tolist()
     assert a == want["a_raw"].tolist() and af == want["a_frac"].tolist()
     ad, adf = _rows(got["reads"]["ad"][which])
     assert ad == [want["a_diag_raw"].tolist()] and adf == [int(want["a_diag_frac"])]
-    assert got["sat"] == want["sat"]["s"] and got["sat_a"] == want["sat"]["a"]
+    if sat:
+        assert got["sat"] == want["sat"]["s"] and got["sat_a"] == want["sat"]["a"]
 
 
 @pytest.mark.parametrize("d,k", [(8, 4), (4, 2)])
@@ -107,3 +110,64 @@ def test_stream_bit_exact_with_the_model(d, k):
     want = vla_scaled(kx, v, q, u, preset="int8", refresh_period=3)
     _check(got, want)
     assert np.count_nonzero(want["o_raw"]) > 0 and np.count_nonzero(want["a_raw"]) > 0
+
+
+@pytest.mark.parametrize("d,k", [(8, 4), (8, 2)])
+def test_full_rate_cycles_per_token(d, k):
+    """With the input always valid and the output always ready, passes start ``cycles_per_token``
+    apart (the passes and the chain's two feeds; the front end runs beside them)."""
+    rng = np.random.default_rng(2)
+    T = 4
+    kx, v, q, u = _stream(rng, T, d)
+    dut = VlaScaledCore(d, k)
+    got = _run(dut, kx, v, q, u)
+    _check(got, vla_scaled(kx, v, q, u, preset="int8"))
+    assert got["starts"].tolist() == [dut.cycles_per_token()] * T  # the last: the flush's pass
+
+
+def test_a_flush_mid_stream_reads_the_states_and_changes_nothing():
+    rng = np.random.default_rng(5)
+    d, k, T = 4, 2, 6
+    kx, v, q, u = _stream(rng, T, d)
+    dut = VlaScaledCore(d, k, refresh_period=2)
+    got = _run(dut, kx, v, q, u, flush_after=(2, 3), seed=2)
+    kw = {"preset": "int8", "refresh_period": 2}
+    _check(got, vla_scaled(kx, v, q, u, **kw))
+    _check(got, vla_scaled(kx[:3], v[:3], q[:3], u[:3], **kw), which=0, outputs=False, sat=False)
+    _check(got, vla_scaled(kx[:4], v[:4], q[:4], u[:4], **kw), which=1, outputs=False, sat=False)
+
+
+@pytest.mark.parametrize("params", [{"lambda0": 0.01, "eta": 0.0}, {"lambda0": 1e3, "u_scale": 0.7, "eps": 1e-3},
+                                    {"lambda0": 1.0, "refresh_period": 1, "eta": 0.5}])
+def test_parameters_and_scale_spread(params):
+    """``lambda0`` across its range, no refresh, a refresh every token with a large ``eta``, a
+    given ``u_scale`` and ``eps``; ``k``, ``v``, ``q`` at scales 2^-30 .. 2^8, ``u`` at 2^-6 ..
+    2^8 (far below ``eps`` see the next test), a zero ``u`` and ``q``."""
+    rng = np.random.default_rng(7)
+    d, k, T = 4, 2, 6
+    kx, v, q, u = _stream(rng, T, d)
+    sc = np.ldexp(1.0, rng.integers(-30, 9, T))[:, None]
+    kx, v, q, u = kx * sc, v * sc[::-1], q * sc, u * np.maximum(sc, 2.0 ** -6)
+    u[2] = 0
+    q[4] = 0
+    dut = VlaScaledCore(d, k, **params)
+    _check(_run(dut, kx, v, q, u, seed=3, idle=0.2), vla_scaled(kx, v, q, u, preset="int8", **params))
+
+
+def test_a_u_far_below_eps_raises_err():
+    """``un = u / eps`` for ``||u|| < eps``: ``u`` at 1e-9 with ``eps`` = 1e-3 takes ``delta``'s
+    binary point ``F = f_un + fz`` to 62, past :class:`~specmem.rtl.rls_scale.RlsScale`'s 61
+    (the model's int64 still holds it): the sticky ``err``, not a silently different output."""
+    rng = np.random.default_rng(7)
+    d, k, T = 4, 2, 3
+    kx, v, q, u = _stream(rng, T, d)
+    u[1] *= 1e-9
+    _run(VlaScaledCore(d, k, lambda0=1e3, eps=1e-3), kx, v, q, u, err=1)
+
+
+def test_bad_parameters_are_refused():
+    for kw, msg in (({"d": 6, "k": 4}, "multiple"), ({"d": 8, "k": 4, "preset": "legacy-int8"}, "scaled preset"),
+                    ({"d": 8, "k": 4, "lambda0": 1e-4}, "lambda0"), ({"d": 8, "k": 4, "eps": 0.0}, "eps"),
+                    ({"d": 8, "k": 4, "diag_bits": 40}, "diag_bits")):
+        with pytest.raises(ValueError, match=msg):
+            VlaScaledCore(**kw)
