@@ -175,15 +175,22 @@ def build(algo: str, d: int, k: int, preset: str = "legacy-int8", **params) -> B
     raise AssertionError(algo)  # pragma: no cover - every algo returned above
 
 
+#: the scaled VLA core's rule parameters (generics), beside ``eps``
+VLA_SCALED_PARAMS = ("lambda0", "refresh_period", "eta", "u_scale")
+
+
 def _scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None = None, eps: float | None = None,
             dsp: str | None = None, heads: int | None = None, **rest) -> Built:
-    """A scaled core (linear attention, DeltaNet or Gated DeltaNet; tokens as beats of ``k``
+    """A scaled core (linear attention, DeltaNet, Gated DeltaNet or VLA; tokens as beats of ``k``
     elements, no AXI4-Stream naming or register block yet) and its manifest: parameters, the ports' meaning, the number formats,
     cycles per token."""
+    vla_params = {n: rest.pop(n) for n in VLA_SCALED_PARAMS if n in rest and rest[n] is not None} if algo == "vla" else {}
+    rest = {n: v for n, v in rest.items() if not (algo == "vla" and n in VLA_SCALED_PARAMS)}
     if rest:
         name = sorted(rest)[0]
         why = {"csr": "the scaled core has no register block yet", "in_range": "the scaled formats scale every "
-               "vector by its own max"}.get(name, "it takes bram, dsp, eps and (DeltaNet, Gated DeltaNet) heads")
+               "vector by its own max"}.get(name, "it takes bram, dsp, eps, (DeltaNet, Gated DeltaNet) heads and (VLA) "
+                                                  "lambda0, refresh_period, eta, u_scale")
         raise ValueError(f"{name}: not a parameter of the scaled {algo} core ({preset}): {why}")
     if bram not in (None, "behavioural", "ecp5"):
         raise ValueError(f"bram: must be behavioural or ecp5 (DP16KD), got {bram!r}")
@@ -193,11 +200,16 @@ def _scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None = None, 
                          f"registers for the pass's products and the scalar units' multiplies), got {dsp!r}")
     dsp = dsp or "registered"
     gated = algo == "gated-deltanet"
-    if heads is not None and algo == "linear":
-        raise ValueError("heads: the scaled linear core runs one memory (heads interleave on DeltaNet's and "
+    if heads is not None and algo in ("linear", "vla"):
+        raise ValueError(f"heads: the scaled {algo} core runs one memory (heads interleave on DeltaNet's and "
                          "Gated DeltaNet's)")
     heads = 1 if heads is None else heads
-    if algo == "linear":
+    if algo == "vla":
+        from .vla_scaled import VlaScaledCore
+
+        c = VlaScaledCore(d, k, preset, ram=ram, dsp=dsp, **({"eps": float(eps)} if eps is not None else {}),
+                          **vla_params)
+    elif algo == "linear":
         from .linear_attention_scaled import LINEAR_EPS, LinearAttentionScaledCore
 
         c = LinearAttentionScaledCore(d, k, preset, ram=ram, eps=LINEAR_EPS if eps is None else float(eps), dsp=dsp)
@@ -209,9 +221,10 @@ def _scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None = None, 
         c = DeltaNetScaledCore(d, k, preset, ram=ram, gated=gated, eps=L2_EPS if eps is None else float(eps),
                                dsp=dsp, heads=heads)
     EW, M = c.exp_width, c.M
-    beats = f"{3 * (d // k)} beats"
+    vecs = "k's, v's, q's, u's" if algo == "vla" else "k's, v's, q's"
+    beats = f"{(4 if algo == 'vla' else 3) * (d // k)} beats"
     ports = {
-        "i_data, i_frac": f"a token as {beats}: k's, v's, q's d/k = {d // k} beats each, in that order, of k = {k} "
+        "i_data, i_frac": f"a token as {beats}: {vecs} d/k = {d // k} beats each, in that order, of k = {k} "
                           f"signed {M}-bit mantissas (lane j in bits [{M}j, {M}j + {M})); i_frac (signed {EW} bits) "
                           "the vector's exponent, taken with its first beat (value raw 2^-i_frac): block vectors, "
                           "quantised as golden/fixed/scaled/bfp.quantize_block",
@@ -229,7 +242,19 @@ def _scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None = None, 
     }
     params = {"d": d, "k": k, "preset": preset, "algo": algo, "M": M, "Ws": c.Ws, "Wo": c.Wo, "P": c.P,
               "exp_width": EW, "eps": c.eps, "bram": ram, "dsp": dsp}
-    if algo == "linear":
+    if algo == "vla":
+        ports["a_data, a_frac, a_first, a_valid"] = (f"during a flush: A's off-diagonal part, its rows as d/k beats of k "
+                                                     f"signed {c.Ws}-bit mantissas, a_frac the row's exponent")
+        ports["ad_data, ad_frac, ad_first, ad_valid"] = (f"from the cycle a flush is taken: A's diagonal as d/k beats "
+                                                         f"of k signed {c.Wd}-bit mantissas, ad_frac its exponent")
+        ports["tokens, sat, err"] = ("tokens taken; S's saturations (sat) and A's (sat_a); a sticky contract/overflow "
+                                     "flag (err: also delta's binary point past 61 bits, a u far below eps)")
+        ports["sat_a"] = "A's saturations"
+        params.update({"lambda0": c.lambda0, "refresh_period": c.refresh_period, "eta": c.eta, "u_scale": c.u_scale,
+                       "Wd": c.Wd, "a_form": "diag"})
+        model = "golden/fixed/scaled/vla.vla_scaled"
+        top = "specmem_vla_scaled"
+    elif algo == "linear":
         from specmem.golden.fixed.scaled.linear_attention import Z_BITS
 
         ports["z_data, z_frac, z_first, z_valid"] = (f"from the cycle a flush is taken: z (the running sum of the "

@@ -16,15 +16,15 @@ __all__ = ["RTL_PRESETS", "SCALED_CORE_ALGOS", "SCALED_DELTA_ALGOS", "SCALED_PRE
            "check_rtl_preset"]
 
 #: the rules and presets built by the scaled cores (``rtl/linear_attention_scaled.py``,
-#: ``rtl/deltanet_scaled.py``: the delta rules')
-SCALED_CORE_ALGOS = ("linear", "deltanet", "gated-deltanet")
+#: ``rtl/deltanet_scaled.py``: the delta rules', ``rtl/vla_scaled.py``)
+SCALED_CORE_ALGOS = ("linear", "deltanet", "gated-deltanet", "vla")
 SCALED_DELTA_ALGOS = ("deltanet", "gated-deltanet")
 SCALED_PRESETS = ("int8",)
 
 
 def scaled_core(algo, preset) -> bool:
     """Whether ``algo`` in ``preset`` is built by a scaled core (linear attention, DeltaNet, Gated
-    DeltaNet in ``int8``)."""
+    DeltaNet, VLA in ``int8``)."""
     return algo in SCALED_CORE_ALGOS and preset in SCALED_PRESETS
 
 

@@ -58,7 +58,9 @@ FLAVOURS = {
     "waves": [],  # the runner adds --trace (VCD; FST would need the system's lz4 headers)
 }
 KINDS = ("top", "engine", "scalar_unit", "vla", "linear", "deltanet", "gated-deltanet", "bram", "deltanet-scaled",
-         "linear-scaled")
+         "linear-scaled", "vla-scaled")
+#: the scaled cores' designs and the rule each builds (``gated`` picks Gated DeltaNet)
+SCALED_KINDS = {"deltanet-scaled": "deltanet", "linear-scaled": "linear", "vla-scaled": "vla"}
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,9 @@ class Design:
     ``(("width", w),)``) or ``deltanet-scaled`` (``DeltaNetScaledCore`` in a scaled preset, its
     state in ``DP16KD`` through the vendor model; ``params`` ``(("ram", "behavioural"),)`` for the
     portable RAM, ``(("gated", 1),)`` for Gated DeltaNet, ``(("eps", e),)`` for the norm floor) or
-    ``linear-scaled`` (``LinearAttentionScaledCore``, the same ``ram`` and ``eps``)."""
+    ``linear-scaled`` (``LinearAttentionScaledCore``, the same ``ram`` and ``eps``) or
+    ``vla-scaled`` (``VlaScaledCore``: ``ram``, ``dsp``, ``eps`` and the rule's ``lambda0``,
+    ``refresh_period``, ``eta``, ``u_scale``)."""
 
     kind: str = "top"
     d: int = 16
@@ -96,7 +100,7 @@ class Design:
 
             if annihilation_core_for(self.preset) == "v2" and self.in_range is not None:
                 raise ValueError("in_range: core v2 takes its preset's input range, not in_range")
-        elif self.kind in ("deltanet-scaled", "linear-scaled"):
+        elif self.kind in SCALED_KINDS:
             from specmem.golden.fixed.formats import PRESETS as ALL_PRESETS
 
             if getattr(ALL_PRESETS.get(self.preset), "scheme", None) != "scaled":
@@ -104,7 +108,7 @@ class Design:
         else:
             check_rtl_preset(self.preset)  # the other RTL is bit-exact with the legacy formats only
         if self.params and self.kind not in ("vla", "linear", "deltanet", "gated-deltanet", "engine", "bram",
-                                             "deltanet-scaled", "linear-scaled"):
+                                             *SCALED_KINDS):
             raise ValueError(f"params: only the vla, linear, deltanet, gated-deltanet, engine and bram designs take "
                              f"parameters, "
                              f"got {self.params!r}")
@@ -219,19 +223,22 @@ def verilog_for(design: Design) -> tuple[str, str, str]:
             params["in_range"] = design.in_range
         built = rtl_build(design.kind, design.d, design.k, design.preset, **params)
         comp, top, manifest = built.component, built.top, dict(built.manifest)
-    elif design.kind in ("deltanet-scaled", "linear-scaled"):
+    elif design.kind in SCALED_KINDS:
+        from specmem.rtl.generate import VLA_SCALED_PARAMS
         from specmem.rtl.generate import build as rtl_build
 
         p = dict(design.params)
-        unknown = set(p) - {"eps", "gated", "ram", "dsp", "heads"}
+        takes = {"eps", "ram", "dsp"} | ({"gated", "heads"} if design.kind == "deltanet-scaled" else set()) | (
+            set(VLA_SCALED_PARAMS) if design.kind == "vla-scaled" else set())
+        unknown = set(p) - takes
         if unknown:
-            raise ValueError(f"params: the {design.kind} design takes eps, gated, ram, dsp and heads, "
+            raise ValueError(f"params: the {design.kind} design takes {', '.join(sorted(takes))}, "
                              f"got {sorted(unknown)[0]}")
         extra = {"eps": float(p["eps"])} if "eps" in p else {}
-        for name in ("dsp", "heads"):
+        for name in ("dsp", "heads", *VLA_SCALED_PARAMS):
             if name in p:
                 extra[name] = p[name]
-        algo = "linear" if design.kind == "linear-scaled" else "gated-deltanet" if p.get("gated", 0) else "deltanet"
+        algo = "gated-deltanet" if p.get("gated", 0) else SCALED_KINDS[design.kind]
         built = rtl_build(algo, design.d, design.k, design.preset,
                           bram=p.get("ram", "ecp5"), **extra)  # `specmem rtl`'s core and manifest
         comp, top, manifest = built.component, built.top, dict(built.manifest)

@@ -1,15 +1,16 @@
 """cocotb tests of the scaled cores in Verilator: linear attention (``rtl/linear_attention_scaled.py``
 against ``golden/fixed/scaled/linear_attention.linear_attention_scaled``), DeltaNet and Gated
-DeltaNet (``rtl/deltanet_scaled.py`` against ``golden/fixed/scaled/deltanet.deltanet_scaled``), bit
+DeltaNet (``rtl/deltanet_scaled.py`` against ``golden/fixed/scaled/deltanet.deltanet_scaled``) and
+VLA (``rtl/vla_scaled.py`` against ``golden/fixed/scaled/vla.vla_scaled``), bit
 for bit: every output beat and exponent, the state read out by a flush (mantissas and row
-exponents; gated: ``S``'s row exponents and ``gamma``'s mantissa; linear: also ``z``), the
-saturation count and the token counter; random idle input
+exponents; gated: ``S``'s row exponents and ``gamma``'s mantissa; linear: also ``z``; VLA: also
+``A``'s off-diagonal rows and its diagonal), the saturation counts and the token counter; random idle input
 cycles and random output backpressure, with stretches longer than a token, a reset in the middle of
 a stream, and the pass-to-pass cycles at full rate. Gated streams mix decays near 1 with exact 1s,
 powers of two and tiny ones (2^-100 .. 2^-700), so ``gamma``'s exponent runs past the core's 12 bits.
 
-A token goes in as ``3 d/k`` beats (``k``'s, ``v``'s, ``q``'s, each vector's exponent with every
-beat of it, the scalars with the token's last beat), random idle cycles between any two beats; a
+A token goes in as ``3 d/k`` beats (``k``'s, ``v``'s, ``q``'s; VLA ``4 d/k`` with ``u``'s; each
+vector's exponent with every beat of it, the scalars with the token's last beat), random idle cycles between any two beats; a
 flush is one beat. The ports are flat Verilog vectors (``i_data`` is ``k`` signed ``M``-bit
 fields, LSB first); the handshake is sampled right after each rising edge, as in ``sim/stream.py``.
 """
@@ -61,6 +62,9 @@ class Env:
         self.gated = bool(p.get("gated", False))
         self.H = int(p.get("heads", 1))  # token slot t H + h is head h's token t
         self.linear = p.get("algo") == "linear"
+        self.vla = p.get("algo") == "vla"
+        self.rule = {n: p[n] for n in ("lambda0", "refresh_period", "eta", "u_scale")} if self.vla else {}
+        self.Wd = int(p.get("Wd", 0))
         self.eps = float(p["eps"])
         self.dut, self.rng = dut, random.Random(seed)
         self.t0 = time.perf_counter()
@@ -82,6 +86,7 @@ class Env:
         g = np.random.default_rng(self.seed)
         k, v, q = (g.standard_normal((T, self.d)) * scale for _ in range(3))
         beta = g.uniform(0.05, 1.0, T)
+        u = g.standard_normal((T, self.d)) * scale if self.vla else np.zeros((T, self.d))
         if self.gated:
             from specmem.golden.fixed.formats import PRESETS
             from specmem.golden.fixed.scaled.deltanet import scalar_in
@@ -98,15 +103,18 @@ class Env:
         V, fv = quantize_block(v, self.M)
         Q, fq = quantize_block(q, self.M)
         Bt, fb = quantize_block(beta[:, None], self.M)
-        return (k, v, q, beta, gate), [(K[t], int(fk[t]), V[t], int(fv[t]), Q[t], int(fq[t]), int(Bt[t, 0]),
-                                        int(fb[t]), int(Gm[t]), int(Gf[t])) for t in range(T)]
+        U, fu = quantize_block(u, self.M)
+        floats = (k, v, q, u) if self.vla else (k, v, q, beta, gate)
+        return floats, [(K[t], int(fk[t]), V[t], int(fv[t]), Q[t], int(fq[t]), int(Bt[t, 0]),
+                         int(fb[t]), int(Gm[t]), int(Gf[t]), U[t], int(fu[t])) for t in range(T)]
 
     async def stream(self, toks, *, idle=0.0, stall=0.0, burst=0, abort_after=None):
         """Send ``toks`` then a flush; collect outputs and the state. ``abort_after``: stop feeding
         after that many tokens and return early (for the reset test)."""
         dut, d, k = self.dut, self.d, self.k
         outs, fracs, state, sfr = [], [], [], []
-        self.read_gamma, self.read_z = [], []
+        self.read_gamma, self.read_z, self.read_a, self.read_ad = [], [], [], []
+        self.out_cycles = []  # the cycle of each output's last beat
         cur, hold, cycle = [], 0, 0
         slots = list(toks) + ([] if abort_after is not None else [None] * self.H)  # a flush per head
         beats = []  # (token, None for a flush or (lanes, exponent), last beat of its token)
@@ -115,9 +123,11 @@ class Env:
                 beats.append((t, None, True))
                 continue
             vecs = ((tok[0], tok[1]), (tok[2], tok[3]), (tok[4], tok[5]))  # k, v, q
+            if self.vla:
+                vecs += ((tok[10], tok[11]),)  # u
             for n, (X, f) in enumerate(vecs):
                 for b in range(d // k):
-                    beats.append((t, (X[b * k:(b + 1) * k], f), n == 2 and b == d // k - 1))
+                    beats.append((t, (X[b * k:(b + 1) * k], f), n == len(vecs) - 1 and b == d // k - 1))
         bi, j, sending = 0, 0, False  # next beat, tokens taken, a beat on the bus
         want_state = abort_after is None
         while True:
@@ -136,6 +146,7 @@ class Env:
                 if last != (len(cur) == d):
                     raise AssertionError(f"o_last wrong at output {len(outs)}")
                 if last:
+                    self.out_cycles.append(cycle)
                     outs.append(cur)
                     fracs.append(_signed(dut.o_frac.value, self.EW))
                     cur = []
@@ -146,12 +157,21 @@ class Env:
                     if self.gated and (len(state) - 1) % d == 0:  # a read-out's first row
                         self.read_gamma.append((_signed(dut.s_gamma.value, self.P), _signed(dut.s_gamma_f.value, 32)))
                 state[-1] += _unpack(int(dut.s_data.value), self.Ws, k)
+            if self.vla and int(dut.a_valid.value):
+                if int(dut.a_first.value):
+                    self.read_a.append(([], _signed(dut.a_frac.value, self.EW)))
+                self.read_a[-1][0].extend(_unpack(int(dut.a_data.value), self.Ws, k))
+            if self.vla and int(dut.ad_valid.value):
+                if int(dut.ad_first.value):
+                    self.read_ad.append(([], _signed(dut.ad_frac.value, self.EW)))
+                self.read_ad[-1][0].extend(_unpack(int(dut.ad_data.value), self.Wd, k))
             if self.linear and int(dut.z_valid.value):
                 if int(dut.z_first.value):
                     self.read_z.append(([], _signed(dut.z_frac.value, self.EW)))
                 self.read_z[-1][0].extend(_unpack(int(dut.z_data.value), 32, k))
             n_tok = len(toks) if abort_after is None else abort_after
-            if len(outs) >= n_tok and (not want_state or (len(state) == self.H * d and len(state[-1]) == d)):
+            if len(outs) >= n_tok and (not want_state or (len(state) == self.H * d and len(state[-1]) == d and (
+                    not self.vla or (len(self.read_a) == d and len(self.read_a[-1][0]) == d)))):
                 break
             if abort_after is not None and j >= abort_after and not sending:
                 break
@@ -167,7 +187,7 @@ class Env:
                         dut.i_data.value = _pack(beat[0], self.M)
                         dut.i_frac.value = beat[1] & ((1 << self.EW) - 1)
                         b, fb, gm, gf = tok[6:10]
-                        if not self.linear:
+                        if not (self.linear or self.vla):
                             dut.i_beta.value = b & ((1 << self.M) - 1)
                             dut.i_fbeta.value = fb & ((1 << self.EW) - 1)
                         if self.gated:
@@ -193,6 +213,10 @@ class Env:
             from specmem.golden.fixed.scaled.linear_attention import linear_attention_scaled
 
             want = linear_attention_scaled(*floats[:3], eps=self.eps, preset=self.preset)
+        elif self.vla:
+            from specmem.golden.fixed.scaled.vla import vla_scaled
+
+            want = vla_scaled(*floats, eps=self.eps, preset=self.preset, **self.rule)
         elif self.H == 1:
             from specmem.golden.fixed.scaled.deltanet import deltanet_scaled
 
@@ -233,6 +257,14 @@ class Env:
             errors.append("final state differs")
         if self.linear and self.read_z[-1:] != [(want["z_raw"].tolist(), int(want["z_frac"]))]:
             errors.append("z read out differs")
+        if self.vla:
+            if ([r[0] for r in self.read_a] != want["a_raw"].tolist()
+                    or [r[1] for r in self.read_a] != want["a_frac"].tolist()):
+                errors.append("A's off-diagonal part read out differs")
+            if self.read_ad[-1:] != [(want["a_diag_raw"].tolist(), int(want["a_diag_frac"]))]:
+                errors.append("A's diagonal read out differs")
+            if int(self.dut.sat_a.value) != want["sat"]["a"]:
+                errors.append(f"A's saturations {int(self.dut.sat_a.value)}, model {want['sat']['a']}")
         gammas = [(int(w["gamma_m"]), int(w["gamma_f"])) for w in per] if self.gated else []
         if self.gated and self.read_gamma != gammas:
             errors.append(f"gamma read out {self.read_gamma}, model {gammas}")
@@ -287,21 +319,9 @@ async def full_rate(dut):
     await env.reset()
     floats, toks = env.tokens(6)
     dut.o_ready.value = 1
-    outs_at = []
-
-    async def watch():
-        cyc = 0
-        while True:
-            await RisingEdge(dut.clk)
-            cyc += 1
-            if int(dut.o_valid.value) and int(dut.o_ready.value) and int(dut.o_last.value):
-                outs_at.append(cyc)
-
-    w = cocotb.start_soon(watch())
     got = await env.stream(toks)
-    w.cancel()
     env.check(floats, *got, "full_rate")
-    gaps = np.diff(outs_at).tolist()
+    gaps = np.diff(env.out_cycles).tolist()
     RECORD.save("full_rate_gaps", {"gaps": gaps, "cycles_per_token": MANIFEST["cycles_per_token"]})
     assert gaps[1:] == [MANIFEST["cycles_per_token"]] * (len(gaps) - 1), gaps
 
@@ -310,10 +330,12 @@ async def full_rate(dut):
 async def streams(dut):
     """The back-end's run (``specmem run --backend verilator --format int8``): each stream of
     ``streams_file`` (``.npz``: ``n``, and per stream ``i`` the raw ``K<i>``, ``fk<i>``, ``V<i>``,
-    ``fv<i>``, ``Q<i>``, ``fq<i>``, ``beta<i>``, ``fbeta<i>``, gated also ``G<i>``, ``fg<i>``) after a
+    ``fv<i>``, ``Q<i>``, ``fq<i>``, ``beta<i>``, ``fbeta<i>``, gated also ``G<i>``, ``fg<i>``; VLA
+    ``U<i>``, ``fu<i>`` and no ``beta``) after a
     reset, then a flush (linear attention: no ``beta``); the outputs ``o<i>``, ``o_frac<i>``, the state
-    ``s<i>``, ``s_frac<i>`` (gated: ``gamma<i>`` = mantissa, exponent; linear: ``z<i>``, ``z_frac<i>``)
-    and ``status<i>`` (tokens, saturations, err) go to
+    ``s<i>``, ``s_frac<i>`` (gated: ``gamma<i>`` = mantissa, exponent; linear: ``z<i>``, ``z_frac<i>``;
+    VLA: ``a<i>``, ``a_frac<i>``, ``ad<i>``, ``ad_frac<i>``)
+    and ``status<i>`` (tokens, saturations, err; VLA also A's saturations) go to
     ``outputs_file``; the back-end compares every bit with the model."""
     data = np.load(CASE["streams_file"])
     env = Env(dut, 0)
@@ -323,10 +345,11 @@ async def streams(dut):
         await env.reset()
         cols = [data[f"{n}{i}"] for n in ("K", "fk", "V", "fv", "Q", "fq")]
         T = len(cols[0])
-        cols += ([np.zeros(T, dtype=int)] * 2 if env.linear else [data[f"beta{i}"], data[f"fbeta{i}"]])
+        cols += ([np.zeros(T, dtype=int)] * 2 if env.linear or env.vla else [data[f"beta{i}"], data[f"fbeta{i}"]])
         G, fg = (data[f"G{i}"], data[f"fg{i}"]) if env.gated else (np.zeros(T, dtype=int), np.zeros(T, dtype=int))
+        U, fu = (data[f"U{i}"], data[f"fu{i}"]) if env.vla else (np.zeros((T, env.d), dtype=int), np.zeros(T, dtype=int))
         toks = [(cols[0][t], int(cols[1][t]), cols[2][t], int(cols[3][t]), cols[4][t], int(cols[5][t]),
-                 int(cols[6][t]), int(cols[7][t]), int(G[t]), int(fg[t])) for t in range(T)]
+                 int(cols[6][t]), int(cols[7][t]), int(G[t]), int(fg[t]), U[t], int(fu[t])) for t in range(T)]
         outs, fracs, state, sfr = await env.stream(toks, idle=idle, stall=stall)
         out[f"o{i}"] = np.array(outs, dtype=np.int64).reshape(len(outs), env.d)
         out[f"o_frac{i}"] = np.array(fracs, dtype=np.int64)
@@ -337,5 +360,11 @@ async def streams(dut):
         if env.linear:
             out[f"z{i}"] = np.array(env.read_z[-1][0], dtype=np.int64)
             out[f"z_frac{i}"] = np.int64(env.read_z[-1][1])
-        out[f"status{i}"] = np.array([int(dut.tokens.value), int(dut.sat.value), int(dut.err.value)], dtype=np.int64)
+        if env.vla:
+            out[f"a{i}"] = np.array([r[0] for r in env.read_a], dtype=np.int64).reshape(env.d, env.d)
+            out[f"a_frac{i}"] = np.array([r[1] for r in env.read_a], dtype=np.int64)
+            out[f"ad{i}"] = np.array(env.read_ad[-1][0], dtype=np.int64)
+            out[f"ad_frac{i}"] = np.int64(env.read_ad[-1][1])
+        out[f"status{i}"] = np.array([int(dut.tokens.value), int(dut.sat.value), int(dut.err.value)]
+                                     + ([int(dut.sat_a.value)] if env.vla else []), dtype=np.int64)
     np.savez(CASE["outputs_file"], **out)

@@ -159,3 +159,19 @@ def test_ten_thousand_tokens_with_backpressure(algo):
     assert res.passed, res.errors[:3]
     assert res.record["tokens_compared"] == 10_000 and res.record["token_counter"] == 10_000
     print(f"{algo}: 10^4 tokens in {res.wall_s:.0f} s, {res.cycles} cycles, {res.cycles_per_s:,.0f} cycles/s")
+
+
+def test_vla_scaled_in_verilator():
+    """VLA: outputs, S, A's off-diagonal rows and its diagonal read out at the flush, bit for bit,
+    refreshes every fifth token, with backpressure, a reset mid-stream and at full rate; the
+    state in ``DP16KD`` and the scalar units' multipliers as ``MULT18X18D`` through the vendor
+    models."""
+    b = build(Design("vla-scaled", 8, 4, "int8", params=(("refresh_period", 5), ("dsp", "ecp5"))))
+    assert b.manifest["parameters"]["algo"] == "vla" and b.manifest["parameters"]["refresh_period"] == 5
+    assert "DP16KD" in b.verilog.read_text() and "MULT18X18D" in b.verilog.read_text()
+    run = run_cocotb(b, TB, {"name": "vla-scaled", "seed": 6, "tokens": 24}, testcase=CASES)
+    assert run.passed, run.describe()
+    assert set(run.tests) == {"random_stream", "reset_mid_stream", "full_rate"}
+    assert run.record["random_stream"]["token_counter"] == 24
+    gaps = run.record["full_rate_gaps"]
+    assert gaps["cycles_per_token"] == b.manifest["cycles_per_token"] and len(gaps["gaps"]) == 5
