@@ -110,10 +110,10 @@ def verilator_backend(algo: str, inputs: dict, params: dict, options: dict) -> d
                                 f"gated-deltanet, got {algo!r}")
     preset, sim_opts = _options(options, algo)
     lanes = sim_opts.pop("lanes", None)
-    if algo == "vla":
-        return _vla(inputs, params, preset, sim_opts, lanes)
     if scaled_core(algo, preset):
         return _scaled(algo, inputs, params, preset, sim_opts, lanes)
+    if algo == "vla":
+        return _vla(inputs, params, preset, sim_opts, lanes)
     if algo in ("linear", "deltanet", "gated-deltanet"):
         return _baseline(algo, inputs, params, preset, sim_opts, lanes)
     if lanes is not None:
@@ -325,24 +325,24 @@ def _baseline(algo: str, inputs: dict, params: dict, preset: str, sim_opts: dict
 
 
 def _scaled(algo: str, inputs: dict, params: dict, preset: str, sim_opts: dict, lanes=None) -> dict:
-    """Linear attention, DeltaNet or Gated DeltaNet on a scaled core (``LinearAttentionScaledCore``,
-    ``DeltaNetScaledCore``): the host quantises each stream exactly as the model does (block
+    """Linear attention, DeltaNet, Gated DeltaNet or VLA on a scaled core (``LinearAttentionScaledCore``,
+    ``DeltaNetScaledCore``, ``VlaScaledCore``): the host quantises each stream exactly as the model does (block
     vectors, ``g`` as the scalar unit's floats), the testbench's ``streams`` case runs them and
-    reads the state (linear attention: and ``z``) out by a flush; every raw output and exponent
-    must equal the model's."""
+    reads the state (linear attention: and ``z``; VLA: and ``A``, its diagonal) out by a flush;
+    every raw output and exponent must equal the model's."""
     from specmem.golden.fixed import run_fixed
     from specmem.golden.fixed.formats import PRESETS
     from specmem.golden.fixed.scaled.bfp import quantize_block, to_float
     from specmem.golden.fixed.scaled.deltanet import scalar_in
 
     ref = run_fixed(algo, inputs, preset, params)  # validates inputs and parameters as --backend fixed does
-    gated, linear = algo == "gated-deltanet", algo == "linear"
-    names = ("k", "v", "q")
+    gated, linear, vla = algo == "gated-deltanet", algo == "linear", algo == "vla"
+    names = ("k", "v", "q", "u") if vla else ("k", "v", "q")
     x = {n: np.asarray(inputs[n], dtype=np.float64) for n in names}
     shape = np.broadcast_shapes(*(v.shape for v in x.values()))
     batch, T, d = shape[:-2], shape[-2], shape[-1]
     flat = {n: np.broadcast_to(v, shape).reshape((-1, T, d)) for n, v in x.items()}
-    for name in ("beta", "g") if gated else () if linear else ("beta",):
+    for name in ("beta", "g") if gated else () if linear or vla else ("beta",):
         flat[name] = np.broadcast_to(np.asarray(inputs[name], dtype=np.float64), batch + (T,)).reshape(-1, T)
     k = _lanes(d) if lanes is None else lanes
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1 or d % k:
@@ -354,9 +354,9 @@ def _scaled(algo: str, inputs: dict, params: dict, preset: str, sim_opts: dict, 
     M = p.mul_bits
     streams = {"n": np.int64(B)}
     for i in range(B):
-        for n, tag in (("k", "K"), ("v", "V"), ("q", "Q")):
+        for n, tag in (("k", "K"), ("v", "V"), ("q", "Q")) + ((("u", "U"),) if vla else ()):
             streams[f"{tag}{i}"], streams[f"f{n}{i}"] = quantize_block(flat[n][i], M, n, p.rounding)
-        if not linear:
+        if not (linear or vla):
             bt, fb = quantize_block(flat["beta"][i][:, None], M, "beta", p.rounding)
             streams[f"beta{i}"], streams[f"fbeta{i}"] = bt[:, 0], fb
         if gated:
@@ -364,7 +364,15 @@ def _scaled(algo: str, inputs: dict, params: dict, preset: str, sim_opts: dict, 
     design_params = [("gated", 1)] if gated else []  # the state in DP16KD through its model, as synthesised
     if "eps" in params:
         design_params.append(("eps", float(params["eps"])))
-    design = _design("linear-scaled" if linear else "deltanet-scaled", d, int(k), preset, params=tuple(design_params))
+    if vla:  # the rule's parameters are the core's generics (the model has checked them)
+        from specmem.rtl.generate import VLA_SCALED_PARAMS
+
+        design_params += [(n, params[n]) for n in VLA_SCALED_PARAMS if params.get(n) is not None]
+        unsupported = set(params) - {"eps", *VLA_SCALED_PARAMS}
+        if unsupported:
+            raise SpecmemInputError(f"{sorted(unsupported)[0]}: not a parameter of the scaled VLA core")
+    kind = "vla-scaled" if vla else "linear-scaled" if linear else "deltanet-scaled"
+    design = _design(kind, d, int(k), preset, params=tuple(design_params))
     hw, run = _simulate_raw(design, "specmem.sim.tb_scaled", streams, sim_opts)
     o_raw = np.stack([hw[f"o{i}"] for i in range(B)])
     o_frac = np.stack([hw[f"o_frac{i}"] for i in range(B)])
@@ -383,6 +391,10 @@ def _scaled(algo: str, inputs: dict, params: dict, preset: str, sim_opts: dict, 
     want = {n: np.asarray(ref[n]).reshape((B,) + np.shape(v)[1:])
             for n, v in (("o_raw", o_raw), ("o_frac", o_frac), ("s_raw", s_raw), ("s_frac", s_frac))}
     got = {"o_raw": o_raw, "o_frac": o_frac, "s_raw": s_raw, "s_frac": s_frac}
+    if vla:  # A's off-diagonal part and its diagonal read out at the flush
+        for name, key in (("a_raw", "a"), ("a_frac", "a_frac"), ("a_diag_raw", "ad"), ("a_diag_frac", "ad_frac")):
+            got[name] = np.stack([hw[f"{key}{i}"] for i in range(B)])
+            want[name] = np.asarray(ref[name]).reshape(got[name].shape)
     if linear:  # z read out at the flush
         got["z_raw"] = np.stack([hw[f"z{i}"] for i in range(B)])
         got["z_frac"] = np.stack([hw[f"z_frac{i}"] for i in range(B)])
@@ -390,11 +402,12 @@ def _scaled(algo: str, inputs: dict, params: dict, preset: str, sim_opts: dict, 
         want["z_frac"] = np.asarray(ref["z_frac"]).reshape(got["z_frac"].shape)
     bad = [n for n in got if not np.array_equal(got[n], want[n])]
     sat_model = sum(int(v) for n, v in ref.items() if n.startswith("sat_"))
-    if (bad or not run.passed or int(status[:, 1].sum()) != sat_model or np.any(status[:, 2])
+    sat_hw = int(status[:, 1].sum()) + (int(status[:, 3].sum()) if vla else 0)  # VLA: S's, then A's
+    if (bad or not run.passed or sat_hw != sat_model or np.any(status[:, 2])
             or np.any(status[:, 0] != T)):
         raise VerilatorBackendError(
             f"verilator: the scaled core disagrees with the fixed-point model ({', '.join(bad) or 'outputs equal'}; "
-            f"saturations {int(status[:, 1].sum())} vs {sat_model}; err {status[:, 2].tolist()}; tokens "
+            f"saturations {sat_hw} vs {sat_model}; err {status[:, 2].tolist()}; tokens "
             f"{status[:, 0].tolist()} of {T}; {run.failures or 'run passed'}); log {run.log}")
     out = {
         "o": to_float(o_raw, o_frac).reshape(batch + (T, d)),
@@ -404,12 +417,21 @@ def _scaled(algo: str, inputs: dict, params: dict, preset: str, sim_opts: dict, 
         "s_raw": s_raw.reshape(batch + (d, d)),
         "s_frac": s_frac.reshape(batch + (d,)),
     }
+    if vla:
+        out["a_raw"] = got["a_raw"].reshape(batch + (d, d))
+        out["a_frac"] = got["a_frac"].reshape(batch + (d,))
+        out["a_diag_raw"] = got["a_diag_raw"].reshape(batch + (d,))
+        out["a_diag_frac"] = got["a_diag_frac"].reshape(batch)
+        dense = to_float(got["a_raw"], got["a_frac"][..., None])
+        idx = np.arange(d)
+        dense[:, idx, idx] = to_float(got["a_diag_raw"], got["a_diag_frac"][:, None])
+        out["a"] = dense.reshape(batch + (d, d))
     if linear:
         out["z_raw"] = got["z_raw"].reshape(batch + (d,))
         out["z_frac"] = got["z_frac"].reshape(batch)
         out["z"] = to_float(got["z_raw"], got["z_frac"]).reshape(batch + (d,))
     for name, v in ref.items():
-        if name == "s_norm" or name.startswith("sat_") or name == "formats":
+        if name in ("s_norm", "a_norm") or name.startswith("sat_") or name == "formats":
             out[name] = v
     return {name: out[name] for name in ref}  # the fixed backend's order
 

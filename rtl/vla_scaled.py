@@ -71,7 +71,23 @@ from .saturate import COUNT_WIDTH
 from .scalar_unit import ScalarUnit
 from .unit_norm import UnitNormaliser
 
-__all__ = ["VlaScaledCore"]
+__all__ = ["VlaScaledCore", "check_vla_scaled"]
+
+
+def check_vla_scaled(d, k, preset="int8", *, lambda0=0.1, eps=1e-4, refresh_period=20, eta=1e-3, u_scale=None,
+                     diag_bits=None):
+    """The core's parameters checked (``ValueError`` naming the argument) without building it:
+    returns ``(preset, Wd, (lambda0, eps, refresh_period, eta, u_scale))``, the model's defaults
+    filled in (``u_scale = 1/sqrt(d)``)."""
+    p = check_scaled_core(d, k, preset, eps)
+    params = _check_params(d, lambda0, eps, refresh_period, eta, u_scale)
+    if not LAMBDA0_RANGE[0] <= params[0] <= LAMBDA0_RANGE[1]:
+        raise ValueError(f"lambda0: the scaled VLA model is checked for {LAMBDA0_RANGE[0]:g} <= lambda0 <= "
+                         f"{LAMBDA0_RANGE[1]:g}, got {params[0]:g}")
+    Wd = p.state_bits + 8 if diag_bits is None else diag_bits
+    if isinstance(Wd, bool) or not isinstance(Wd, int) or not p.mul_bits <= Wd <= 32:
+        raise ValueError(f"diag_bits: must be an integer between M = {p.mul_bits} and 32, got {Wd!r}")
+    return p, Wd, params
 
 
 class VlaScaledCore(wiring.Component):
@@ -86,20 +102,16 @@ class VlaScaledCore(wiring.Component):
     def __init__(self, d: int, k: int, preset: str = "int8", *, ram: str = "behavioural", exp_width: int = 12,
                  dsp: str = "registered", lambda0: float = 0.1, eps: float = 1e-4, refresh_period: int = 20,
                  eta: float = 1e-3, u_scale: float | None = None, diag_bits: int | None = None):
-        p = check_scaled_core(d, k, preset, eps)
-        lambda0, eps, refresh_period, eta, u_scale = _check_params(d, lambda0, eps, refresh_period, eta, u_scale)
-        if not LAMBDA0_RANGE[0] <= lambda0 <= LAMBDA0_RANGE[1]:
-            raise ValueError(f"lambda0: the scaled VLA model is checked for {LAMBDA0_RANGE[0]:g} <= lambda0 <= "
-                             f"{LAMBDA0_RANGE[1]:g}, got {lambda0:g}")
+        p, Wd, (lambda0, eps, refresh_period, eta, u_scale) = check_vla_scaled(
+            d, k, preset, lambda0=lambda0, eps=eps, refresh_period=refresh_period, eta=eta, u_scale=u_scale,
+            diag_bits=diag_bits)
         self.d, self.k, self.B, self.preset, self.exp_width = d, k, d // k, preset, exp_width
         self.M, self.Ws, self.Wo = p.mul_bits, p.state_bits, p.out_bits
-        self.Wd = Wd = self.Ws + 8 if diag_bits is None else int(diag_bits)
-        if Wd < self.M or Wd > 32:
-            raise ValueError(f"diag_bits: must be between M = {self.M} and 32, got {Wd}")
+        self.Wd = Wd
         self.lambda0, self.eps, self.refresh_period, self.eta, self.u_scale = (
             float(lambda0), float(eps), int(refresh_period), float(eta), float(u_scale))
         self.ram, self.dsp = ram, dsp
-        M, B, EW, P = self.M, self.B, exp_width, None
+        M, B, EW = self.M, self.B, exp_width
         self.su = su = p.scalar_unit()
         self.P = P = su.out_bits
         ad0, fad0 = quantize_block(np.full((1, d), 1.0 / self.lambda0), Wd, "lambda0", p.rounding)

@@ -261,10 +261,11 @@ def _say_verdict(say, res: SimResult, rec: dict, run) -> None:
 
 def _simulate_scaled(algo, d, k, tokens, seed, preset, coverage, waves, *, idle, stall, kind, quiet,
                      params) -> SimResult:
-    """``simulate`` on a scaled core (linear attention, DeltaNet, Gated DeltaNet): ``tb_scaled``'s
+    """``simulate`` on a scaled core (linear attention, DeltaNet, Gated DeltaNet, VLA): ``tb_scaled``'s
     ``random_stream`` (Gaussian tokens, gated: decays from 1 down to 2^-700) with ``idle`` and
     ``stall``; every output, its exponent, the final state (gated: and ``gamma``; linear: and
-    ``z``) checked."""
+    ``z``; VLA: and ``A``, its diagonal) checked. VLA takes ``lambda0``, ``refresh_period``,
+    ``eta``, ``u_scale`` beside ``eps``."""
     from .build import run_cocotb
     from .suite import SCALED_TB, coverage_suite
 
@@ -272,11 +273,15 @@ def _simulate_scaled(algo, d, k, tokens, seed, preset, coverage, waves, *, idle,
         raise SpecmemInputError("waves: the coverage build records no waveform; run --waves and --coverage separately")
     if kind not in (None, "gaussian"):
         raise SpecmemInputError(f"kind: the scaled core's stream is Gaussian (gaussian), got {kind!r}")
+    from specmem.rtl.generate import VLA_SCALED_PARAMS
+
     p = dict(params or {})
-    extra = set(p) - {"eps"}
+    takes = {"eps"} | (set(VLA_SCALED_PARAMS) if algo == "vla" else set())
+    extra = set(p) - takes
     if extra:
-        raise SpecmemInputError(f"{sorted(extra)[0]}: not a parameter of the scaled {algo} core (it takes eps)")
-    if p:  # the core's own check, as a one-line input error
+        raise SpecmemInputError(f"{sorted(extra)[0]}: not a parameter of the scaled {algo} core (it takes "
+                                f"{', '.join(sorted(takes))})")
+    if "eps" in p:  # the core's own check, as a one-line input error
         from specmem.rtl.presets import check_scaled_core
 
         try:
@@ -287,10 +292,16 @@ def _simulate_scaled(algo, d, k, tokens, seed, preset, coverage, waves, *, idle,
             check_scaled_core(d, k, preset, p["eps"])
         except ValueError as exc:
             raise SpecmemInputError(str(exc)) from None
+    if algo == "vla":  # the rule's parameters checked as the core checks them, before a build
+        from specmem.rtl.vla_scaled import check_vla_scaled
+
+        try:
+            check_vla_scaled(d, k, preset, **p)
+        except ValueError as exc:
+            raise SpecmemInputError(str(exc)) from None
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
     t0 = time.perf_counter()
-    design = Design("linear-scaled" if algo == "linear" else "deltanet-scaled", d, k, preset,
-                    params={**({"gated": 1} if algo == "gated-deltanet" else {}), **p})
+    design = Design({"linear": "linear-scaled", "vla": "vla-scaled"}.get(algo, "deltanet-scaled"), d, k, preset, params={**({"gated": 1} if algo == "gated-deltanet" else {}), **p})
     from specmem.progress import Heartbeat
 
     flavour = "cov" if coverage else ("waves" if waves else "plain")

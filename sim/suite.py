@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .build import BUILD_ROOT, REPO_ROOT, Build, Design, SimRun, build, run_cocotb
+from .build import BUILD_ROOT, REPO_ROOT, SCALED_KINDS, Build, Design, SimRun, build, run_cocotb
 from .coverage import CoverageReport, merge, summarise, write_report
 from .mutants import MUTANTS, RULE_MUTANTS, V2_MUTANTS, Mutant, apply_schema
 
@@ -117,13 +117,13 @@ def coverage_suite(design: Design = Design(), *, seeds=(0, 1, 2, 3), T: int = 20
     ``coverage.json`` under ``out_dir`` (default ``build/sim/<config>/coverage``). The annihilation
     top runs ``sim/tb_top.py``'s directed tests, a rule top (``vla``, ``linear``, ``deltanet``)
     ``sim/tb_rules.py``'s (:data:`RULE_DIRECTED`), a scaled core (``deltanet-scaled``,
-    ``linear-scaled``) ``sim/tb_scaled.py``'s cases (:data:`SCALED_CASES`) once per seed."""
+    ``linear-scaled``, ``vla-scaled``) ``sim/tb_scaled.py``'s cases (:data:`SCALED_CASES`) once per seed."""
     b = build(design, "cov")
     if design.kind == "top":
         runs = [run_top(design, seeds=seeds, stream={"T": T}, name="coverage", b=b)]
     elif design.kind in RULE_DIRECTED:
         runs = [run_rule(design, seeds=seeds, stream={"T": T}, name="coverage", b=b)]
-    elif design.kind in ("deltanet-scaled", "linear-scaled"):
+    elif design.kind in SCALED_KINDS:
         runs = [run_cocotb(b, SCALED_TB, {"name": f"coverage-s{s}", "seed": s, "tokens": T}, testcase=list(SCALED_CASES))
                 for s in seeds]
     else:

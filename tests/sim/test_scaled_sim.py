@@ -78,25 +78,28 @@ def test_gated_deltanet_scaled_heads_in_verilator():
     assert gaps["cycles_per_token"] == b.manifest["cycles_per_token"] and len(gaps["gaps"]) == 5
 
 
-@pytest.mark.parametrize("algo", ["linear", "deltanet", "gated-deltanet"])
+@pytest.mark.parametrize("algo", ["linear", "deltanet", "gated-deltanet", "vla"])
 def test_verilator_backend_int8_equals_fixed_bit_for_bit(algo, verilator_registered):
     """``specmem run --backend verilator --format int8``: a batch of two streams (one with zero
     keys and queries, one scaled by 2^-20) through the scaled core; every array ``--backend fixed``
-    returns, identical (gated: decays near 1, exact 1s and tiny ones)."""
+    returns, identical (gated: decays near 1, exact 1s and tiny ones; VLA: ``A`` and its diagonal
+    too, a refresh every third token)."""
     rng = np.random.default_rng(12)
-    x = {n: rng.standard_normal((2, 10, 8)) for n in ("k", "v", "q")}
+    names = ("k", "v", "q", "u") if algo == "vla" else ("k", "v", "q")
+    x = {n: rng.standard_normal((2, 10, 8)) for n in names}
     x["k"][0, 3] = 0.0
     x["q"][0, 5] = 0.0
-    for n in ("k", "v", "q"):
+    for n in names:
         x[n][1] *= 2.0 ** -20
-    if algo != "linear":
+    if algo not in ("linear", "vla"):
         x["beta"] = rng.uniform(0.05, 1.0, (2, 10))
     if algo == "gated-deltanet":
         x["g"] = rng.uniform(0.5, 1.0, (2, 10))
         x["g"][:, ::4] = 1.0
         x["g"][:, 2::5] = 2.0 ** -40
-    fixed = run(algo, x, backend="fixed", format="int8")
-    hw = run(algo, x, backend="verilator", format="int8", lanes=4)
+    params = {"refresh_period": 3} if algo == "vla" else {}
+    fixed = run(algo, x, backend="fixed", format="int8", params=params)
+    hw = run(algo, x, backend="verilator", format="int8", lanes=4, params=params)
     assert_same_outputs(fixed, hw)
     assert np.count_nonzero(hw["o_raw"]) > 0
 
@@ -107,8 +110,8 @@ def test_verilator_backend_int8_refuses_what_it_does_not_build(verilator_registe
     x = {n: np.ones((3, 8)) for n in ("k", "v", "q")}
     with pytest.raises(SpecmemInputError, match="lanes"):
         run("deltanet", {**x, "beta": np.full(3, 0.5)}, backend="verilator", format="int8", lanes=3)
-    with pytest.raises(SpecmemInputError, match="format"):
-        run("vla", {**x, "u": np.ones((3, 8))}, backend="verilator", format="int8")
+    with pytest.raises(SpecmemInputError, match="lambda0"):  # below the scaled model's checked range
+        run("vla", {**x, "u": np.ones((3, 8))}, backend="verilator", format="int8", params={"lambda0": 1e-4})
     with pytest.raises(SpecmemInputError, match="format"):
         run("linear", x, backend="verilator", format="int18")
 
@@ -149,7 +152,7 @@ def test_coverage_reported(algo):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("algo", ["linear", "deltanet", "gated-deltanet"])
+@pytest.mark.parametrize("algo", ["linear", "deltanet", "gated-deltanet", "vla"])
 def test_ten_thousand_tokens_with_backpressure(algo):
     """A 10⁴-token stream per scaled core (d = 8, k = 4; 10 % idle input cycles, 10 % output
     stalls): every output, its exponent, the final state (and z, gamma), the counters, bit for bit."""
@@ -163,15 +166,32 @@ def test_ten_thousand_tokens_with_backpressure(algo):
 
 def test_vla_scaled_in_verilator():
     """VLA: outputs, S, A's off-diagonal rows and its diagonal read out at the flush, bit for bit,
-    refreshes every fifth token, with backpressure, a reset mid-stream and at full rate; the
-    state in ``DP16KD`` and the scalar units' multipliers as ``MULT18X18D`` through the vendor
-    models."""
-    b = build(Design("vla-scaled", 8, 4, "int8", params=(("refresh_period", 5), ("dsp", "ecp5"))))
-    assert b.manifest["parameters"]["algo"] == "vla" and b.manifest["parameters"]["refresh_period"] == 5
-    assert "DP16KD" in b.verilog.read_text() and "MULT18X18D" in b.verilog.read_text()
+    refreshes every third token, with backpressure, a reset mid-stream and at full rate; the
+    states in ``DP16KD`` through the vendor model (the build the back-end's and ``specmem sim``'s
+    tests share)."""
+    b = build(Design("vla-scaled", 8, 4, "int8", params=(("refresh_period", 3),)))
+    assert b.manifest["parameters"]["algo"] == "vla" and b.manifest["parameters"]["refresh_period"] == 3
+    assert "DP16KD" in b.verilog.read_text()
     run = run_cocotb(b, TB, {"name": "vla-scaled", "seed": 6, "tokens": 24}, testcase=CASES)
     assert run.passed, run.describe()
     assert set(run.tests) == {"random_stream", "reset_mid_stream", "full_rate"}
     assert run.record["random_stream"]["token_counter"] == 24
     gaps = run.record["full_rate_gaps"]
     assert gaps["cycles_per_token"] == b.manifest["cycles_per_token"] and len(gaps["gaps"]) == 5
+
+
+def test_specmem_sim_runs_the_scaled_vla_core(capsys):
+    """``specmem sim --algo vla --format int8 --param refresh_period=3``: PASS through the CLI; a
+    ``lambda0`` below the scaled model's range and a parameter VLA does not take refused before any
+    build."""
+    from specmem.cli import main
+    from specmem.golden.common import SpecmemInputError
+    from specmem.sim.commands import simulate
+
+    assert main(["sim", "--algo", "vla", "--format", "int8", "--d", "8", "--k", "4", "--tokens", "10", "--seed", "4",
+                 "--param", "refresh_period=3"]) == 0
+    assert "PASS: 10 tokens bit exact" in capsys.readouterr().out
+    with pytest.raises(SpecmemInputError, match="lambda0"):
+        simulate("vla", 8, 4, 8, 1, preset="int8", params={"lambda0": 1e-5}, quiet=True)
+    with pytest.raises(SpecmemInputError, match="beta: not a parameter"):
+        simulate("vla", 8, 4, 8, 1, preset="int8", params={"beta": 0.5}, quiet=True)
