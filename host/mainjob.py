@@ -32,7 +32,7 @@ __all__ = ["DEFAULTS", "main_job"]
 
 # The small default configuration shared by the main job and the tests.
 DEFAULTS = {"d": 16, "k": 4, "T": 256, "seed": 0}
-#: tokens through the scaled Gated DeltaNet and linear-attention cores in Verilator (their testbench
+#: tokens through the scaled Gated DeltaNet, linear-attention and VLA cores in Verilator (their testbench
 #: runs the model per token)
 T_SCALED = 64
 
@@ -81,7 +81,8 @@ def main_job(out_dir: str = "out/main", progress=print) -> int:
     # the annihilation's hardware default is core v2 in int18; core v1 (legacy-int8) and VLA stay generated
     for key, name, preset in (("annihilation", "annihilation", "int18"),
                               ("annihilation-v1", "annihilation", "legacy-int8"), ("vla", "vla", "legacy-int8"),
-                              ("gated-deltanet-int8", "gated-deltanet", "int8"), ("linear-int8", "linear", "int8")):
+                              ("gated-deltanet-int8", "gated-deltanet", "int8"), ("linear-int8", "linear", "int8"),
+                              ("vla-int8", "vla", "int8")):
         manifest = generate(name, d, k, preset, os.path.join(out_dir, "rtl", key))
         res = lint(manifest["paths"]["verilog"], models=model_sources(manifest))
         if res.returncode or res.warnings:
@@ -128,6 +129,17 @@ def main_job(out_dir: str = "out/main", progress=print) -> int:
                                           "build": lsim.build_dir}
     progress(f"main: Verilator: {T_SCALED} tokens of the scaled linear-attention core (int8, random idle gaps and "
              f"backpressure) bit exact against the fixed-point model, state and z included")
+
+    with stage("main: Verilator (scaled VLA core, int8)", progress, 30.0):
+        vsim = simulate("vla", d, k, T_SCALED, seed, preset="int8", quiet=True)
+    if not vsim.passed:
+        raise RuntimeError(f"Verilator simulation of the scaled VLA core disagrees with the fixed-point model: "
+                           f"{vsim.errors[:3]}")
+    summary["verilator_scaled_vla"] = {"core": "vla (scaled)", "preset": "int8", "tokens": T_SCALED,
+                                       "cycles": vsim.cycles, "cycles_per_token": vsim.cycles / T_SCALED,
+                                       "build": vsim.build_dir}
+    progress(f"main: Verilator: {T_SCALED} tokens of the scaled VLA core (int8, refreshes every 20th token, random "
+             f"idle gaps and backpressure) bit exact against the fixed-point model, S, A and A's diagonal included")
 
     from specmem.claims import write_claims
 
