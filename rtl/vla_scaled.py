@@ -20,7 +20,9 @@ Per token ``t`` (the model's order, rounding for rounding):
   (3) beside the next token's passes, ``num = align(sq + e c2)`` to ``Wo`` bits, ``o =
   block(num rden)`` into the output buffer. ``[+ eta ..]`` on refresh tokens (``(t + 1) %
   refresh_period == 0``, flush slots not counted): zero terms otherwise (a zero never sets an
-  alignment's top).
+  alignment's top). ``zsm`` and ``alpha`` share one four-term alignment (their feeds never
+  overlap and both round to ``M`` bits; ``zsm`` has zeros in the last two terms) and its
+  ``ad ⊙ x`` multipliers (the operand chosen per feed).
 
 This is the plain, one-head schedule: the next token's passes start after the chain's ``ah``,
 so cycles per token are the passes plus the chain (:meth:`VlaScaledCore.cycles_per_token`,
@@ -137,11 +139,12 @@ class VlaScaledCore(wiring.Component):
         self.unit_k = UnitNormaliser(k, B, M, su, **un_kw)
         self.unit_u = UnitNormaliser(k, B, M, su, scale=self.u_scale, **un_kw)
         # the chain
-        self.align_zsm = StreamAlignBlock(k, B, ((Wd + M, False), (DW, True)), M, exp_width=EW, delay_style=ram)
+        # zsm (feed 1) and alpha (feed 2) on one alignment: zsm's two terms in alpha's first two
+        # slots, zeros in the others (a zero never sets the top: the model's bits either way)
+        self.align_a = StreamAlignBlock(k, B, ((Wd + M, False), (DW, True), (M + DW, False), (M + P + 1, False)), M,
+                                        exp_width=EW, delay_style=ram)
         self.rls = RlsScale(k, B, M, su, eps=self.eps, exp_width=EW, delay_style=ram, su_dsp=dsp)
         self.align_e = StreamAlignBlock(k, B, ((M, False), (DW + 1, True)), M, exp_width=EW, delay_style=ram)
-        self.align_al = StreamAlignBlock(k, B, ((Wd + M, False), (DW, True), (M + DW, False), (M + P + 1, False)), M,
-                                         exp_width=EW, delay_style=ram)
         self.unit_ah = UnitNormaliser(k, B, M, su, **un_kw)
         self.align_ad = StreamAlignBlock(k, B, ((Wd, False), (2 * M, False), (P + 1, False)), Wd, exp_width=EW,
                                          delay_style=ram)
@@ -171,8 +174,8 @@ class VlaScaledCore(wiring.Component):
         pa, B = self.pass_s, self.B
         Lb, lv = select_levels(B), max(0, (self.k - 1).bit_length())
         passes = pa.prep_cycles + (self.d - 1) * B + pa.latency + 2
-        feed1 = 1 + Lb + 1 + self.align_zsm.latency + 1 + self.rls.latency + B - 1 + 3 + lv + 1
-        feed2 = Lb + 1 + self.align_al.latency + self.unit_ah.latency + B - 1 + 3 + lv
+        feed1 = 1 + Lb + 1 + self.align_a.latency + 1 + self.rls.latency + B - 1 + 3 + lv + 1
+        feed2 = Lb + 1 + self.align_a.latency + self.unit_ah.latency + B - 1 + 3 + lv
         return passes + feed1 + feed2 + 2
 
     def cycles_per_token(self) -> int:
@@ -197,7 +200,7 @@ class VlaScaledCore(wiring.Component):
             return Signal(shape, name=name, reset_less=True)
 
         blocks = {n: getattr(self, n) for n in ("elu", "align_z", "unit", "unit_k", "unit_u", "pass_a", "pass_s",
-                                                 "align_zsm", "rls", "align_e", "align_al", "unit_ah", "align_ad",
+                                                 "align_a", "rls", "align_e", "unit_ah", "align_ad",
                                                  "align_o", "norm_o")}
         for name, block in blocks.items():
             tree.add(name, block)
@@ -362,22 +365,33 @@ class VlaScaledCore(wiring.Component):
         adb, unb, khb = vec_beat(ad, signed(Wd), "f_ad"), vec_beat(un, signed(M), "f_un"), vec_beat(kh, signed(M), "f_kh")
         wb, eb = vec_beat(w, signed(M), "f_w"), vec_beat(e, signed(M), "f_e")
 
-        # (1) zsm = align(ad un + za) -> w = rls_scale(zsm, un); e = align(v - sk)
-        az_, ae, rl = self.align_zsm, self.align_e, self.rls
-        v1 = tag(fv[0], 1, "z1_v")
-        m.d.comb += [az_.i_valid.eq(v1), az_.i_f0.eq(reg(fad + f_un, signed(EW), "z1_f0")),
-                     ae.i_valid.eq(v1), ae.i_f0.eq(reg(cur_fv, signed(EW), "e1_f0"))]
+        # the shared alignment: (1) zsm = align(ad un + za); (2) alpha = align(ad kh + aa - w cw
+        # [+ eta kh]); `second` (feed 2's) is held from its feed's start past its last output
+        aa_, ae, rl, ua, aad = self.align_a, self.align_e, self.rls, self.unit_ah, self.align_ad
+        second = Signal(name="a_second")
+        m.d.sync += second.eq(phase == 1)
+        on = refresh if self.refresh else Const(0)
+        v1, v2 = tag(fv[0], 1, "z1_v"), tag(fv[1], 1, "a1_v")
+        fx = Mux(second, f_kh, f_un)
+        m.d.comb += [aa_.i_valid.eq(v1 | v2), aa_.i_f0.eq(reg(fad + fx, signed(EW), "a1_f0")),
+                     aa_.i_f2.eq(reg(2 * fw + f_kh, signed(EW), "a1_f2")),
+                     aa_.i_f3.eq(reg(f_kh + self.eta_f, signed(EW), "a1_f3"))]
         for j in range(k):
-            m.d.comb += [az_.i_x0[j].eq(reg(adb[j] * unb[j], signed(Wd + M), f"z1_x0{j}")),
-                         az_.i_x1[j].eq(reg(za[j], signed(DW), f"z1_x1{j}")),
-                         az_.i_f1[j].eq(reg(rof[j] + f_un, signed(EW), f"z1_f1{j}")),
-                         ae.i_x0[j].eq(reg(vb[j], signed(M), f"e1_x0{j}")),
+            m.d.comb += [aa_.i_x0[j].eq(reg(adb[j] * Mux(second, khb[j], unb[j]), signed(Wd + M), f"a1_x0{j}")),
+                         aa_.i_x1[j].eq(reg(Mux(second, aa[j], za[j]), signed(DW), f"a1_x1{j}")),
+                         aa_.i_f1[j].eq(reg(rof[j] + fx, signed(EW), f"a1_f1{j}")),
+                         aa_.i_x2[j].eq(reg(Mux(second, -(wb[j] * cw), 0), signed(M + DW), f"a1_x2{j}")),
+                         aa_.i_x3[j].eq(reg(Mux(second & on, khb[j] * self.eta_m, 0), signed(M + P + 1), f"a1_x3{j}"))]
+        # (1) w = rls_scale(zsm, un); e = align(v - sk)
+        m.d.comb += [ae.i_valid.eq(v1), ae.i_f0.eq(reg(cur_fv, signed(EW), "e1_f0"))]
+        for j in range(k):
+            m.d.comb += [ae.i_x0[j].eq(reg(vb[j], signed(M), f"e1_x0{j}")),
                          ae.i_x1[j].eq(reg(-sk[j], signed(DW + 1), f"e1_x1{j}")),
                          ae.i_f1[j].eq(reg(rsf[j] + f_kh, signed(EW), f"e1_f1{j}"))]
-        zi = beat_index(m, az_, B, "zsm_beat")
-        m.d.comb += [rl.i_valid.eq(tag(az_.o_valid, 1, "w0_v")), rl.i_fx.eq(reg(az_.o_frac, signed(EW), "w0_fx")),
-                     rl.i_fy.eq(f_un)]
-        m.d.comb += [rl.i_x[j].eq(reg(az_.o_data[j], signed(M), f"w0_x{j}")) for j in range(k)]
+        zi = beat_index(m, aa_, B, "a_beat")
+        m.d.comb += [rl.i_valid.eq(tag(aa_.o_valid & ~second, 1, "w0_v")),
+                     rl.i_fx.eq(reg(aa_.o_frac, signed(EW), "w0_fx")), rl.i_fy.eq(f_un)]
+        m.d.comb += [rl.i_x[j].eq(reg(aa_.o_data[j], signed(M), f"w0_x{j}")) for j in range(k)]
         m.d.comb += [rl.i_y[j].eq(reg(beat_of(un, zi, j, k), signed(M), f"w0_y{j}")) for j in range(k)]
         store_beats(m, w, rl, k, "w_beat")
         with m.If(rl.o_valid & rl.o_first):
@@ -406,26 +420,15 @@ class VlaScaledCore(wiring.Component):
 
         stream_dot(rl, kh, "cw", cw, cw_done)
 
-        # (2) alpha = align(ad kh + aa - w cw [+ eta kh]) -> ah; ad <- align(ad - w w [+ eta])
-        al, ua, aad = self.align_al, self.unit_ah, self.align_ad
-        v2 = tag(fv[1], 1, "a1_v")
-        on = refresh if self.refresh else Const(0)
-        m.d.comb += [al.i_valid.eq(v2), al.i_f0.eq(reg(fad + f_kh, signed(EW), "a1_f0")),
-                     al.i_f2.eq(reg(2 * fw + f_kh, signed(EW), "a1_f2")),
-                     al.i_f3.eq(reg(f_kh + self.eta_f, signed(EW), "a1_f3")),
-                     aad.i_valid.eq(v2), aad.i_f0.eq(reg(fad, signed(EW), "d1_f0")),
+        # (2) ah = unit_block(alpha); ad <- align(ad - w w [+ eta])
+        m.d.comb += [aad.i_valid.eq(v2), aad.i_f0.eq(reg(fad, signed(EW), "d1_f0")),
                      aad.i_f1.eq(reg(2 * fw, signed(EW), "d1_f1")), aad.i_f2.eq(self.eta_f)]
         for j in range(k):
-            m.d.comb += [al.i_x0[j].eq(reg(adb[j] * khb[j], signed(Wd + M), f"a1_x0{j}")),
-                         al.i_x1[j].eq(reg(aa[j], signed(DW), f"a1_x1{j}")),
-                         al.i_f1[j].eq(reg(rof[j] + f_kh, signed(EW), f"a1_f1{j}")),
-                         al.i_x2[j].eq(reg(-(wb[j] * cw), signed(M + DW), f"a1_x2{j}")),
-                         al.i_x3[j].eq(reg(Mux(on, khb[j] * self.eta_m, 0), signed(M + P + 1), f"a1_x3{j}")),
-                         aad.i_x0[j].eq(reg(adb[j], signed(Wd), f"d1_x0{j}")),
+            m.d.comb += [aad.i_x0[j].eq(reg(adb[j], signed(Wd), f"d1_x0{j}")),
                          aad.i_x1[j].eq(reg(-(wb[j] * wb[j]), signed(2 * M), f"d1_x1{j}")),
                          aad.i_x2[j].eq(reg(Mux(on, self.eta_m, 0), signed(P + 1), f"d1_x2{j}"))]
-        m.d.comb += [ua.i_valid.eq(al.o_valid), ua.i_frac.eq(al.o_frac)]
-        m.d.comb += [ua.i_data[j].eq(al.o_data[j]) for j in range(k)]
+        m.d.comb += [ua.i_valid.eq(aa_.o_valid & second), ua.i_frac.eq(aa_.o_frac)]
+        m.d.comb += [ua.i_data[j].eq(aa_.o_data[j]) for j in range(k)]
         store_beats(m, ah, ua, k, "ah_beat")
         with m.If(ua.o_valid & ua.o_first):
             m.d.sync += fah.eq(ua.o_frac)
