@@ -17,10 +17,31 @@ from amaranth.hdl import Array, Const, Mux, Signal, signed, unsigned
 
 from specmem.golden.fixed.scaled.linear_attention import Z_BITS
 
+from .align import StreamAlignBlock
 from .beats import beat_index, beat_of, feed_pair, store_beats
-from .scalar_unit import ScalarOp
+from .elu import BlockElu1
+from .eps_floor import eps_floor_table
+from .scalar_unit import ScalarOp, ScalarUnit
 
-__all__ = ["tree_sum", "elu_front_end"]
+__all__ = ["tree_sum", "elu_front_blocks", "elu_front_end"]
+
+#: the scalar unit's input: zᵀqf or the floor, which the model holds up to 62 bits
+FLOOR_WIDTH = 62
+
+
+def elu_front_blocks(core, p, *, ram: str, dsp: str) -> None:
+    """The front end's blocks and widths on ``core`` (which has ``d``, ``k``, ``B``, ``M``,
+    ``exp_width``, ``eps``): ``den_width``, ``floor_width``, ``eps_f0``, ``eps_rows``, ``elu``,
+    ``align_z`` and ``unit`` (the reciprocal's scalar unit); ``p``: the preset."""
+    d, k, B, M, EW = core.d, core.k, core.B, core.M, core.exp_width
+    core.den_width = Z_BITS + M + max(1, (d - 1).bit_length())
+    if core.den_width > FLOOR_WIDTH:
+        raise ValueError(f"d: zᵀqf needs {core.den_width} bits at d = {d}; the scalar unit takes {FLOOR_WIDTH}")
+    core.floor_width = FLOOR_WIDTH
+    core.eps_f0, core.eps_rows = eps_floor_table(core.eps, FLOOR_WIDTH)
+    core.elu = BlockElu1(k, B, M, p.exp_lut_bits, rounding=p.rounding, exp_width=EW, delay_style=ram)
+    core.align_z = StreamAlignBlock(k, B, ((Z_BITS, False), (M, False)), Z_BITS, exp_width=EW, delay_style=ram)
+    core.unit = ScalarUnit(p.scalar_unit(), FLOOR_WIDTH, frac_width=EW, pipelined=True, dsp=dsp)
 
 
 def tree_sum(reg, tag, prods, width, name, flags):

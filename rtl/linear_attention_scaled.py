@@ -52,15 +52,14 @@ from .beat_banks import BeatBanks
 from .beats import beat_of, beat_output, token_input
 from .block_norm import StreamBlockNormaliser
 from .delta_pass import DeltaPass
-from .elu import BlockElu1
-from .elu_front import elu_front_end
+from .elu_front import elu_front_blocks, elu_front_end
 from .eps_floor import eps_floor_table
 from .pipeline import free_register, register_chain, select_levels, select_pipe, stage_register, staggered
 from .reset_tree import ResetTree
 from .presets import check_scaled_core
 from .row_lanes import RowLanes
 from .saturate import COUNT_WIDTH
-from .scalar_unit import ScalarOp, ScalarUnit
+from .scalar_unit import ScalarOp
 
 __all__ = ["LinearAttentionScaledCore", "eps_floor_table", "LINEAR_EPS"]
 
@@ -86,16 +85,8 @@ class LinearAttentionScaledCore(wiring.Component):
         self.P = P = self.su.out_bits
         self.pass_ = DeltaPass(d, k, self.Ws, M, exp_width=EW, ram=ram, dsp=dsp)
         DW = self.dot_width = self.pass_.dot_width
-        self.den_width = Z_BITS + M + max(1, (d - 1).bit_length())
-        if self.den_width > 62:
-            raise ValueError(f"d: zᵀqf needs {self.den_width} bits at d = {d}; the scalar unit takes 62")
-        #: the scalar unit's input: zᵀqf or the floor, which the model holds up to 62 bits
-        self.floor_width = 62
-        self.eps_f0, self.eps_rows = eps_floor_table(self.eps, self.floor_width)
-        self.elu = BlockElu1(k, B, M, p.exp_lut_bits, rounding=p.rounding, exp_width=EW, delay_style=ram)
-        self.align_z = StreamAlignBlock(k, B, ((Z_BITS, False), (M, False)), Z_BITS, exp_width=EW, delay_style=ram)
         self.dsp = dsp
-        self.unit = ScalarUnit(self.su, self.floor_width, frac_width=EW, pipelined=True, dsp=dsp)
+        elu_front_blocks(self, p, ram=ram, dsp=dsp)  # den_width, floor_width, the eps table, elu, align_z, unit
         self.align_o = StreamAlignBlock(k, B, ((DW, True), (M + DW, False)), self.Wo, exp_width=EW, delay_style=ram)
         self.norm_o = StreamBlockNormaliser(k, B, self.Wo + P, self.Wo, frac_width=EW)
         super().__init__({

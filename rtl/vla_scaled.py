@@ -52,7 +52,6 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from specmem.golden.fixed.scaled.bfp import quantize_block
-from specmem.golden.fixed.scaled.linear_attention import Z_BITS
 from specmem.golden.fixed.scaled.vla import LAMBDA0_RANGE
 from specmem.golden.vla import _check_params
 
@@ -61,16 +60,13 @@ from .beat_banks import BeatBanks
 from .beats import beat_index, beat_of, beat_output, store_beats, token_input
 from .block_norm import StreamBlockNormaliser
 from .delta_pass import DeltaPass
-from .elu import BlockElu1
-from .elu_front import elu_front_end, tree_sum
-from .eps_floor import eps_floor_table
+from .elu_front import elu_front_blocks, elu_front_end, tree_sum
 from .pipeline import free_register, register_chain, select_levels, select_pipe, stage_register, staggered
 from .presets import check_scaled_core
 from .reset_tree import ResetTree
 from .rls_scale import RlsScale
 from .row_lanes import RowLanes
 from .saturate import COUNT_WIDTH
-from .scalar_unit import ScalarUnit
 from .unit_norm import UnitNormaliser
 
 __all__ = ["VlaScaledCore", "check_vla_scaled"]
@@ -126,15 +122,7 @@ class VlaScaledCore(wiring.Component):
         self.pass_s = DeltaPass(d, k, self.Ws, M, **kw)
         assert self.pass_a.latency == self.pass_s.latency and self.pass_a.prep_cycles == self.pass_s.prep_cycles
         DW = self.dot_width = self.pass_s.dot_width
-        # the front end (rtl/elu_front.py's names)
-        self.den_width = Z_BITS + M + max(1, (d - 1).bit_length())
-        if self.den_width > 62:
-            raise ValueError(f"d: zᵀqf needs {self.den_width} bits at d = {d}; the scalar unit takes 62")
-        self.floor_width = 62
-        self.eps_f0, self.eps_rows = eps_floor_table(self.eps, self.floor_width)
-        self.elu = BlockElu1(k, B, M, p.exp_lut_bits, rounding=p.rounding, exp_width=EW, delay_style=ram)
-        self.align_z = StreamAlignBlock(k, B, ((Z_BITS, False), (M, False)), Z_BITS, exp_width=EW, delay_style=ram)
-        self.unit = ScalarUnit(su, self.floor_width, frac_width=EW, pipelined=True, dsp=dsp)
+        elu_front_blocks(self, p, ram=ram, dsp=dsp)  # den_width, floor_width, the eps table, elu, align_z, unit
         un_kw = {"eps": self.eps, "exp_width": EW, "delay_style": ram, "su_dsp": dsp}
         self.unit_k = UnitNormaliser(k, B, M, su, **un_kw)
         self.unit_u = UnitNormaliser(k, B, M, su, scale=self.u_scale, **un_kw)
