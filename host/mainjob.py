@@ -108,38 +108,23 @@ def main_job(out_dir: str = "out/main", progress=print) -> int:
     progress(f"main: Verilator: {T} tokens of the annihilation core v2 (int18, random idle gaps and backpressure) "
              f"bit exact against the fixed-point model; {sim.cycles / T:.0f} cycles per token in this stream")
 
-    with stage("main: Verilator (scaled Gated DeltaNet core, int8)", progress, 30.0):
-        gsim = simulate("gated-deltanet", d, k, T_SCALED, seed, preset="int8", quiet=True)
-    if not gsim.passed:
-        raise RuntimeError(f"Verilator simulation of the scaled Gated DeltaNet core disagrees with the fixed-point "
-                           f"model: {gsim.errors[:3]}")
-    summary["verilator_scaled"] = {"core": "gated-deltanet (scaled)", "preset": "int8", "tokens": T_SCALED,
-                                   "cycles": gsim.cycles, "cycles_per_token": gsim.cycles / T_SCALED,
-                                   "build": gsim.build_dir}
-    progress(f"main: Verilator: {T_SCALED} tokens of the scaled Gated DeltaNet core (int8, decays down to 2^-700, "
-             f"random idle gaps and backpressure) bit exact against the fixed-point model, state and gamma included")
-
-    with stage("main: Verilator (scaled linear-attention core, int8)", progress, 30.0):
-        lsim = simulate("linear", d, k, T_SCALED, seed, preset="int8", quiet=True)
-    if not lsim.passed:
-        raise RuntimeError(f"Verilator simulation of the scaled linear-attention core disagrees with the fixed-point "
-                           f"model: {lsim.errors[:3]}")
-    summary["verilator_scaled_linear"] = {"core": "linear (scaled)", "preset": "int8", "tokens": T_SCALED,
-                                          "cycles": lsim.cycles, "cycles_per_token": lsim.cycles / T_SCALED,
-                                          "build": lsim.build_dir}
-    progress(f"main: Verilator: {T_SCALED} tokens of the scaled linear-attention core (int8, random idle gaps and "
-             f"backpressure) bit exact against the fixed-point model, state and z included")
-
-    with stage("main: Verilator (scaled VLA core, int8)", progress, 30.0):
-        vsim = simulate("vla", d, k, T_SCALED, seed, preset="int8", quiet=True)
-    if not vsim.passed:
-        raise RuntimeError(f"Verilator simulation of the scaled VLA core disagrees with the fixed-point model: "
-                           f"{vsim.errors[:3]}")
-    summary["verilator_scaled_vla"] = {"core": "vla (scaled)", "preset": "int8", "tokens": T_SCALED,
-                                       "cycles": vsim.cycles, "cycles_per_token": vsim.cycles / T_SCALED,
-                                       "build": vsim.build_dir}
-    progress(f"main: Verilator: {T_SCALED} tokens of the scaled VLA core (int8, refreshes every 20th token, random "
-             f"idle gaps and backpressure) bit exact against the fixed-point model, S, A and A's diagonal included")
+    # the scaled int8 cores: every output, exponent and final state against the model
+    for key, algo, core, what in (
+            ("verilator_scaled", "gated-deltanet", "Gated DeltaNet",
+             "decays down to 2^-700, random idle gaps and backpressure; state and gamma included"),
+            ("verilator_scaled_linear", "linear", "linear-attention",
+             "random idle gaps and backpressure; state and z included"),
+            ("verilator_scaled_vla", "vla", "VLA",
+             "refreshes every 20th token, random idle gaps and backpressure; S, A and A's diagonal included")):
+        with stage(f"main: Verilator (scaled {core} core, int8)", progress, 30.0):
+            ssim = simulate(algo, d, k, T_SCALED, seed, preset="int8", quiet=True)
+        if not ssim.passed:
+            raise RuntimeError(f"Verilator simulation of the scaled {core} core disagrees with the fixed-point "
+                               f"model: {ssim.errors[:3]}")
+        summary[key] = {"core": f"{algo} (scaled)", "preset": "int8", "tokens": T_SCALED, "cycles": ssim.cycles,
+                        "cycles_per_token": ssim.cycles / T_SCALED, "build": ssim.build_dir}
+        progress(f"main: Verilator: {T_SCALED} tokens of the scaled {core} core (int8) bit exact against the "
+                 f"fixed-point model ({what})")
 
     from specmem.claims import write_claims
 

@@ -9,7 +9,7 @@ from amaranth.hdl import Array, Cat, Mux, Shape, Signal, signed
 
 from .beat_banks import BeatBanks
 
-__all__ = ["token_input", "feed_pair", "beat_of", "beat_index", "store_beats", "beat_output"]
+__all__ = ["token_input", "feed_pair", "beat_of", "beat_index", "store_beats", "beat_output", "vector_readout"]
 
 
 def token_input(m, core, vectors, k: int, ready):
@@ -163,3 +163,22 @@ def beat_output(m, core, src, d: int, k: int, shape, exp_shape):
     with m.If(read_done):
         m.d.sync += ofull.eq(0)
     return read_done
+
+
+def vector_readout(m, port, vec, frac, start, k: int, names) -> None:
+    """A register vector ``vec`` (exponent ``frac``) read out on ``port``'s ``valid``, ``first``,
+    ``data``, ``frac`` (its members named ``<prefix>_...``: a ``(prefix, core)`` pair) as
+    ``d/k`` beats from the cycle after ``start`` (a one-cycle pulse); ``names``: the beat
+    counter's and the beat index's register names."""
+    prefix, core = port
+    B = len(vec) // k
+    rd = Signal(range(B + 1), name=names[0])
+    with m.If(start):
+        m.d.sync += rd.eq(B)
+    with m.Elif(rd != 0):
+        m.d.sync += rd.eq(rd - 1)
+    sel = Signal(range(max(B, 2)), name=names[1])
+    m.d.comb += sel.eq(B - rd)
+    m.d.comb += [getattr(core, f"{prefix}_valid").eq(rd != 0), getattr(core, f"{prefix}_first").eq(rd == B),
+                 getattr(core, f"{prefix}_frac").eq(frac)]
+    m.d.comb += [getattr(core, f"{prefix}_data")[j].eq(beat_of(vec, sel, j, k)) for j in range(k)]

@@ -49,10 +49,10 @@ from specmem.golden.fixed.scaled.linear_attention import Z_BITS
 
 from .align import StreamAlignBlock
 from .beat_banks import BeatBanks
-from .beats import beat_of, beat_output, token_input
+from .beats import token_input, vector_readout
 from .block_norm import StreamBlockNormaliser
 from .delta_pass import DeltaPass
-from .elu_front import elu_front_blocks, elu_front_end
+from .elu_front import elu_front_blocks, elu_front_end, rden_output
 from .eps_floor import eps_floor_table
 from .pipeline import free_register, register_chain, select_levels, select_pipe, stage_register, staggered
 from .reset_tree import ResetTree
@@ -278,30 +278,16 @@ class LinearAttentionScaledCore(wiring.Component):
         o1 = [register_chain(m, rows_o.r_data[j], DW + EW, Lb, f"of1_sr{j}", reset_less=True) for j in range(k)]
         s1 = [x[:DW].as_signed() for x in o1]
         r1 = [x[DW:].as_signed() for x in o1]
-        m.d.comb += [ao.i_valid.eq(tag(fv1, 1, "of2_v")), ao.i_f1.eq(ch_fvc)]
-        for j in range(k):
-            m.d.comb += [ao.i_x0[j].eq(reg(s1[j], signed(DW), f"of2_s{j}")),
-                         ao.i_f0[j].eq(reg(r1[j] + ch_fq, signed(EW), f"of2_r{j}")),
-                         ao.i_x1[j].eq(reg(v1[j] * ch_c, signed(M + DW), f"of2_vc{j}"))]
-        m.d.comb += [no.i_valid.eq(tag(ao.o_valid, 1, "on_v")), no.i_frac.eq(reg(ao.o_frac + ch_rf, signed(EW), "on_f"))]
-        m.d.comb += [no.i_data[j].eq(reg(ao.o_data[j] * ch_rm, signed(Wo + P), f"on_p{j}")) for j in range(k)]
-        with m.If(beat_output(m, self, no, d, k, signed(Wo), signed(EW))):
+        with m.If(rden_output(m, self, fv1, s1, [r + ch_fq for r in r1], v1, ch_c, ch_fvc, ch_rm, ch_rf, reg, tag,
+                              ("of2_v", "of2_s", "of2_r", "of2_vc"))):
             m.d.sync += o_pending.eq(0)
 
         # -- z's read-out: its beats from the cycle a flush is taken (the next token's z comes out
         # of the ELU and the alignment later than that)
         assert el.latency + az.latency > B
-        zr = Signal(range(B + 1), name="z_rd")
         take_flush = Signal(name="take_flush")
         m.d.comb += take_flush.eq(next_full & next_flush & ~pa.busy & fsm_idle)
-        with m.If(take_flush):
-            m.d.sync += zr.eq(B)
-        with m.Elif(zr != 0):
-            m.d.sync += zr.eq(zr - 1)
-        zb = Signal(range(max(B, 2)), name="z_beat_rd")
-        m.d.comb += zb.eq(B - zr)
-        m.d.comb += [self.z_valid.eq(zr != 0), self.z_first.eq(zr == B), self.z_frac.eq(fz)]
-        m.d.comb += [self.z_data[j].eq(beat_of(z, zb, j, k)) for j in range(k)]
+        vector_readout(m, ("z", self), z, fz, take_flush, k, ("z_rd", "z_beat_rd"))
 
         # -- the state read-out: the rows a flush pass writes
         m.d.comb += [self.s_valid.eq(pa.o_wvalid & cur_flush), self.s_first.eq(pa.o_wfirst),

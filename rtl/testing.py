@@ -184,6 +184,22 @@ def token_beats(vectors, t: int, k: int) -> list:
     return [(X[t, b * k:(b + 1) * k], int(f[t])) for X, f in vectors for b in range(X.shape[1] // k)]
 
 
+def take_output(cur: list, outs: list, fracs: list, sampled, ready, d: int) -> None:
+    """One sampled cycle of a scaled core's output port (``sampled``: ``o_valid``, ``o_first``,
+    ``o_last``, ``o_data``, ``o_frac``; ``ready``: the ``o_ready`` driven): a taken beat's
+    elements go to ``cur``, checked against the first/last flags; a finished vector moves to
+    ``outs`` and its exponent to ``fracs``."""
+    ov, of, ol, od, ofr = sampled
+    if ov and ready:
+        assert of == (len(cur) == 0)
+        cur += [int(x) for x in od]
+        assert ol == (len(cur) == d)
+        if ol:
+            outs.append(list(cur))
+            fracs.append(int(ofr))
+            cur.clear()
+
+
 async def send_beats(ctx, dut, beats, rng, idle: float = 0.0):
     """Send ``beats`` on ``dut``'s ``i_valid`` / ``i_ready`` / ``i_data`` / ``i_frac`` / ``i_flush``
     (a beat of ``None`` is a flush), each after random idle cycles (``idle`` per beat)."""

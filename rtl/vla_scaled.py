@@ -57,10 +57,10 @@ from specmem.golden.vla import _check_params
 
 from .align import StreamAlignBlock
 from .beat_banks import BeatBanks
-from .beats import beat_index, beat_of, beat_output, store_beats, token_input
+from .beats import beat_index, beat_of, store_beats, token_input, vector_readout
 from .block_norm import StreamBlockNormaliser
 from .delta_pass import DeltaPass
-from .elu_front import elu_front_blocks, elu_front_end, tree_sum
+from .elu_front import elu_front_blocks, elu_front_end, rden_output, tree_sum
 from .pipeline import free_register, register_chain, select_levels, select_pipe, stage_register, staggered
 from .presets import check_scaled_core
 from .reset_tree import ResetTree
@@ -432,15 +432,8 @@ class VlaScaledCore(wiring.Component):
         # (3) num = align(sq + e c2), o = block(num rden), beside the next token's passes
         # (the next pass's first row reaches the rows' lanes after the feed has read them)
         assert 2 + ps.prep_cycles + ps.latency > B + 2
-        ao, no = self.align_o, self.norm_o
-        m.d.comb += [ao.i_valid.eq(tag(fv[2], 1, "o1_v")), ao.i_f1.eq(ch_fec)]
-        for j in range(k):
-            m.d.comb += [ao.i_x0[j].eq(reg(sq[j], signed(DW), f"o1_x0{j}")),
-                         ao.i_f0[j].eq(reg(rsf[j] + ch_fqf, signed(EW), f"o1_f0{j}")),
-                         ao.i_x1[j].eq(reg(eb[j] * ch_c2, signed(M + DW), f"o1_x1{j}"))]
-        m.d.comb += [no.i_valid.eq(tag(ao.o_valid, 1, "on_v")), no.i_frac.eq(reg(ao.o_frac + ch_rf, signed(EW), "on_f"))]
-        m.d.comb += [no.i_data[j].eq(reg(ao.o_data[j] * ch_rm, signed(Wo + P), f"on_p{j}")) for j in range(k)]
-        with m.If(beat_output(m, self, no, d, k, signed(Wo), signed(EW))):
+        with m.If(rden_output(m, self, fv[2], sq, [r + ch_fqf for r in rsf], eb, ch_c2, ch_fec, ch_rm, ch_rf, reg, tag,
+                              ("o1_v", "o1_x0", "o1_f0", "o1_x1"))):
             m.d.sync += o_pending.eq(0)
 
         # -- read-outs at a flush: the rows its passes write, and ad from the cycle it is taken
@@ -448,15 +441,7 @@ class VlaScaledCore(wiring.Component):
             m.d.comb += [getattr(self, f"{port}_valid").eq(pp.o_wvalid & cur_flush),
                          getattr(self, f"{port}_first").eq(pp.o_wfirst), getattr(self, f"{port}_frac").eq(pp.o_wfrac)]
             m.d.comb += [getattr(self, f"{port}_data")[j].eq(pp.o_wdata[j]) for j in range(k)]
-        adr = Signal(range(B + 1), name="ad_rd")
-        with m.If(take_now & take_flush):
-            m.d.sync += adr.eq(B)
-        with m.Elif(adr != 0):
-            m.d.sync += adr.eq(adr - 1)
-        adsel = Signal(range(max(B, 2)), name="ad_rd_beat")
-        m.d.comb += adsel.eq(B - adr)
-        m.d.comb += [self.ad_valid.eq(adr != 0), self.ad_first.eq(adr == B), self.ad_frac.eq(fad)]
-        m.d.comb += [self.ad_data[j].eq(beat_of(ad, adsel, j, k)) for j in range(k)]
+        vector_readout(m, ("ad", self), ad, fad, take_now & take_flush, k, ("ad_rd", "ad_rd_beat"))
         with m.If(tree.quiet):  # no beat in or out while a reset is pending
             m.d.comb += [self.i_ready.eq(0), self.o_valid.eq(0), self.s_valid.eq(0), self.a_valid.eq(0),
                          self.ad_valid.eq(0)]

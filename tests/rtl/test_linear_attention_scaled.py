@@ -13,7 +13,7 @@ import pytest
 from specmem.golden.fixed.scaled.bfp import quantize_block
 from specmem.golden.fixed.scaled.linear_attention import linear_attention_scaled
 from specmem.rtl.linear_attention_scaled import LinearAttentionScaledCore, eps_floor_table
-from specmem.rtl.testing import run_simulation, send_beats, token_beats
+from specmem.rtl.testing import run_simulation, send_beats, take_output, token_beats
 
 
 def _stream(rng, T, d, *, scale=1.0):
@@ -60,14 +60,7 @@ def _run(dut, k, v, q, *, idle=0.0, stall=0.0, seed=0, burst=0, flush_after=(), 
             cycle += 1
             if go:
                 starts.append(cycle)
-            if ov and ready:
-                assert of == (len(cur) == 0)
-                cur += [int(x) for x in od]
-                assert ol == (len(cur) == d)
-                if ol:
-                    outs.append(cur)
-                    fracs.append(int(ofr))
-                    cur = []
+            take_output(cur, outs, fracs, (ov, of, ol, od, ofr), ready, d)
             if sv:
                 if sf:
                     state.append([])

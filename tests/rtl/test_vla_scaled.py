@@ -12,7 +12,7 @@ import pytest
 
 from specmem.golden.fixed.scaled.bfp import quantize_block
 from specmem.golden.fixed.scaled.vla import vla_scaled
-from specmem.rtl.testing import run_simulation, send_beats, token_beats
+from specmem.rtl.testing import run_simulation, send_beats, take_output, token_beats
 from specmem.rtl.vla_scaled import VlaScaledCore
 
 
@@ -55,14 +55,7 @@ def _run(dut, k, v, q, u, *, idle=0.0, stall=0.0, seed=0, flush_after=(), err=0)
             cycle += 1
             if go:
                 starts.append(cycle)
-            if ov and ready:
-                assert of == (len(cur) == 0)
-                cur += [int(x) for x in od]
-                assert ol == (len(cur) == d)
-                if ol:
-                    outs.append(cur)
-                    fracs.append(int(ofr))
-                    cur = []
+            take_output(cur, outs, fracs, (ov, of, ol, od, ofr), ready, d)
             for i, p in enumerate(("s", "a", "ad")):
                 pv, pf, pd, pfr = vals[6 + 4 * i:10 + 4 * i]
                 if pv:
