@@ -363,7 +363,7 @@ def test_generate_takes_dsp_and_refuses_a_bad_one():
     from specmem.rtl.generate import build
     from specmem.sim.build import Design
 
-    for algo in ("linear", "deltanet", "gated-deltanet"):
+    for algo in ("linear", "deltanet", "gated-deltanet", "vla"):
         b = build(algo, 8, 4, "int8", dsp="ecp5")
         assert b.manifest["parameters"]["dsp"] == "ecp5" and b.manifest["sim_models"] == ["MULT18X18D"]
         assert build(algo, 8, 4, "int8").manifest["parameters"]["dsp"] == "registered"
@@ -371,8 +371,10 @@ def test_generate_takes_dsp_and_refuses_a_bad_one():
             build(algo, 8, 4, "int8", dsp="fabric")
     from specmem.sim.build import build as sim_build
 
-    with pytest.raises(ValueError, match="params: .* takes eps, gated, ram, dsp and heads, got lanes"):
+    with pytest.raises(ValueError, match="params: the deltanet-scaled design takes dsp, eps, gated, heads, ram, got lanes"):
         sim_build(Design("deltanet-scaled", 8, 4, "int8", params=(("lanes", 2),)))
+    with pytest.raises(ValueError, match="params: the vla-scaled design takes .*lambda0.*, got heads"):
+        sim_build(Design("vla-scaled", 8, 4, "int8", params=(("heads", 2),)))
 
 
 def test_verilog_lints_clean(tmp_path):

@@ -147,6 +147,18 @@ def test_parameters_and_scale_spread(params):
     _check(_run(dut, kx, v, q, u, seed=3, idle=0.2), vla_scaled(kx, v, q, u, preset="int8", **params))
 
 
+def test_a_slow_reader_stalls_the_core_and_loses_no_output():
+    """``o_ready`` low for long stretches (a beat taken about every 200 cycles: a token's output
+    drains slower than the next token is computed): the core holds the next output (its
+    ``o_pending`` gate) and its input instead of overwriting the output buffer."""
+    rng = np.random.default_rng(11)
+    d, k, T = 4, 2, 4
+    kx, v, q, u = _stream(rng, T, d)
+    dut = VlaScaledCore(d, k, refresh_period=2)
+    got = _run(dut, kx, v, q, u, stall=0.995, seed=1)
+    _check(got, vla_scaled(kx, v, q, u, preset="int8", refresh_period=2))
+
+
 def test_a_u_far_below_eps_raises_err():
     """``un = u / eps`` for ``||u|| < eps``: ``u`` at 1e-9 with ``eps`` = 1e-3 takes ``delta``'s
     binary point ``F = f_un + fz`` to 62, past :class:`~specmem.rtl.rls_scale.RlsScale`'s 61
