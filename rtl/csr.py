@@ -319,8 +319,11 @@ def core_register_map(algo: str, d: int, k: int, fmt: str = "legacy-int8", **kw)
     framing = ("framing_errors", "input beats whose tlast disagreed with the token's beat count")
     legacy = [f for f in FORMAT_CODES if f.startswith("legacy-")]
     if algo != "annihilation" and algo in CORE_CODES and fmt in FORMAT_CODES and fmt not in legacy:
-        raise ValueError(f"format: the {algo} RTL implements {', '.join(legacy)} ({fmt!r} is the annihilation "
-                         f"core v2's)")
+        from .presets import scaled_core
+
+        why = (f"the scaled {algo} core in {fmt!r} has no register block yet" if scaled_core(algo, fmt)
+               else f"{fmt!r} is the annihilation core v2's")
+        raise ValueError(f"format: the {algo} RTL with a register block implements {', '.join(legacy)} ({why})")
     if algo == "annihilation":
         status = (("busy", 1, "the sequencer is not idle"),
                   ("orth_flag", 1, "sticky: an orthogonal input was seen since reset"),

@@ -165,7 +165,7 @@ def test_rtl_commands_take_only_the_rtl_formats(tmp_path, capsys):
     assert f"preset: {legacy}" in _error(capsys, ["sim", "--format", "wide"])
     vla = ["run", "--algo", "vla", "--in", str(_vectors(tmp_path, "vla")), "--out", str(tmp_path / "o.npz"),
            "--backend", "verilator"]
-    assert "'int8' is the scaled golden-model format" in _error(capsys, vla + ["--format", "int8"])
+    assert "'int18' is the scaled golden-model format" in _error(capsys, vla + ["--format", "int18"])
     assert not (tmp_path / "o.npz").exists() and not (tmp_path / "rtl").exists()
 
 

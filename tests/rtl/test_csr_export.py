@@ -118,7 +118,7 @@ def test_cli_writes_four_files(tmp_path, capsys):
 @pytest.mark.parametrize("argv, msg", [
     (["--d", "0"], "d: must be an integer in 1..65535"),
     (["--format", "int4"], "format: one of legacy-int8"),
-    (["--algo", "vla", "--format", "int18"], "format: the vla RTL implements legacy-int8"),
+    (["--algo", "vla", "--format", "int18"], "format: the vla RTL with a register block implements legacy-int8"),
     (["--algo", "engine"], "algo: one of annihilation"),
 ])
 def test_cli_bad_input_one_line(tmp_path, capsys, argv, msg):

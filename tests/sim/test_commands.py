@@ -27,7 +27,8 @@ def test_simulate_passes_and_reports(capsys):
     ({"tokens": 0}, "tokens: must be an integer >= 1"),
     ({"preset": "int3"}, "preset: the RTL implements legacy-int8, legacy-int16, legacy-wide"),
     ({"preset": "wide"}, "preset: the RTL implements .*int18, int16, int8 \\(core v2\\); got 'wide'"),
-    ({"preset": "int8", "algo": "vla"}, "preset: the RTL implements .*'int8' is the scaled golden-model format"),
+    ({"preset": "int18", "algo": "vla"}, "preset: the RTL implements .*'int18' is the scaled golden-model format.*"
+                                         "vla also int8 \\(the scaled core\\)"),
 ])
 def test_simulate_rejects_bad_arguments(kwargs, match):
     args = {"algo": "annihilation", "d": 16, "k": 4, "tokens": 10, "seed": 0, **kwargs}
