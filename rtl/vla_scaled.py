@@ -175,7 +175,7 @@ class VlaScaledCore(wiring.Component):
     def elaborate(self, platform):
         m = Module()  # the core's own logic; every block beside it on a reset branch of its own
         tree = ResetTree("ecp5" if self.ram == "ecp5" else "registers")
-        d, k, B, M, EW, Wo, P, Wd = self.d, self.k, self.B, self.M, self.exp_width, self.Wo, self.P, self.Wd
+        d, k, B, M, EW, P, Wd = self.d, self.k, self.B, self.M, self.exp_width, self.P, self.Wd
         DW = self.dot_width
         reg = free_register(m)  # data, qualified by a valid tag
         tag = stage_register(m, 1)  # valid, first, last: reset, so a reset leaves no beat in flight
