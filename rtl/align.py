@@ -13,23 +13,23 @@ waits for its maximum.
 
 Stages (timing discipline, ``hardware.md``: one carry chain or about four LUT levels each):
 
-* tops: ones' complements, magnitudes (a carry chain), then per element the msb in three steps
+* tops: magnitudes (ones' complement and the sign's increment in one carry chain), then per element the msb in three steps
   (per 4-bit group: non-zero and the leading position; the one-hot leading group; the encoded
   msb), ``msb + 1 - frac`` (a carry chain), and a registered pairwise max tree over the lanes;
   a per-vector term ORs its magnitudes over the lanes first (4:1 trees) and takes one msb per
   beat. The terms' tops are padded to one depth, reduced over the terms, and accumulated over
   the vector's beats (a compare and a select per cycle).
 * the vector's ``q = T - C`` (0 for an all-zero vector) is latched as its first beat leaves the
-  delay line; per beat and lane the shift ``frac - Fc = frac + q`` (a carry chain), its clamp to
-  the shifters' range by a sign-extension test, then one :class:`~specmem.rtl.shift.RoundShiftVar`
+  delay line; per beat and lane the shift ``frac - Fc = frac + q`` (a carry chain into the
+  shifter's input register; its decode clamps it), one :class:`~specmem.rtl.shift.RoundShiftVar`
   per term (``per_lane`` for the per-element terms), the sum, and a
   :class:`~specmem.rtl.block_norm.StreamBlockNormaliser` to ``M`` bits with ``Fc``.
 
 Shift ranges: a non-zero element's shift is at least ``1 - C`` (its own top is at most ``T``), so
 the shifters' left range is ``C - 1``; a right shift past a term's width gives what ``width + 1``
-gives, so the shifts clamp there. Every rounded term is at most ``2^C`` in magnitude, so the
-shifters' outputs are narrowed to ``C + 2`` bits exactly and the sum needs ``C + 2 + ceil(log2
-terms)`` bits.
+gives. Every rounded term is at most ``2^C`` in magnitude, so the shifters keep only ``C + 2``
+bits (``keep``: their quotients, increments and left shifts that wide, not ``width + C``) and the
+sum needs ``C + 2 + ceil(log2 terms)`` bits.
 
 Contract (as the streaming normaliser's): a vector's ``beats`` beats are accepted in consecutive
 ``en`` cycles; bubbles between vectors are free; a bubble inside a vector sets the sticky
@@ -46,9 +46,8 @@ from amaranth.lib.wiring import In, Out
 from specmem.golden.fixed.scaled.bfp import GUARD
 
 from .block_norm import StreamBlockNormaliser
-from .delay_line import DELAY_STYLES, MIN_RAM_DELAY, DelayLine
+from .delay_line import DELAY_STYLES, MIN_RAM_DELAY, DelayLine, short_delay_style
 from .pipeline import data_register, or_all, stage_register, tag_chain, tree4_levels
-from .saturate import fits_signed
 from .shift import RoundShiftVar
 
 __all__ = ["StreamAlignBlock", "MSB_STAGES"]
@@ -99,7 +98,7 @@ class StreamAlignBlock(wiring.Component):
     :data:`~specmem.rtl.delay_line.DELAY_STYLES` for the beats' wait."""
 
     def __init__(self, lanes: int, beats: int, terms, M: int, *, guard: int = GUARD, exp_width: int = 12,
-                 shift_width: int | None = None, delay_style: str = "registers"):
+                 delay_style: str = "registers"):
         for name, v, lo in (("lanes", lanes, 1), ("beats", beats, 1), ("M", M, 3), ("guard", guard, 0),
                             ("exp_width", exp_width, 6)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
@@ -116,32 +115,27 @@ class StreamAlignBlock(wiring.Component):
         self.exp_width, self.delay_style = exp_width, delay_style
         self.C = M - 2 + guard
         self.max_left = max(self.C - 1, 0)
-        need = max(max(w for w, _ in terms) + 1, self.max_left)
-        min_sw = need.bit_length() + 1
-        if shift_width is None:
-            shift_width = min_sw
-        if isinstance(shift_width, bool) or not isinstance(shift_width, int) or shift_width < min_sw:
-            raise ValueError(f"shift_width: must be an integer >= {min_sw} (right shifts to {max(w for w, _ in terms) + 1}, "
-                             f"left to {self.max_left}), got {shift_width!r}")
         if self.C + max(w for w, _ in terms) + 4 >= 1 << (exp_width - 2):
             raise ValueError(f"exp_width: {exp_width} bits cannot hold the exponents of {M}-bit outputs with "
                              f"{guard} guard bits")
-        self.shift_width = shift_width
+        #: the shifts ``frac + q`` (exponents and ``q`` within ``±2^(exp_width - 1)``)
+        self.shift_width = exp_width + 3
         self.term_width = self.C + 2
         self.sum_width = self.term_width + _log2_levels(len(terms))
         self.lane_levels = _log2_levels(lanes)
         self.or_levels = tree4_levels(lanes)
         #: register stages from a beat in to its top at the beat accumulator's input
         self.beat_levels = _log2_levels(beats)
-        self.top_depth = 2 + MSB_STAGES + 1 + PICK_STAGES * (self.lane_levels + _log2_levels(len(terms)))
+        self.top_depth = 1 + MSB_STAGES + 1 + PICK_STAGES * (self.lane_levels + _log2_levels(len(terms)))
         #: the beats' wait: until their vector's ``q`` is latched (the last beat's top captured,
         #: the tree over the beats, ``q``)
         self.delay = beats + self.top_depth + PICK_STAGES * self.beat_levels + 1
         if delay_style != "registers" and self.delay < MIN_RAM_DELAY:
             raise ValueError(f"delay_style: a block-RAM delay needs {MIN_RAM_DELAY} stages, this shape waits {self.delay}")
-        self.norm = StreamBlockNormaliser(lanes, beats, self.sum_width, M, frac_width=exp_width)
+        self.norm = StreamBlockNormaliser(lanes, beats, self.sum_width, M, frac_width=exp_width,
+                                          delay_style=short_delay_style(delay_style))
         #: cycles from a vector's first beat in to its first beat out
-        self.latency = self.delay + 2 + RoundShiftVar.latency + 1 + self.norm.latency
+        self.latency = self.delay + RoundShiftVar.latency + 1 + self.norm.latency
         EW = exp_width
         ports = {"en": In(1), "i_valid": In(1)}
         for t, (w, pe) in enumerate(terms):
@@ -220,11 +214,10 @@ class StreamAlignBlock(wiring.Component):
         # tops: per beat the largest top over the lanes of every term
         tops = []
         for t, (wd, pe) in enumerate(self.terms):
-            ones = [reg(x.as_unsigned() ^ x[-1].replicate(wd), unsigned(wd), f"t{t}_ones{i}") for i, x in enumerate(xs[t])]
-            sgn = [dreg(x[-1], 1, f"t{t}_sgn{i}") for i, x in enumerate(xs[t])]
-            mags = [reg(o + s, unsigned(wd), f"t{t}_mag{i}") for i, (o, s) in enumerate(zip(ones, sgn))]
+            mags = [reg((x.as_unsigned() ^ x[-1].replicate(wd)) + x[-1], unsigned(wd), f"t{t}_mag{i}")
+                    for i, x in enumerate(xs[t])]
             if pe:
-                f3 = [delay(f, signed(EW), 2 + MSB_STAGES, f"t{t}_f{i}") for i, f in enumerate(fs[t])]
+                f3 = [delay(f, signed(EW), 1 + MSB_STAGES, f"t{t}_f{i}") for i, f in enumerate(fs[t])]
                 pairs = []
                 for i, mg in enumerate(mags):
                     mb, nz = _msb(dreg, mg, wd, f"t{t}_l{i}")
@@ -235,7 +228,7 @@ class StreamAlignBlock(wiring.Component):
                 while len(mags) > 1:
                     lv += 1
                     mags = [reg(or_all(mags[j:j + 4]), unsigned(wd), f"t{t}_or{lv}_{j // 4}") for j in range(0, len(mags), 4)]
-                fv = delay(fs[t], signed(EW), 2 + lv + MSB_STAGES, f"t{t}_fv")
+                fv = delay(fs[t], signed(EW), 1 + lv + MSB_STAGES, f"t{t}_fv")
                 mb, nz = _msb(dreg, mags[0], wd, f"t{t}_v")
                 top = (reg(mb + 1 - fv, signed(TW), f"t{t}_top"), dreg(nz, 1, f"t{t}_tnz"))
                 for i in range(lv, PICK_STAGES * self.lane_levels):
@@ -284,31 +277,19 @@ class StreamAlignBlock(wiring.Component):
             dxs.append([next(it) for _ in range(w)])
             dfs.append([next(it) for _ in range(w)] if pe else next(it))
 
-        # shifts: frac + q, clamped to the shifters' range, then the rounding shifts and the sum
+        # shifts: frac + q into the shifters (their decode clamps it), the rounding shifts, the sum
         SW = self.shift_width
-        lo, hi = -(1 << (SW - 1)), (1 << (SW - 1)) - 1
-
-        def clamp(x):
-            return Mux(fits_signed(x, SW), x[:SW], Mux(x[-1], lo, hi)).as_signed()
-
-        v1, f1, l1 = tags(vd, fd, ld, 2, "sh")
-        fc = delay(-q, signed(QW), 2, "fc")
         shifted = []
         for t, (wd, pe) in enumerate(self.terms):
-            if pe:
-                sh = [reg(f + q, signed(QW + 1), f"t{t}_s1_{i}") for i, f in enumerate(dfs[t])]
-                sh = [reg(clamp(s), signed(SW), f"t{t}_s2_{i}") for i, s in enumerate(sh)]
-            else:
-                sh = reg(clamp(reg(dfs[t] + q, signed(QW + 1), f"t{t}_s1")), signed(SW), f"t{t}_s2")
-            dx = [delay(x, signed(wd), 2, f"t{t}_x{i}") for i, x in enumerate(dxs[t])]
-            u = RoundShiftVar(w, wd, max_left=self.max_left, shift_width=SW, per_lane=pe)
+            u = RoundShiftVar(w, wd, max_left=self.max_left, shift_width=SW, per_lane=pe, keep=self.term_width)
             m.submodules[f"shift{t}"] = u
-            m.d.comb += [u.en.eq(en), u.i_valid.eq(v1)]
-            m.d.comb += [u.i_data[i].eq(x) for i, x in enumerate(dx)]
-            m.d.comb += [u.i_shift[i].eq(s) for i, s in enumerate(sh)] if pe else [u.i_shift.eq(sh)]
-            shifted.append([u.o_data[i][:self.term_width].as_signed() for i in range(w)])
-        v2, f2, l2 = tags(v1, f1, l1, RoundShiftVar.latency + 1, "sum")
-        fc2 = delay(fc, signed(QW), RoundShiftVar.latency + 1, "fcs")
+            m.d.comb += [u.en.eq(en), u.i_valid.eq(vd)]
+            m.d.comb += [u.i_data[i].eq(x) for i, x in enumerate(dxs[t])]
+            m.d.comb += ([u.i_shift[i].eq(f + q) for i, f in enumerate(dfs[t])] if pe
+                         else [u.i_shift.eq(dfs[t] + q)])
+            shifted.append([u.o_data[i] for i in range(w)])
+        v2, f2, l2 = tags(vd, fd, ld, RoundShiftVar.latency + 1, "sum")
+        fc2 = delay(-q, signed(QW), RoundShiftVar.latency + 1, "fcs")
         sums = [reg(sum(s[i] for s in shifted), signed(self.sum_width), f"sum{i}") for i in range(w)]
 
         m.submodules.norm = nb = self.norm

@@ -49,6 +49,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigne
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
+from .delay_line import LINE_STYLES, DelayLine
 from .pipeline import hold_register, stage_register, tag_chain, tree4_levels
 
 __all__ = ["BlockNormaliser", "SerialBlockNormaliser", "StreamBlockNormaliser"]
@@ -424,15 +425,21 @@ class StreamBlockNormaliser(wiring.Component):
     breaks the contract is seen, not silently mis-normalised. Outputs: ``o_valid`` per beat,
     ``o_first``/``o_last`` marking the vector's beats, ``o_frac`` held over them.
     ``latency = beats + 7 + ceil(log4 lanes)`` cycles from a vector's first beat in to its first
-    beat out; ``en`` stalls the whole unit."""
+    beat out; ``en`` stalls the whole unit. ``delay_style``: the beats' wait (``beats + 3 +
+    ceil(log4 lanes)`` stages of ``lanes x in_width`` bits), a style of
+    :class:`~specmem.rtl.delay_line.DelayLine` (``lutram`` beside a core's block RAM)."""
 
-    def __init__(self, lanes: int, beats: int, in_width: int, M: int, frac_width: int = 16, rounding: str = "rne"):
+    def __init__(self, lanes: int, beats: int, in_width: int, M: int, frac_width: int = 16, rounding: str = "rne",
+                 delay_style: str = "registers"):
         for name, v, lo in (("lanes", lanes, 1), ("beats", beats, 1), ("in_width", in_width, 2), ("M", M, 3),
                             ("frac_width", frac_width, 4)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ValueError(f"{name}: must be an integer >= {lo}, got {v!r}")
         if rounding != "rne":
             raise ValueError(f"rounding: the block normaliser implements 'rne' (the presets' rounding), got {rounding!r}")
+        if delay_style not in LINE_STYLES:
+            raise ValueError(f"delay_style: must be one of {', '.join(LINE_STYLES)}, got {delay_style!r}")
+        self.delay_style = delay_style
         self.lanes, self.beats, self.in_width, self.M, self.frac_width = lanes, beats, in_width, M, frac_width
         self.n = lanes * beats
         self.or_levels = tree4_levels(lanes)
@@ -541,8 +548,13 @@ class StreamBlockNormaliser(wiring.Component):
         # stickies, coarse shift, fine shift, increment
         D = B + 3 + Lk
         xs = beat
-        for s in range(D):
-            xs = [reg(x, signed(W), f"dl{s}_x{i}") for i, x in enumerate(xs)]
+        if self.delay_style == "registers":
+            for s in range(D):
+                xs = [reg(x, signed(W), f"dl{s}_x{i}") for i, x in enumerate(xs)]
+        else:
+            m.submodules.wait = dl = DelayLine(w * W, D, self.delay_style)
+            m.d.comb += [dl.en.eq(en), dl.i.eq(Cat(*(x.as_unsigned() for x in beat)))]
+            xs = [dl.o[i * W:(i + 1) * W].as_signed() for i in range(w)]
         vd, fd, ld = tags(self.i_valid, first_in, last_in, D + 1, "dlt")
         sts = [reg(_coarse_stickies(x, W, M), len(sgs), f"s4_st{i}") if sgs else None for i, x in enumerate(xs)]
         xs = [reg(x, signed(W), f"s4_x{i}") for i, x in enumerate(xs)]

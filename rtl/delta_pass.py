@@ -68,6 +68,7 @@ from amaranth.lib.wiring import In, Out
 from .block_norm import StreamBlockNormaliser
 from .dsp import PRODUCT_STYLES, operand_product
 from .bram import BRAM_READ_LATENCY, BRAM_STYLES, RegisteredRAM
+from .delay_line import short_delay_style
 from .ff import replicas
 from .fixed import msb_index
 from .pipeline import free_register, or_all, register_chain, select_levels, select_pipe, stage_register, tree4_levels
@@ -109,7 +110,7 @@ class DeltaPass(wiring.Component):
         self.B = d // k
         self.dot_width = 2 * M + max(1, (d - 1).bit_length())
         self.write = RowBFPWrite(k, Ws, M, exp_width=exp_width)
-        self.norm = StreamBlockNormaliser(k, self.B, Ws, M, frac_width=exp_width)
+        self.norm = StreamBlockNormaliser(k, self.B, Ws, M, frac_width=exp_width, delay_style=short_delay_style(ram))
         self.tree_levels = max(0, (k - 1).bit_length())
         #: cycles from ``start`` to the first row's address: ``msb(kmax)`` through its OR tree (and,
         #: with heads, the per-head values through their select to the rows)

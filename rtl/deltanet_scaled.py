@@ -78,6 +78,7 @@ from .block_norm import StreamBlockNormaliser
 from .decay import DecayScale
 from .delta_pass import DeltaPass
 from .dsp import PipelinedMultiplier, operand_product, wide_operand_product
+from .delay_line import short_delay_style
 from .pipeline import free_register, register_chain, select_levels, staggered, stage_register
 from .reset_tree import ResetTree
 from .presets import check_scaled_core
@@ -128,13 +129,13 @@ class DeltaNetScaledCore(wiring.Component):
         self.dsp = dsp
         self.unit = UnitNormaliser(k, B, M, self.su, eps=eps, exp_width=EW, delay_style=ram, su_dsp=dsp)
         self.align_e = StreamAlignBlock(k, B, ((M, False), (DW + GW + 1, True)), M, exp_width=EW, delay_style=ram)
-        self.norm_be = StreamBlockNormaliser(k, B, 2 * M, M, frac_width=EW)
+        self.norm_be = StreamBlockNormaliser(k, B, 2 * M, M, frac_width=EW, delay_style=short_delay_style(ram))
         self.align_o = StreamAlignBlock(k, B, ((DW + GW, True), (M + DW, False)), self.Wo, exp_width=EW,
                                         delay_style=ram)
         extra = {}
         if self.gated:
             self.decay = DecayScale(self.su, exp_width=EW, dsp=dsp, heads=heads)
-            self.norm_bh = StreamBlockNormaliser(k, B, M + P, M, frac_width=EW)
+            self.norm_bh = StreamBlockNormaliser(k, B, M + P, M, frac_width=EW, delay_style=short_delay_style(ram))
             # the pass's sk and sq per row times -gamma and gamma, 18 x 18 pieces and a registered sum
             self.sk_gamma = PipelinedMultiplier(DW, P + 1, dsp)
             self.sq_gamma = PipelinedMultiplier(DW, P, dsp)

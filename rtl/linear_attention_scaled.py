@@ -52,6 +52,7 @@ from .beat_banks import BeatBanks
 from .beats import token_input, vector_readout
 from .block_norm import StreamBlockNormaliser
 from .delta_pass import DeltaPass
+from .delay_line import short_delay_style
 from .elu_front import elu_front_blocks, elu_front_end, rden_output
 from .eps_floor import eps_floor_table
 from .pipeline import free_register, register_chain, select_levels, select_pipe, stage_register, staggered
@@ -88,7 +89,7 @@ class LinearAttentionScaledCore(wiring.Component):
         self.dsp = dsp
         elu_front_blocks(self, p, ram=ram, dsp=dsp)  # den_width, floor_width, the eps table, elu, align_z, unit
         self.align_o = StreamAlignBlock(k, B, ((DW, True), (M + DW, False)), self.Wo, exp_width=EW, delay_style=ram)
-        self.norm_o = StreamBlockNormaliser(k, B, self.Wo + P, self.Wo, frac_width=EW)
+        self.norm_o = StreamBlockNormaliser(k, B, self.Wo + P, self.Wo, frac_width=EW, delay_style=short_delay_style(ram))
         super().__init__({
             "i_valid": In(1), "i_ready": Out(1), "i_flush": In(1),
             "i_data": In(data.ArrayLayout(signed(M), k)), "i_frac": In(signed(EW)),

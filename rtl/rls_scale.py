@@ -37,7 +37,7 @@ from amaranth.lib.wiring import In, Out
 from specmem.golden.fixed.scalar_unit import ScalarUnit as GoldenScalarUnit
 
 from .block_norm import StreamBlockNormaliser
-from .delay_line import DELAY_STYLES, MIN_RAM_DELAY
+from .delay_line import DELAY_STYLES, MIN_RAM_DELAY, short_delay_style
 from .eps_floor import eps_floor_table
 from .pipeline import hold_register, stage_register, tag_chain
 from .scaled_beats import scale_beats, vector_framing
@@ -91,7 +91,8 @@ class RlsScale(wiring.Component):
             raise ValueError(f"delay_style: a block-RAM delay needs {MIN_RAM_DELAY} stages, this shape waits {self.delay}")
         self.interval = max(beats, su_lat + 2)
         self.mul_width = M + self.P
-        self.norm = StreamBlockNormaliser(lanes, beats, self.mul_width, M, frac_width=exp_width)
+        self.norm = StreamBlockNormaliser(lanes, beats, self.mul_width, M, frac_width=exp_width,
+                                          delay_style=short_delay_style(delay_style))
         self.latency = self.delay + 2 + self.norm.latency
         EW = exp_width
         vec = data.ArrayLayout(signed(M), lanes)

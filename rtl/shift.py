@@ -20,6 +20,13 @@ at 36 bits); this block splits it by the timing discipline of ``hardware.md``:
    and the high half with and without a carry;
 5. the carry-out picks the high half (a mux), or the left-shifted value: the output register.
 
+With ``keep`` the block produces only the low ``keep`` bits of the result (two's complement,
+wrapping): a caller that knows its results fit (the alignment's terms are at most ``2^C``) gets a
+quotient, increment and left shift ``keep`` bits wide instead of ``in_width + max_left``, and a
+coarse value ``keep + 8`` bits wide (the fine shift and the rounding bit read no higher). Stages
+4-5 are then one ``keep``-bit increment and the select. The result's low bits do not depend on
+the bits dropped, so it equals the full shifter's output modulo ``2^keep`` for every input.
+
 ``o_data`` follows ``i_data`` by :attr:`RoundShiftVar.latency` (6) advancing cycles; every
 register advances while ``en`` is high. Right shifts beyond ``W + 1`` give the result of
 ``W + 1`` (only the sign is left), or beyond ``max_right`` (when given: a narrower shifter for a
@@ -46,13 +53,14 @@ class RoundShiftVar(wiring.Component):
     Members: ``en``, ``i_valid``, ``i_data`` (``k`` x ``signed(in_width)``), ``i_shift``
     (``signed(shift_width)``; ``k`` of them with ``per_lane``: each lane its own shift, decoded in
     its own copy of stages 0-1, for terms whose exponent differs per element), ``o_valid``,
-    ``o_data`` (``k`` x ``signed(out_width)``, with ``out_width = in_width + max(max_left, 1) + 1``).
+    ``o_data`` (``k`` x ``signed(out_width)``, with ``out_width = in_width + max(max_left, 1) + 1``,
+    or ``keep``: the result's low ``keep`` bits).
     """
 
     latency = 6
 
     def __init__(self, k: int, in_width: int, *, max_left: int, shift_width: int = 8, rounding: str = "rne",
-                 max_right: int | None = None, per_lane: bool = False):
+                 max_right: int | None = None, per_lane: bool = False, keep: int | None = None):
         for name, v, lo in (("k", k, 1), ("in_width", in_width, 2), ("max_left", max_left, 0),
                             ("shift_width", shift_width, 2), ("max_right", in_width + 1 if max_right is None
                                                               else max_right, 1)):
@@ -67,7 +75,11 @@ class RoundShiftVar(wiring.Component):
         self.max_right = in_width + 1 if max_right is None else min(max_right, in_width + 1)
         self.shift_width, self.rounding = shift_width, rounding
         self.per_lane = bool(per_lane)
-        self.out_width = in_width + max(max_left, 1) + 1
+        full = in_width + max(max_left, 1) + 1
+        if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or not 2 <= keep <= full):
+            raise ValueError(f"keep: must be an integer between 2 and the full width {full}, got {keep!r}")
+        self.keep = keep
+        self.out_width = full if keep is None else keep
         super().__init__({
             "en": In(1),
             "i_valid": In(1),
@@ -113,18 +125,23 @@ class RoundShiftVar(wiring.Component):
         xs = [reg(reg(self.i_data[i], signed(W), f"s0_x{i}"), signed(W), f"s1_x{i}") for i in range(k)]
 
         # 2. coarse shifts and the dropped groups' ORs
+        K = self.keep
         cw = W + 1  # (2v): one guard bit below v
+        # with keep, the coarse value's low K + 8 bits: the fine shift reads bits 1 + rf .. K + rf
+        narrow_c = K is not None and K + 8 < cw
         coarse, groups, lcoarse = [], [], []
         for i, x in enumerate(xs):
             rc, lc = ctl1[i][0], ctl1[i][3]
             g = Cat(Const(0, 1), x).as_signed()
             ext = Cat(x, x[-1].replicate(8 * rc_max + 8))  # v with sign bits, for the group ORs
-            coarse.append(reg(g >> Cat(Const(0, 3), rc), signed(cw), f"s2_c{i}"))
+            cs = g >> Cat(Const(0, 3), rc)
+            coarse.append(reg(cs[:K + 8], unsigned(K + 8), f"s2_c{i}") if narrow_c else reg(cs, signed(cw), f"s2_c{i}"))
             ors = [ext[max(0, 8 * c - 9):8 * c - 1].any() for c in range(1, rc_max + 1)]
             groups.append(reg(Cat(*ors) if ors else Const(0, 1), unsigned(max(1, rc_max)), f"s2_g{i}"))
             if self.max_left:
                 lw = W + 1 + 8 * lc_max
-                lcoarse.append(reg((x << 1) << Cat(Const(0, 3), lc), signed(lw), f"s2_l{i}"))
+                ls = (x << 1) << Cat(Const(0, 3), lc)
+                lcoarse.append(reg(ls, signed(lw if K is None else K), f"s2_l{i}"))
         v2 = reg(v1, 1, "s2_v")
 
         def decode2(ctl, tag):
@@ -141,11 +158,12 @@ class RoundShiftVar(wiring.Component):
         ctl2 = [decode2(ctl1[i], str(i)) for i in range(k)] if self.per_lane else [decode2(ctl1[0], "")] * k
 
         # 3. fine shift, rounding bit and sticky bit
-        qw = W + 1
+        qw = W + 1 if K is None else K  # a register assignment truncates, or sign-extends a narrower value
         qs, rbs, sts, lfine = [], [], [], []
         for i, c0 in enumerate(coarse):
             rf2, _, lf2, tc2, tf2 = ctl2[i]
-            c = Cat(c0, c0[-1].replicate(8)).as_signed()  # sign bits above, so every f selects
+            # sign bits above, so every f selects (a narrowed value has its K + 8 bits already)
+            c = c0 if narrow_c else Cat(c0, c0[-1].replicate(8)).as_signed()
             q = (c >> 1) >> rf2               # log shifters: three 2:1 levels, not a chain of 8 muxes
             rb = c.bit_select(rf2, 1)
             qs.append(reg(q, signed(qw), f"s3_q{i}"))
@@ -154,7 +172,7 @@ class RoundShiftVar(wiring.Component):
             sts.append(reg(sticky, 1, f"s3_st{i}"))
             if self.max_left:
                 lw = W + self.max_left
-                lfine.append(reg(lcoarse[i] << lf2, signed(lw), f"s3_l{i}"))
+                lfine.append(reg(lcoarse[i] << lf2, signed(lw if K is None else K), f"s3_l{i}"))
         v3 = reg(v2, 1, "s3_v")
         negs = [c[1] for c in ctl2]
         neg3 = [reg(n, 1, f"s3_neg{i}") for i, n in enumerate(negs)] if self.per_lane else [reg(negs[0], 1, "s3_neg")] * k
@@ -169,9 +187,12 @@ class RoundShiftVar(wiring.Component):
                 inc = rbs[i]
             else:
                 inc = rbs[i] & (sts[i] | qs[i][0])
-            lo = reg(qs[i][:h] + inc, unsigned(h + 1), f"s4_lo{i}")
-            hi = reg(qs[i][h:].as_signed(), signed(qw - h), f"s4_hi{i}")
-            hi1 = reg(qs[i][h:].as_signed() + 1, signed(qw - h + 1), f"s4_hp{i}")
+            if K is not None:  # one K-bit increment, wrapping (the caller keeps the low bits)
+                lo, hi, hi1 = reg(qs[i] + inc, signed(qw), f"s4_r{i}"), None, None
+            else:
+                lo = reg(qs[i][:h] + inc, unsigned(h + 1), f"s4_lo{i}")
+                hi = reg(qs[i][h:].as_signed(), signed(qw - h), f"s4_hi{i}")
+                hi1 = reg(qs[i][h:].as_signed() + 1, signed(qw - h + 1), f"s4_hp{i}")
             lf4 = reg(lfine[i], lfine[i].shape(), f"s4_l{i}") if self.max_left else None
             outs.append((lo, hi, hi1, lf4))
         v4 = reg(v3, 1, "s4_v")
@@ -179,7 +200,7 @@ class RoundShiftVar(wiring.Component):
 
         # 5. the carry selects the high half; or the left-shifted value
         for i, (lo, hi, hi1, lf4) in enumerate(outs):
-            right = Cat(lo[:h], Mux(lo[h], hi1, hi)).as_signed()
+            right = lo if K is not None else Cat(lo[:h], Mux(lo[h], hi1, hi)).as_signed()
             out = Mux(neg4[i], lf4, right) if self.max_left else right
             od = Signal(signed(self.out_width), name=f"o_data{i}", reset_less=True)  # data: o_valid qualifies it
             with m.If(en):

@@ -41,7 +41,7 @@ from specmem.golden.deltanet import L2_EPS
 from specmem.golden.fixed.scalar_unit import ScalarUnit as GoldenScalarUnit
 
 from .block_norm import BlockNormaliser, StreamBlockNormaliser
-from .delay_line import DELAY_STYLES, MIN_RAM_DELAY
+from .delay_line import DELAY_STYLES, MIN_RAM_DELAY, short_delay_style
 from .pipeline import hold_register, stage_register, tag_chain
 from .scaled_beats import scale_beats, vector_framing
 from .scalar_unit import ScalarOp, ScalarUnit
@@ -124,7 +124,8 @@ class UnitNormaliser(wiring.Component):
             raise ValueError(f"delay_style: a block-RAM delay needs {MIN_RAM_DELAY} stages, this shape waits {self.delay}")
         self.interval = max(beats, su_lat + 2)
         self.mul_width = M + self.P
-        self.norm = StreamBlockNormaliser(lanes, beats, self.mul_width, M, frac_width=exp_width)
+        self.norm = StreamBlockNormaliser(lanes, beats, self.mul_width, M, frac_width=exp_width,
+                                          delay_style=short_delay_style(delay_style))
         self.latency = self.delay + 2 + self.norm.latency
         EW = exp_width
         super().__init__({"en": In(1), "i_valid": In(1), "i_data": In(data.ArrayLayout(signed(M), lanes)),

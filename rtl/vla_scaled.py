@@ -60,6 +60,7 @@ from .beat_banks import BeatBanks
 from .beats import beat_index, beat_of, store_beats, token_input, vector_readout
 from .block_norm import StreamBlockNormaliser
 from .delta_pass import DeltaPass
+from .delay_line import short_delay_style
 from .elu_front import elu_front_blocks, elu_front_end, rden_output, tree_sum
 from .pipeline import free_register, register_chain, select_levels, select_pipe, stage_register, staggered
 from .presets import check_scaled_core
@@ -138,7 +139,7 @@ class VlaScaledCore(wiring.Component):
                                          delay_style=ram)
         assert self.align_ad.latency > B + 2  # ad's old beats are fed before its new ones come out
         self.align_o = StreamAlignBlock(k, B, ((DW, True), (M + DW, False)), self.Wo, exp_width=EW, delay_style=ram)
-        self.norm_o = StreamBlockNormaliser(k, B, self.Wo + P, self.Wo, frac_width=EW)
+        self.norm_o = StreamBlockNormaliser(k, B, self.Wo + P, self.Wo, frac_width=EW, delay_style=short_delay_style(ram))
         vec = lambda w: data.ArrayLayout(signed(w), k)  # noqa: E731
         super().__init__({
             "i_valid": In(1), "i_ready": Out(1), "i_flush": In(1), "i_data": In(vec(M)), "i_frac": In(signed(EW)),

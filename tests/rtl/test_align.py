@@ -169,8 +169,6 @@ def test_refuses_bad_parameters():
         StreamAlignBlock(4, 2, (), 8)
     with pytest.raises(ValueError, match="terms"):
         StreamAlignBlock(4, 2, ((8, 1),), 8)
-    with pytest.raises(ValueError, match="shift_width"):
-        StreamAlignBlock(4, 2, DELTA_E, 8, shift_width=4)
     with pytest.raises(ValueError, match="exp_width"):
         StreamAlignBlock(4, 2, DELTA_E, 8, exp_width=6)
     with pytest.raises(ValueError, match="delay_style"):

@@ -354,24 +354,26 @@ def test_stream_exhaustive(lanes, beats, W, M):
     assert _check(got, vecs, fracs, M) > 0
 
 
+@pytest.mark.parametrize("style", ["registers", "lutram", "behavioural"])
 @pytest.mark.parametrize("lanes,beats,W,M", [(4, 8, 21, 8), (8, 4, 21, 8), (16, 2, 24, 8), (5, 3, 39, 18),
                                              (3, 5, 12, 4), (1, 1, 9, 8)])
-def test_stream_rounding_and_carry_corners(lanes, beats, W, M):
+def test_stream_rounding_and_carry_corners(lanes, beats, W, M, style):
     """Corner vectors (carries, ties, extremes, zeros, one lane set) back to back, with random
-    gaps between vectors and random stalls of the whole unit."""
+    gaps between vectors and random stalls of the whole unit; the beats' wait in each style."""
     rng = np.random.default_rng(W * 7 + M + lanes)
     vecs = _corner_vectors(lanes * beats, W, M, rng)
     fracs = [int(x) for x in rng.integers(-100, 100, len(vecs))]
-    dut = StreamBlockNormaliser(lanes, beats, W, M, frac_width=12)
+    dut = StreamBlockNormaliser(lanes, beats, W, M, frac_width=12, delay_style=style)
     got, err = _run_stream(dut, vecs, fracs, stall=0.2, gap=0.3, seed=M)
     assert not err
     assert _check(got, vecs, fracs, M) > 0 or W < M
 
 
+@pytest.mark.parametrize("style", ["registers", "lutram"])
 @pytest.mark.parametrize("lanes,beats", [(1, 1), (4, 8), (8, 2), (3, 3)])
-def test_stream_latency_is_declared_and_vectors_run_back_to_back(lanes, beats):
+def test_stream_latency_is_declared_and_vectors_run_back_to_back(lanes, beats, style):
     """Vectors fed on every cycle come out on every cycle, ``latency`` cycles after they went in."""
-    dut = StreamBlockNormaliser(lanes, beats, 20, 8)
+    dut = StreamBlockNormaliser(lanes, beats, 20, 8, delay_style=style)
     assert dut.latency == beats + 7 + {1: 0, 3: 1, 4: 1, 8: 2}[lanes]  # ceil(log4 lanes) OR levels
     rng = np.random.default_rng(lanes * 10 + beats)
     vecs = [[int(x) for x in rng.integers(-40000, 40000, lanes * beats)] for _ in range(4)]
@@ -411,15 +413,18 @@ def test_stream_refuses_bad_parameters():
         StreamBlockNormaliser(4, 0, 20, 8)
     with pytest.raises(ValueError, match="rounding"):
         StreamBlockNormaliser(4, 2, 20, 8, rounding="floor")
+    with pytest.raises(ValueError, match="^delay_style:"):
+        StreamBlockNormaliser(4, 2, 20, 8, delay_style="srl")
 
 
+@pytest.mark.parametrize("style", ["registers", "lutram"])
 @pytest.mark.parametrize("lanes,beats,W,M", [(8, 8, 21, 8), (1, 1, 12, 6), (16, 2, 28, 18)])
-def test_stream_verilog_lints_clean(tmp_path, lanes, beats, W, M):
+def test_stream_verilog_lints_clean(tmp_path, lanes, beats, W, M, style):
     from amaranth.back import verilog
 
     from specmem.rtl.generate import lint
 
     path = tmp_path / "block_norm_stream.v"
-    path.write_text(verilog.convert(StreamBlockNormaliser(lanes, beats, W, M), name="block_norm_stream"))
+    path.write_text(verilog.convert(StreamBlockNormaliser(lanes, beats, W, M, delay_style=style), name="block_norm_stream"))
     res = lint(path)
     assert res.returncode == 0 and not res.warnings, res.text
