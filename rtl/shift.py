@@ -22,10 +22,13 @@ at 36 bits); this block splits it by the timing discipline of ``hardware.md``:
 
 With ``keep`` the block produces only the low ``keep`` bits of the result (two's complement,
 wrapping): a caller that knows its results fit (the alignment's terms are at most ``2^C``) gets a
-quotient, increment and left shift ``keep`` bits wide instead of ``in_width + max_left``, and a
-coarse value ``keep + 8`` bits wide (the fine shift and the rounding bit read no higher). Stages
-4-5 are then one ``keep``-bit increment and the select. The result's low bits do not depend on
-the bits dropped, so it equals the full shifter's output modulo ``2^keep`` for every input.
+quotient and increment ``keep`` bits wide instead of ``in_width + 1``, and a coarse value ``keep +
+8`` bits wide (the fine shift and the rounding bit read no higher). There is no left path: the
+value enters as ``v · 2^max_left`` and is shifted right by ``s + max_left`` (a funnel shift; the
+decode adds the constant beside its compares), so a left shift is a right shift that drops only
+zeros. Stages 4-5 are one ``keep``-bit increment and the output register. The result's low bits do
+not depend on the bits dropped, so it equals the full shifter's output modulo ``2^keep`` for
+every input.
 
 ``o_data`` follows ``i_data`` by :attr:`RoundShiftVar.latency` (6) advancing cycles; every
 register advances while ``en`` is high. Right shifts beyond ``W + 1`` give the result of
@@ -93,21 +96,24 @@ class RoundShiftVar(wiring.Component):
         m = Module()
         k, W, en = self.k, self.in_width, self.en
         smax = self.max_right
-        rc_max = smax >> 3
+        K = self.keep
+        # with keep, left shifts go through the right shifter (the value enters fl bits up)
+        left, fl = (self.max_left, 0) if K is None else (0, self.max_left)
+        rc_max = (smax + fl) >> 3
 
         reg = stage_register(m, en)
 
         # 1. lanes and the shift, decoded once (or once per lane): one compare chain per side, no
         #    negation (the left amount is kept as ~s = -s - 1, plus a constant one-bit shift)
-        ml = max(self.max_left, 1)
+        ml = max(left, 1)
         lc_max = (ml - 1) >> 3
-        rs_w = max(1, smax.bit_length())
+        rs_w = max(1, (smax + fl).bit_length())
 
         def decode(shift, tag):
             """Stage-1 registers of one shift: right coarse/fine, sign, left coarse/fine."""
             s = reg(shift, shift.shape(), f"s0_s{tag}")  # the decode starts from a register
             neg_s = s[-1]
-            rs = Mux(neg_s, 0, Mux(s > smax, smax, s))
+            rs = Mux(neg_s, 0, Mux(s > smax, smax, s)) if not fl else Mux(s < -fl, 0, Mux(s > smax, smax + fl, s + fl))
             ls = Mux(s < -ml, ml - 1, (~s)[:max(1, (ml - 1).bit_length())])
             rs1 = Signal(unsigned(rs_w), name=f"s0_rs{tag}")
             ls1 = Signal(unsigned(max(1, (ml - 1).bit_length())), name=f"s0_ls{tag}")
@@ -125,7 +131,8 @@ class RoundShiftVar(wiring.Component):
         xs = [reg(reg(self.i_data[i], signed(W), f"s0_x{i}"), signed(W), f"s1_x{i}") for i in range(k)]
 
         # 2. coarse shifts and the dropped groups' ORs
-        K = self.keep
+        if fl:
+            xs, W = [Cat(Const(0, fl), x).as_signed() for x in xs], W + fl
         cw = W + 1  # (2v): one guard bit below v
         # with keep, the coarse value's low K + 8 bits: the fine shift reads bits 1 + rf .. K + rf
         narrow_c = K is not None and K + 8 < cw
@@ -138,7 +145,7 @@ class RoundShiftVar(wiring.Component):
             coarse.append(reg(cs[:K + 8], unsigned(K + 8), f"s2_c{i}") if narrow_c else reg(cs, signed(cw), f"s2_c{i}"))
             ors = [ext[max(0, 8 * c - 9):8 * c - 1].any() for c in range(1, rc_max + 1)]
             groups.append(reg(Cat(*ors) if ors else Const(0, 1), unsigned(max(1, rc_max)), f"s2_g{i}"))
-            if self.max_left:
+            if left:
                 lw = W + 1 + 8 * lc_max
                 ls = (x << 1) << Cat(Const(0, 3), lc)
                 lcoarse.append(reg(ls, signed(lw if K is None else K), f"s2_l{i}"))
@@ -170,8 +177,8 @@ class RoundShiftVar(wiring.Component):
             rbs.append(reg(rb, 1, f"s3_rb{i}"))
             sticky = (groups[i] & tc2).any() | (c[:7] & tf2).any()
             sts.append(reg(sticky, 1, f"s3_st{i}"))
-            if self.max_left:
-                lw = W + self.max_left
+            if left:
+                lw = W + left
                 lfine.append(reg(lcoarse[i] << lf2, signed(lw if K is None else K), f"s3_l{i}"))
         v3 = reg(v2, 1, "s3_v")
         negs = [c[1] for c in ctl2]
@@ -193,7 +200,7 @@ class RoundShiftVar(wiring.Component):
                 lo = reg(qs[i][:h] + inc, unsigned(h + 1), f"s4_lo{i}")
                 hi = reg(qs[i][h:].as_signed(), signed(qw - h), f"s4_hi{i}")
                 hi1 = reg(qs[i][h:].as_signed() + 1, signed(qw - h + 1), f"s4_hp{i}")
-            lf4 = reg(lfine[i], lfine[i].shape(), f"s4_l{i}") if self.max_left else None
+            lf4 = reg(lfine[i], lfine[i].shape(), f"s4_l{i}") if left else None
             outs.append((lo, hi, hi1, lf4))
         v4 = reg(v3, 1, "s4_v")
         neg4 = [reg(n, 1, f"s4_neg{i}") for i, n in enumerate(neg3)] if self.per_lane else [reg(neg3[0], 1, "s4_neg")] * k
@@ -201,7 +208,7 @@ class RoundShiftVar(wiring.Component):
         # 5. the carry selects the high half; or the left-shifted value
         for i, (lo, hi, hi1, lf4) in enumerate(outs):
             right = lo if K is not None else Cat(lo[:h], Mux(lo[h], hi1, hi)).as_signed()
-            out = Mux(neg4[i], lf4, right) if self.max_left else right
+            out = Mux(neg4[i], lf4, right) if left else right
             od = Signal(signed(self.out_width), name=f"o_data{i}", reset_less=True)  # data: o_valid qualifies it
             with m.If(en):
                 m.d.sync += od.eq(out)

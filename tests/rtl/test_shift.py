@@ -95,13 +95,14 @@ def test_bad_generics(kw, match):
         RoundShiftVar(**kw)
 
 
+@pytest.mark.parametrize("keep", [None, 24])
 @pytest.mark.parametrize("per_lane", [False, True])
-def test_verilog_lints_clean(tmp_path, per_lane):
+def test_verilog_lints_clean(tmp_path, per_lane, keep):
     from amaranth.back import verilog
     from specmem.rtl.generate import lint
 
     path = tmp_path / "rsv.v"
-    path.write_text(verilog.convert(RoundShiftVar(4, 36, max_left=24, per_lane=per_lane), name="rsv"))
+    path.write_text(verilog.convert(RoundShiftVar(4, 36, max_left=24, per_lane=per_lane, keep=keep), name="rsv"))
     res = lint(path)
     assert res.returncode == 0 and not res.warnings, res.text
 
