@@ -134,20 +134,21 @@ def store_beats(m, vec, src, k: int, name: str):
     return sel
 
 
-def beat_output(m, core, src, d: int, k: int, shape, exp_shape):
+def beat_output(m, core, src, d: int, k: int, shape, exp_shape, src_lanes: int | None = None):
     """A ``d``-element buffer filled from the stream ``src`` (with its exponent ``o_frac`` from
-    the first beat) and read out on ``core``'s ``o_valid`` / ``o_ready`` / ``o_first`` /
-    ``o_last`` / ``o_data`` / ``o_frac`` as ``d/k`` beats. The buffer is a
+    the first beat; ``src_lanes`` elements a beat, default ``k``) and read out on ``core``'s
+    ``o_valid`` / ``o_ready`` / ``o_first`` / ``o_last`` / ``o_data`` / ``o_frac`` as ``d/k`` beats. The buffer is a
     :class:`~specmem.rtl.beat_banks.BeatBanks` (its last beat flips it to the read side), so a
     beat leaves through one registered address into LUT RAM (a ``B``:1 select of ``d``
     registers into the port was DeltaNet's critical path at 98.5 MHz). Returns ``read_done``:
     high in the cycle the buffer's last beat is taken (the buffer is free for the next vector)."""
     B = d // k
-    m.submodules.obuf = buf = BeatBanks(Shape.cast(shape).width, d, k)
+    wl = k if src_lanes is None else src_lanes
+    m.submodules.obuf = buf = BeatBanks(Shape.cast(shape).width, d, k, w_lanes=wl)
     ofrac = Signal(exp_shape, name="ofrac")
     ofull = Signal(name="o_full")
     m.d.comb += [buf.w_en.eq(src.o_valid), buf.flip.eq(src.o_valid & src.o_last)]
-    m.d.comb += [buf.w_data[j].eq(src.o_data[j]) for j in range(k)]
+    m.d.comb += [buf.w_data[j].eq(src.o_data[j]) for j in range(wl)]
     with m.If(src.o_valid & src.o_first):
         m.d.sync += ofrac.eq(src.o_frac)
     with m.If(src.o_valid & src.o_last):

@@ -151,16 +151,18 @@ def elu_front_end(m, core, kq, in_last, reg, tag, err, vreg, nx, *, with_c: bool
     return SimpleNamespace(out_q=out_q, osel=osel, z=z, fz=fz, c_acc=c_acc, done=done)
 
 
-def rden_output(m, core, valid, sq, sf, x, c, fxc, rm, rf, reg, tag, names):
+def rden_output(m, core, valid, sq, sf, x, c, fxc, rm, rf, reg, tag, names, lanes: int | None = None):
     """The output of the rules normalised by ``zᵀqf``: ``num = align(sq + x c)`` on ``core.align_o``
     (``sq`` a beat of the pass's per-row results with their exponents ``sf``, ``x c`` a vector's
     beat times a scalar with exponent ``fxc``), then ``o = block(num rm)`` with exponent ``+ rf`` on
     ``core.norm_o`` into the output buffer; ``valid``: the beat's flag, a register before the
     alignment; ``names``: the four input registers' names (valid, ``sq``, its exponent, ``x c``).
-    Returns the output buffer's ``read_done``."""
+    ``lanes``: the beats' elements (``align_o``'s lanes; default ``core.k``), the output port's
+    beats being ``core.k`` elements. Returns the output buffer's ``read_done``."""
     from .beats import beat_output
 
-    k, DW, M, EW, Wo, P = core.k, core.dot_width, core.M, core.exp_width, core.Wo, core.P
+    k = core.k if lanes is None else lanes
+    DW, M, EW, Wo, P = core.dot_width, core.M, core.exp_width, core.Wo, core.P
     ao, no = core.align_o, core.norm_o
     nv, ns, nf, nx = names
     m.d.comb += [ao.i_valid.eq(tag(valid, 1, nv)), ao.i_f1.eq(fxc)]
@@ -170,4 +172,4 @@ def rden_output(m, core, valid, sq, sf, x, c, fxc, rm, rf, reg, tag, names):
                      ao.i_x1[j].eq(reg(x[j] * c, signed(M + DW), f"{nx}{j}"))]
     m.d.comb += [no.i_valid.eq(tag(ao.o_valid, 1, "on_v")), no.i_frac.eq(reg(ao.o_frac + rf, signed(EW), "on_f"))]
     m.d.comb += [no.i_data[j].eq(reg(ao.o_data[j] * rm, signed(Wo + P), f"on_p{j}")) for j in range(k)]
-    return beat_output(m, core, no, core.d, k, signed(Wo), signed(EW))
+    return beat_output(m, core, no, core.d, core.k, signed(Wo), signed(EW), src_lanes=k)

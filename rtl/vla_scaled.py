@@ -24,6 +24,13 @@ Per token ``t`` (the model's order, rounding for rounding):
   overlap and both round to ``M`` bits; ``zsm`` has zeros in the last two terms) and its
   ``ad ⊙ x`` multipliers (the operand chosen per feed).
 
+``chain_lanes = c`` (a divisor of ``k`` by a power of two; default ``k``) runs the chain on ``c``
+lanes in ``d/c``-beat feeds: its alignments, ``RlsScale``, ``ah``'s unit normaliser, the dot
+products and the output's normaliser are ``c`` lanes wide (their multipliers and registers scale
+with ``c``, not ``k``), reading the rows' results and ``v`` at that width (``RowLanes`` on ``c``
+lanes, ``BeatBanks(r_lanes=c)``) and filling the ``k``-lane output buffer ``c`` elements a beat;
+the feeds take ``d/c`` cycles.
+
 This is the plain, one-head schedule: the next token's passes start after the chain's ``ah``,
 so cycles per token are the passes plus the chain (:meth:`VlaScaledCore.cycles_per_token`,
 measured in simulation). ``docs/hardware.md`` ("The scaled VLA core: its budget") counts what heads and
@@ -74,7 +81,7 @@ __all__ = ["VlaScaledCore", "check_vla_scaled"]
 
 
 def check_vla_scaled(d, k, preset="int8", *, lambda0=0.1, eps=1e-4, refresh_period=20, eta=1e-3, u_scale=None,
-                     diag_bits=None):
+                     diag_bits=None, chain_lanes=None):
     """The core's parameters checked (``ValueError`` naming the argument) without building it:
     returns ``(preset, Wd, (lambda0, eps, refresh_period, eta, u_scale))``, the model's defaults
     filled in (``u_scale = 1/sqrt(d)``)."""
@@ -86,6 +93,9 @@ def check_vla_scaled(d, k, preset="int8", *, lambda0=0.1, eps=1e-4, refresh_peri
     Wd = p.state_bits + 8 if diag_bits is None else diag_bits
     if isinstance(Wd, bool) or not isinstance(Wd, int) or not p.mul_bits <= Wd <= 32:
         raise ValueError(f"diag_bits: must be an integer between M = {p.mul_bits} and 32, got {Wd!r}")
+    c = k if chain_lanes is None else chain_lanes
+    if isinstance(c, bool) or not isinstance(c, int) or c < 1 or k % c or (k // c) & (k // c - 1):
+        raise ValueError(f"chain_lanes: must divide k = {k} by a power of two, got {chain_lanes!r}")
     return p, Wd, params
 
 
@@ -96,15 +106,19 @@ class VlaScaledCore(wiring.Component):
     blocks' waits (``behavioural`` or ``ecp5``); ``exp_width``: signed exponent bits; ``dsp``:
     the scalar units' multiplier style (``registered`` or ``ecp5``); ``diag_bits``: ``Wd``, the
     diagonal's mantissa bits (the model's default ``Ws + 8``); the model's parameters as
-    :func:`specmem.golden.fixed.scaled.vla.vla_scaled`."""
+    :func:`specmem.golden.fixed.scaled.vla.vla_scaled`; ``chain_lanes``: the chain's lanes (see the
+    module docstring)."""
 
     def __init__(self, d: int, k: int, preset: str = "int8", *, ram: str = "behavioural", exp_width: int = 12,
                  dsp: str = "registered", lambda0: float = 0.1, eps: float = 1e-4, refresh_period: int = 20,
-                 eta: float = 1e-3, u_scale: float | None = None, diag_bits: int | None = None):
+                 eta: float = 1e-3, u_scale: float | None = None, diag_bits: int | None = None,
+                 chain_lanes: int | None = None):
         p, Wd, (lambda0, eps, refresh_period, eta, u_scale) = check_vla_scaled(
             d, k, preset, lambda0=lambda0, eps=eps, refresh_period=refresh_period, eta=eta, u_scale=u_scale,
-            diag_bits=diag_bits)
+            diag_bits=diag_bits, chain_lanes=chain_lanes)
         self.d, self.k, self.B, self.preset, self.exp_width = d, k, d // k, preset, exp_width
+        self.c = c = k if chain_lanes is None else chain_lanes
+        self.Bc = Bc = d // c
         self.M, self.Ws, self.Wo = p.mul_bits, p.state_bits, p.out_bits
         self.Wd = Wd
         self.lambda0, self.eps, self.refresh_period, self.eta, self.u_scale = (
@@ -130,16 +144,17 @@ class VlaScaledCore(wiring.Component):
         # the chain
         # zsm (feed 1) and alpha (feed 2) on one alignment: zsm's two terms in alpha's first two
         # slots, zeros in the others (a zero never sets the top: the model's bits either way)
-        self.align_a = StreamAlignBlock(k, B, ((Wd + M, False), (DW, True), (M + DW, False), (M + P + 1, False)), M,
+        self.align_a = StreamAlignBlock(c, Bc, ((Wd + M, False), (DW, True), (M + DW, False), (M + P + 1, False)), M,
                                         exp_width=EW, delay_style=ram)
-        self.rls = RlsScale(k, B, M, su, eps=self.eps, exp_width=EW, delay_style=ram, su_dsp=dsp)
-        self.align_e = StreamAlignBlock(k, B, ((M, False), (DW + 1, True)), M, exp_width=EW, delay_style=ram)
-        self.unit_ah = UnitNormaliser(k, B, M, su, **un_kw)
-        self.align_ad = StreamAlignBlock(k, B, ((Wd, False), (2 * M, False), (P + 1, False)), Wd, exp_width=EW,
+        self.rls = RlsScale(c, Bc, M, su, eps=self.eps, exp_width=EW, delay_style=ram, su_dsp=dsp)
+        self.align_e = StreamAlignBlock(c, Bc, ((M, False), (DW + 1, True)), M, exp_width=EW, delay_style=ram)
+        self.unit_ah = UnitNormaliser(c, Bc, M, su, **un_kw)
+        self.align_ad = StreamAlignBlock(c, Bc, ((Wd, False), (2 * M, False), (P + 1, False)), Wd, exp_width=EW,
                                          delay_style=ram)
-        assert self.align_ad.latency > B + 2  # ad's old beats are fed before its new ones come out
-        self.align_o = StreamAlignBlock(k, B, ((DW, True), (M + DW, False)), self.Wo, exp_width=EW, delay_style=ram)
-        self.norm_o = StreamBlockNormaliser(k, B, self.Wo + P, self.Wo, frac_width=EW, delay_style=short_delay_style(ram))
+        assert self.align_ad.latency > Bc + 2  # ad's old beats are fed before its new ones come out
+        self.align_o = StreamAlignBlock(c, Bc, ((DW, True), (M + DW, False)), self.Wo, exp_width=EW, delay_style=ram)
+        self.norm_o = StreamBlockNormaliser(c, Bc, self.Wo + P, self.Wo, frac_width=EW,
+                                            delay_style=short_delay_style(ram))
         vec = lambda w: data.ArrayLayout(signed(w), k)  # noqa: E731
         super().__init__({
             "i_valid": In(1), "i_ready": Out(1), "i_flush": In(1), "i_data": In(vec(M)), "i_frac": In(signed(EW)),
@@ -156,15 +171,16 @@ class VlaScaledCore(wiring.Component):
         to the last row's results and ``done``: ``prep + (d - 1) d/k + latency + 2``); feed (1):
         its start (1), the counter's valid through the selects' ``Lb`` levels and a register into
         ``zsm``'s alignment, a register into :class:`~specmem.rtl.rls_scale.RlsScale`, ``w``'s
-        ``d/k`` beats, ``cw``'s registered products, tree and sum (``3 + lv``) and the next
-        feed's start (1); feed (2) likewise into ``alpha``'s alignment, the unit normaliser,
-        ``ah``'s beats and ``c2``'s dot product; then the sequencer's return to idle, the take
-        and the start (2). Checked in simulation at (d, k) = (4, 2), (8, 4), (8, 2)."""
-        pa, B = self.pass_s, self.B
-        Lb, lv = select_levels(B), max(0, (self.k - 1).bit_length())
+        ``d/c`` beats, ``cw``'s registered products, tree and sum (``3 + lv``, ``lv = log2 c``)
+        and the next feed's start (1); feed (2) likewise into ``alpha``'s alignment, the unit
+        normaliser, ``ah``'s beats and ``c2``'s dot product; then the sequencer's return to idle,
+        the take and the start (2). Checked in simulation at (d, k) = (4, 2), (8, 4), (8, 2) and
+        with ``c = k/2``."""
+        pa, B, Bc = self.pass_s, self.B, self.Bc
+        Lb, lv = select_levels(Bc), max(0, (self.c - 1).bit_length())
         passes = pa.prep_cycles + (self.d - 1) * B + pa.latency + 2
-        feed1 = 1 + Lb + 1 + self.align_a.latency + 1 + self.rls.latency + B - 1 + 3 + lv + 1
-        feed2 = Lb + 1 + self.align_a.latency + self.unit_ah.latency + B - 1 + 3 + lv
+        feed1 = 1 + Lb + 1 + self.align_a.latency + 1 + self.rls.latency + Bc - 1 + 3 + lv + 1
+        feed2 = Lb + 1 + self.align_a.latency + self.unit_ah.latency + Bc - 1 + 3 + lv
         return passes + feed1 + feed2 + 2
 
     def cycles_per_token(self) -> int:
@@ -177,6 +193,7 @@ class VlaScaledCore(wiring.Component):
         m = Module()  # the core's own logic; every block beside it on a reset branch of its own
         tree = ResetTree("ecp5" if self.ram == "ecp5" else "registers")
         d, k, B, M, EW, P, Wd = self.d, self.k, self.B, self.M, self.exp_width, self.P, self.Wd
+        c, Bc = self.c, self.Bc  # the chain's lanes and beats
         DW = self.dot_width
         reg = free_register(m)  # data, qualified by a valid tag
         tag = stage_register(m, 1)  # valid, first, last: reset, so a reset leaves no beat in flight
@@ -203,7 +220,7 @@ class VlaScaledCore(wiring.Component):
         fe_busy, next_full, next_flush = Signal(name="fe_busy"), Signal(name="next_full"), Signal(name="next_flush")
         fe_kq = tree.add("fe_kq", BeatBanks(M, 2 * d, k))
         u_bank = tree.add("u_bank", BeatBanks(M, d, k))
-        v_banks = tree.add("v_banks", BeatBanks(M, d, k))
+        v_banks = tree.add("v_banks", BeatBanks(M, d, k, r_lanes=c))
         fe_fk, fe_fq, fe_fu = (Signal(signed(EW), name=n) for n in ("fe_fk", "fe_fq", "fe_fu"))
         nx = SimpleNamespace(kf=None, qf=vreg("nx_qf"), fkf=sreg("nx_fkf"), fqf=sreg("nx_fqf"),
                              rm=sreg("nx_rm", signed(P)), rf=sreg("nx_rf", signed(len(self.unit.o.payload.f))))
@@ -263,8 +280,8 @@ class VlaScaledCore(wiring.Component):
             m.d.comb += [port[i].eq(vec[i]) for i in range(d)]
         m.d.comb += [pa.i_fbh.eq(fw), pa.i_fknw.eq(fw), pa.i_fkn.eq(f_un), pa.i_fqn.eq(f_kh),
                      ps.i_fbh.eq(fe_), ps.i_fknw.eq(fah), ps.i_fkn.eq(f_kh), ps.i_fqn.eq(f_qf)]
-        rows_a = tree.add("rows_a", RowLanes(2 * DW + EW, d, k))  # za, aa, rof
-        rows_s = tree.add("rows_s", RowLanes(2 * DW + EW, d, k))  # sk, sq, rsf
+        rows_a = tree.add("rows_a", RowLanes(2 * DW + EW, d, c))  # za, aa, rof
+        rows_s = tree.add("rows_s", RowLanes(2 * DW + EW, d, c))  # sk, sq, rsf
         row_restart = Signal(name="row_restart")
         for lanes, pp in ((rows_a, pa), (rows_s, ps)):
             m.d.comb += [lanes.w_next.eq(pp.o_valid_next), lanes.w_restart.eq(row_restart),
@@ -289,9 +306,9 @@ class VlaScaledCore(wiring.Component):
             m.d.sync += [r[i].eq(n[i]) for r, n in ((un, nx_un), (kh, nx_kh), (qf, nx.qf)) for i in range(d)]
 
         # -- the sequencer: the passes, the chain's feeds, the output's feed
-        Lb = select_levels(B)
-        feed = Signal(range(B + 1), name="feed")  # beats of the current feed left
-        fb = Signal(range(max(B, 2)), name="feed_beat")
+        Lb = select_levels(Bc)
+        feed = Signal(range(Bc + 1), name="feed")  # beats of the current feed left
+        fb = Signal(range(max(Bc, 2)), name="feed_beat")
         with m.If(feed == 0):
             m.d.sync += fb.eq(0)
         with m.Else():
@@ -321,26 +338,26 @@ class VlaScaledCore(wiring.Component):
                         m.d.sync += wzero.eq(1)
                         m.next = "IDLE"
                     with m.Else():
-                        m.d.sync += [feed.eq(B), phase.eq(0)]
+                        m.d.sync += [feed.eq(Bc), phase.eq(0)]
                         m.d.sync += [f.eq(0) for f in (w_done, e_done, cw_done, ah_done, c2_done, ad_done)]
                         m.next = "W"
             with m.State("W"):  # w, cw and e
                 with m.If(w_done & cw_done & e_done & (feed == 0)):
-                    m.d.sync += [feed.eq(B), phase.eq(1)]
+                    m.d.sync += [feed.eq(Bc), phase.eq(1)]
                     m.next = "AH"
             with m.State("AH"):  # ah, c2 and ad
                 with m.If(ah_done & c2_done & ad_done & (feed == 0) & ~o_pending):
-                    m.d.sync += [feed.eq(B), phase.eq(2), o_pending.eq(1), wzero.eq(0), ch_c2.eq(c2),
+                    m.d.sync += [feed.eq(Bc), phase.eq(2), o_pending.eq(1), wzero.eq(0), ch_c2.eq(c2),
                                  ch_fec.eq(fe_ + fah + f_qf), ch_fqf.eq(f_qf), ch_rm.eq(rm), ch_rf.eq(rf)]
                     m.next = "IDLE"
 
         def vec_beat(vec, shape, name):
             """The feed's beat of a register vector, ``Lb`` cycles after the counter."""
-            return [select_pipe(m, [vec[b * k + j] for b in range(B)], fb, shape, f"{name}{j}") for j in range(k)]
+            return [select_pipe(m, [vec[b * c + j] for b in range(Bc)], fb, shape, f"{name}{j}") for j in range(c)]
 
         def lane_beat(lanes, name, width):
             m.d.comb += lanes.r_addr.eq(fb)
-            return [register_chain(m, lanes.r_data[j], width, Lb, f"{name}{j}", reset_less=True) for j in range(k)]
+            return [register_chain(m, lanes.r_data[j], width, Lb, f"{name}{j}", reset_less=True) for j in range(c)]
 
         ra = lane_beat(rows_a, "fa", 2 * DW + EW)
         rs = lane_beat(rows_s, "fs", 2 * DW + EW)
@@ -350,7 +367,7 @@ class VlaScaledCore(wiring.Component):
             [x[2 * DW:].as_signed() for x in rs]
         m.d.comb += v_banks.r_addr.eq(fb)
         vb = [register_chain(m, v_banks.r_data[j].as_signed(), signed(M), Lb, f"fv{j}", reset_less=True)
-              for j in range(k)]
+              for j in range(c)]
         adb, unb, khb = vec_beat(ad, signed(Wd), "f_ad"), vec_beat(un, signed(M), "f_un"), vec_beat(kh, signed(M), "f_kh")
         wb, eb = vec_beat(w, signed(M), "f_w"), vec_beat(e, signed(M), "f_e")
 
@@ -365,7 +382,7 @@ class VlaScaledCore(wiring.Component):
         m.d.comb += [aa_.i_valid.eq(v1 | v2), aa_.i_f0.eq(reg(fad + fx, signed(EW), "a1_f0")),
                      aa_.i_f2.eq(reg(2 * fw + f_kh, signed(EW), "a1_f2")),
                      aa_.i_f3.eq(reg(f_kh + self.eta_f, signed(EW), "a1_f3"))]
-        for j in range(k):
+        for j in range(c):
             m.d.comb += [aa_.i_x0[j].eq(reg(adb[j] * Mux(second, khb[j], unb[j]), signed(Wd + M), f"a1_x0{j}")),
                          aa_.i_x1[j].eq(reg(Mux(second, aa[j], za[j]), signed(DW), f"a1_x1{j}")),
                          aa_.i_f1[j].eq(reg(rof[j] + fx, signed(EW), f"a1_f1{j}")),
@@ -373,21 +390,21 @@ class VlaScaledCore(wiring.Component):
                          aa_.i_x3[j].eq(reg(Mux(second & on, khb[j] * self.eta_m, 0), signed(M + P + 1), f"a1_x3{j}"))]
         # (1) w = rls_scale(zsm, un); e = align(v - sk)
         m.d.comb += [ae.i_valid.eq(v1), ae.i_f0.eq(reg(cur_fv, signed(EW), "e1_f0"))]
-        for j in range(k):
+        for j in range(c):
             m.d.comb += [ae.i_x0[j].eq(reg(vb[j], signed(M), f"e1_x0{j}")),
                          ae.i_x1[j].eq(reg(-sk[j], signed(DW + 1), f"e1_x1{j}")),
                          ae.i_f1[j].eq(reg(rsf[j] + f_kh, signed(EW), f"e1_f1{j}"))]
-        zi = beat_index(m, aa_, B, "a_beat")
+        zi = beat_index(m, aa_, Bc, "a_beat")
         m.d.comb += [rl.i_valid.eq(tag(aa_.o_valid & ~second, 1, "w0_v")),
                      rl.i_fx.eq(reg(aa_.o_frac, signed(EW), "w0_fx")), rl.i_fy.eq(f_un)]
-        m.d.comb += [rl.i_x[j].eq(reg(aa_.o_data[j], signed(M), f"w0_x{j}")) for j in range(k)]
-        m.d.comb += [rl.i_y[j].eq(reg(beat_of(un, zi, j, k), signed(M), f"w0_y{j}")) for j in range(k)]
-        store_beats(m, w, rl, k, "w_beat")
+        m.d.comb += [rl.i_x[j].eq(reg(aa_.o_data[j], signed(M), f"w0_x{j}")) for j in range(c)]
+        m.d.comb += [rl.i_y[j].eq(reg(beat_of(un, zi, j, c), signed(M), f"w0_y{j}")) for j in range(c)]
+        store_beats(m, w, rl, c, "w_beat")
         with m.If(rl.o_valid & rl.o_first):
             m.d.sync += fw.eq(rl.o_frac)
         with m.If(rl.o_valid & rl.o_last):
             m.d.sync += w_done.eq(1)
-        store_beats(m, e, ae, k, "e_beat")
+        store_beats(m, e, ae, c, "e_beat")
         with m.If(ae.o_valid & ae.o_first):
             m.d.sync += fe_.eq(ae.o_frac)
         with m.If(ae.o_valid & ae.o_last):
@@ -395,10 +412,10 @@ class VlaScaledCore(wiring.Component):
 
         def stream_dot(src, vec, name, out, done):
             """``out = srcᵀ vec`` as ``src``'s beats stream out (``vec``'s beat beside them)."""
-            idx = beat_index(m, src, B, f"{name}_beat")
+            idx = beat_index(m, src, Bc, f"{name}_beat")
             fl = [tag(src.o_valid, 1, f"{name}0_v"), tag(src.o_first, 1, f"{name}0_f"), tag(src.o_last, 1, f"{name}0_l")]
-            a = [reg(src.o_data[j], signed(M), f"{name}0_a{j}") for j in range(k)]
-            b = [reg(beat_of(vec, idx, j, k), signed(M), f"{name}0_b{j}") for j in range(k)]
+            a = [reg(src.o_data[j], signed(M), f"{name}0_a{j}") for j in range(c)]
+            b = [reg(beat_of(vec, idx, j, c), signed(M), f"{name}0_b{j}") for j in range(c)]
             fl = [tag(f, 1, f"{name}1_{i}") for i, f in enumerate(fl)]
             prods = [reg(x * y, signed(2 * M), f"{name}1_p{j}") for j, (x, y) in enumerate(zip(a, b))]
             s, (sv, sf, sl) = tree_sum(reg, tag, prods, DW, name, fl)
@@ -412,19 +429,19 @@ class VlaScaledCore(wiring.Component):
         # (2) ah = unit_block(alpha); ad <- align(ad - w w [+ eta])
         m.d.comb += [aad.i_valid.eq(v2), aad.i_f0.eq(reg(fad, signed(EW), "d1_f0")),
                      aad.i_f1.eq(reg(2 * fw, signed(EW), "d1_f1")), aad.i_f2.eq(self.eta_f)]
-        for j in range(k):
+        for j in range(c):
             m.d.comb += [aad.i_x0[j].eq(reg(adb[j], signed(Wd), f"d1_x0{j}")),
                          aad.i_x1[j].eq(reg(-(wb[j] * wb[j]), signed(2 * M), f"d1_x1{j}")),
                          aad.i_x2[j].eq(reg(Mux(on, self.eta_m, 0), signed(P + 1), f"d1_x2{j}"))]
         m.d.comb += [ua.i_valid.eq(aa_.o_valid & second), ua.i_frac.eq(aa_.o_frac)]
-        m.d.comb += [ua.i_data[j].eq(aa_.o_data[j]) for j in range(k)]
-        store_beats(m, ah, ua, k, "ah_beat")
+        m.d.comb += [ua.i_data[j].eq(aa_.o_data[j]) for j in range(c)]
+        store_beats(m, ah, ua, c, "ah_beat")
         with m.If(ua.o_valid & ua.o_first):
             m.d.sync += fah.eq(ua.o_frac)
         with m.If(ua.o_valid & ua.o_last):
             m.d.sync += ah_done.eq(1)
         stream_dot(ua, qf, "c2", c2, c2_done)
-        store_beats(m, ad, aad, k, "ad_beat")
+        store_beats(m, ad, aad, c, "ad_beat")
         with m.If(aad.o_valid & aad.o_first):
             m.d.sync += fad.eq(aad.o_frac)
         with m.If(aad.o_valid & aad.o_last):
@@ -432,9 +449,9 @@ class VlaScaledCore(wiring.Component):
 
         # (3) num = align(sq + e c2), o = block(num rden), beside the next token's passes
         # (the next pass's first row reaches the rows' lanes after the feed has read them)
-        assert 2 + ps.prep_cycles + ps.latency > B + 2
+        assert 2 + ps.prep_cycles + ps.latency > Bc + 2
         with m.If(rden_output(m, self, fv[2], sq, [r + ch_fqf for r in rsf], eb, ch_c2, ch_fec, ch_rm, ch_rf, reg, tag,
-                              ("o1_v", "o1_x0", "o1_f0", "o1_x1"))):
+                              ("o1_v", "o1_x0", "o1_f0", "o1_x1"), lanes=c)):
             m.d.sync += o_pending.eq(0)
 
         # -- read-outs at a flush: the rows its passes write, and ad from the cycle it is taken

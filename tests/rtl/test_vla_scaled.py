@@ -93,36 +93,39 @@ def _check(got, want, which=-1, *, outputs=True, sat=True):
         assert got["sat"] == want["sat"]["s"] and got["sat_a"] == want["sat"]["a"]
 
 
-@pytest.mark.parametrize("d,k", [(8, 4), (4, 2)])
-def test_stream_bit_exact_with_the_model(d, k):
+@pytest.mark.parametrize("d,k,c", [(8, 4, 4), (4, 2, 2), (8, 4, 2), (8, 4, 1)])
+def test_stream_bit_exact_with_the_model(d, k, c):
+    """Random streams with refreshes, idle input and a stalling reader; the chain on ``c`` lanes
+    (``chain_lanes``) gives the same bits."""
     rng = np.random.default_rng(d * 10 + k)
     T = 8
     kx, v, q, u = _stream(rng, T, d)
-    dut = VlaScaledCore(d, k, refresh_period=3)
+    dut = VlaScaledCore(d, k, refresh_period=3, chain_lanes=c)
     got = _run(dut, kx, v, q, u, idle=0.3, stall=0.3, seed=k)
     want = vla_scaled(kx, v, q, u, preset="int8", refresh_period=3)
     _check(got, want)
     assert np.count_nonzero(want["o_raw"]) > 0 and np.count_nonzero(want["a_raw"]) > 0
 
 
-@pytest.mark.parametrize("d,k", [(8, 4), (8, 2)])
-def test_full_rate_cycles_per_token(d, k):
+@pytest.mark.parametrize("d,k,c", [(8, 4, 4), (8, 2, 2), (8, 4, 2)])
+def test_full_rate_cycles_per_token(d, k, c):
     """With the input always valid and the output always ready, passes start ``cycles_per_token``
     apart (the passes and the chain's two feeds; the front end runs beside them)."""
     rng = np.random.default_rng(2)
     T = 4
     kx, v, q, u = _stream(rng, T, d)
-    dut = VlaScaledCore(d, k)
+    dut = VlaScaledCore(d, k, chain_lanes=c)
     got = _run(dut, kx, v, q, u)
     _check(got, vla_scaled(kx, v, q, u, preset="int8"))
     assert got["starts"].tolist() == [dut.cycles_per_token()] * T  # the last: the flush's pass
 
 
-def test_a_flush_mid_stream_reads_the_states_and_changes_nothing():
+@pytest.mark.parametrize("c", [2, 1])
+def test_a_flush_mid_stream_reads_the_states_and_changes_nothing(c):
     rng = np.random.default_rng(5)
     d, k, T = 4, 2, 6
     kx, v, q, u = _stream(rng, T, d)
-    dut = VlaScaledCore(d, k, refresh_period=2)
+    dut = VlaScaledCore(d, k, refresh_period=2, chain_lanes=c)
     got = _run(dut, kx, v, q, u, flush_after=(2, 3), seed=2)
     kw = {"preset": "int8", "refresh_period": 2}
     _check(got, vla_scaled(kx, v, q, u, **kw))
@@ -173,6 +176,7 @@ def test_a_u_far_below_eps_raises_err():
 def test_bad_parameters_are_refused():
     for kw, msg in (({"d": 6, "k": 4}, "multiple"), ({"d": 8, "k": 4, "preset": "legacy-int8"}, "scaled preset"),
                     ({"d": 8, "k": 4, "lambda0": 1e-4}, "lambda0"), ({"d": 8, "k": 4, "eps": 0.0}, "eps"),
-                    ({"d": 8, "k": 4, "diag_bits": 40}, "diag_bits")):
+                    ({"d": 8, "k": 4, "diag_bits": 40}, "diag_bits"), ({"d": 8, "k": 4, "chain_lanes": 3}, "chain_lanes"),
+                    ({"d": 12, "k": 6, "chain_lanes": 2}, "chain_lanes: must divide k = 6 by a power of two")):
         with pytest.raises(ValueError, match=msg):
             VlaScaledCore(**kw)
