@@ -105,11 +105,13 @@ def _linear_scaled(d=32, k=4, preset="int8", ram="ecp5"):
     return LinearAttentionScaledCore(d, k, preset, ram=ram), f"linear_scaled_d{d}_k{k}_{preset}_{ram}"
 
 
-def _vla_scaled(d=32, k=4, preset="int8", ram="ecp5", dsp="registered"):
-    """The scaled VLA core (ELU front end, two unit normalisers, the A and S passes, the chain)."""
+def _vla_scaled(d=32, k=4, preset="int8", ram="ecp5", dsp="registered", chain_lanes=None):
+    """The scaled VLA core (ELU front end, two unit normalisers, the A and S passes, the chain on
+    ``chain_lanes`` lanes, default ``k``)."""
     from specmem.rtl.vla_scaled import VlaScaledCore
-    return (VlaScaledCore(d, k, preset, ram=ram, dsp=dsp),
-            f"vla_scaled_d{d}_k{k}_{preset}_{ram}" + ("_dsp_ecp5" if dsp == "ecp5" else ""))
+    return (VlaScaledCore(d, k, preset, ram=ram, dsp=dsp, chain_lanes=chain_lanes),
+            f"vla_scaled_d{d}_k{k}_{preset}_{ram}" + ("_dsp_ecp5" if dsp == "ecp5" else "")
+            + (f"_c{chain_lanes}" if chain_lanes is not None else ""))
 
 
 def _block_elu(k=4, beats=8, preset="int8", ram="ecp5"):
@@ -246,6 +248,8 @@ def main(argv=None) -> int:
     p.add_argument("--travelling", action="store_true", help="row_unit: travelling controls, as in core_v2")
     p.add_argument("--p-window", action="store_true", help="row_unit: the clamped p's narrow shift, as in core_v2")
     p.add_argument("--heads", type=int, default=1, help="core_v2, deltanet_scaled, gated_deltanet_scaled: memories interleaved (default 1)")
+    p.add_argument("--chain-lanes", type=int, default=None,
+                   help="vla_scaled: the chain's lanes, a divisor of k by a power of two (default k)")
     p.add_argument("--chains", type=int, default=1, help="core_v2: token chains, 1 .. heads (default 1)")
     p.add_argument("--norm-lanes", type=int, default=None, help="token_chain, core_v2: lanes of the chain's units "
                    "(1 .. 4, or k: the wide ones; default 2); block_norm: the serial normaliser on this many lanes "
@@ -260,6 +264,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="build/synth/blocks", help="work folder (default build/synth/blocks)")
     a = p.parse_args(argv)
     try:
+        if a.chain_lanes is not None and a.block != "vla_scaled":
+            raise ValueError(f"chain-lanes: only vla_scaled runs a chain on fewer lanes, not {a.block}")
         if a.block == "bram":
             comp, name = _bram(a.depth, a.width, a.style)
         elif a.block == "delay_line":
@@ -285,7 +291,7 @@ def main(argv=None) -> int:
         elif a.block == "vla_scaled":
             if a.heads != 1:
                 raise ValueError("heads: the scaled VLA core has one head (its heads are not built yet)")
-            comp, name = _vla_scaled(a.d, a.k, "int8", a.style, a.dsp)
+            comp, name = _vla_scaled(a.d, a.k, "int8", a.style, a.dsp, a.chain_lanes)
         elif a.block == "block_elu":
             comp, name = _block_elu(a.k, a.beats, "int8", a.style)
         elif a.block == "decay":

@@ -68,3 +68,16 @@ def test_scaled_format_blocks_are_registered():
     assert name == "gated_deltanet_scaled_d8_k4_int8_ecp5" and core.gated and core.pass_.rescale
     decay, name = BLOCKS["decay"]("int8")
     assert name == "decay_int8" and decay.P == 12
+
+
+def test_vla_chain_lanes_reach_the_core_and_are_refused_elsewhere(capsys):
+    """``--chain-lanes`` builds the scaled VLA core with its chain on fewer lanes (named ``_c<c>``);
+    on another block it is an error, not silently ignored."""
+    from specmem.synth_block import BLOCKS, main
+
+    core, name = BLOCKS["vla_scaled"](8, 4, "int8", "ecp5", "registered", 2)
+    assert name == "vla_scaled_d8_k4_int8_ecp5_c2" and (core.k, core.c, core.Bc) == (4, 2, 4)
+    assert core.align_a.lanes == 2 and core.pass_s.k == 4
+    with pytest.raises(SystemExit) as exc:
+        main(["deltanet_scaled", "--d", "8", "--k", "4", "--chain-lanes", "2"])
+    assert exc.value.code != 0 and "chain-lanes: only vla_scaled" in capsys.readouterr().err
