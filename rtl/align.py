@@ -28,7 +28,7 @@ Stages (timing discipline, ``hardware.md``: one carry chain or about four LUT le
 Shift ranges: a non-zero element's shift is at least ``1 - C`` (its own top is at most ``T``), so
 the shifters' left range is ``C - 1``; a right shift past a term's width gives what ``width + 1``
 gives. Every rounded term is at most ``2^C`` in magnitude, so the shifters keep only ``C + 2``
-bits (``keep``: their quotients, increments and left shifts that wide, not ``width + C``) and the
+bits (``keep``: their quotients and increments that wide, and no left path) and the
 sum needs ``C + 2 + ceil(log2 terms)`` bits.
 
 Contract (as the streaming normaliser's): a vector's ``beats`` beats are accepted in consecutive

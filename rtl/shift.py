@@ -148,7 +148,7 @@ class RoundShiftVar(wiring.Component):
             if left:
                 lw = W + 1 + 8 * lc_max
                 ls = (x << 1) << Cat(Const(0, 3), lc)
-                lcoarse.append(reg(ls, signed(lw if K is None else K), f"s2_l{i}"))
+                lcoarse.append(reg(ls, signed(lw), f"s2_l{i}"))
         v2 = reg(v1, 1, "s2_v")
 
         def decode2(ctl, tag):
@@ -179,7 +179,7 @@ class RoundShiftVar(wiring.Component):
             sts.append(reg(sticky, 1, f"s3_st{i}"))
             if left:
                 lw = W + left
-                lfine.append(reg(lcoarse[i] << lf2, signed(lw if K is None else K), f"s3_l{i}"))
+                lfine.append(reg(lcoarse[i] << lf2, signed(lw), f"s3_l{i}"))
         v3 = reg(v2, 1, "s3_v")
         negs = [c[1] for c in ctl2]
         neg3 = [reg(n, 1, f"s3_neg{i}") for i, n in enumerate(negs)] if self.per_lane else [reg(negs[0], 1, "s3_neg")] * k
