@@ -79,11 +79,14 @@ def feed_pair(m, unit, first, second, k: int, interval: int, start, reg, tag):
     flag). Both may instead be one :class:`~specmem.rtl.beat_banks.BeatBanks` holding them one
     after the other (``2 d/k`` beats, its read bank: the token just taken): the beat is then a
     registered address into its LUT RAM (a ``B``:1 select and the choice of vector in one cycle
-    were four LUT levels and DeltaNet's routed critical path)."""
+    were four LUT levels and DeltaNet's routed critical path); ``k``: the elements a beat (the
+    bank's ``r_lanes``)."""
     (va, fa), (vb, fb) = first, second
     banked = isinstance(va, BeatBanks)
     if banked and vb is not va:
         raise ValueError("feed_pair: a BeatBanks source holds both vectors")
+    if banked and va.r_lanes != k:
+        raise ValueError(f"feed_pair: the bank's read beats are {va.r_lanes} elements, not {k}")
     B = va.d // 2 // k if banked else len(va) // k
     t = Signal(range(interval + B + 1), name="fe_t", init=interval + B)  # cycles since the first's first beat
     with m.If(start):

@@ -29,11 +29,15 @@ __all__ = ["tree_sum", "elu_front_blocks", "elu_front_end", "rden_output"]
 FLOOR_WIDTH = 62
 
 
-def elu_front_blocks(core, p, *, ram: str, dsp: str) -> None:
-    """The front end's blocks and widths on ``core`` (which has ``d``, ``k``, ``B``, ``M``,
-    ``exp_width``, ``eps``): ``den_width``, ``floor_width``, ``eps_f0``, ``eps_rows``, ``elu``,
-    ``align_z`` and ``unit`` (the reciprocal's scalar unit); ``p``: the preset."""
-    d, k, B, M, EW = core.d, core.k, core.B, core.M, core.exp_width
+def elu_front_blocks(core, p, *, ram: str, dsp: str, lanes: int | None = None) -> None:
+    """The front end's blocks and widths on ``core`` (which has ``d``, ``k``, ``M``,
+    ``exp_width``, ``eps``): ``fe_lanes``, ``fe_beats``, ``den_width``, ``floor_width``,
+    ``eps_f0``, ``eps_rows``, ``elu``, ``align_z`` and ``unit`` (the reciprocal's scalar unit);
+    ``p``: the preset; ``lanes``: the ELU's, ``z``'s and ``den``'s lanes (default ``k``; the
+    token's bank is then read ``lanes`` elements a beat, ``BeatBanks(r_lanes=lanes)``)."""
+    d, M, EW = core.d, core.M, core.exp_width
+    k = core.fe_lanes = core.k if lanes is None else lanes
+    B = core.fe_beats = d // k
     core.den_width = Z_BITS + M + max(1, (d - 1).bit_length())
     if core.den_width > FLOOR_WIDTH:
         raise ValueError(f"d: zᵀqf needs {core.den_width} bits at d = {d}; the scalar unit takes {FLOOR_WIDTH}")
@@ -63,8 +67,9 @@ def elu_front_end(m, core, kq, in_last, reg, tag, err, vreg, nx, *, with_c: bool
     ``elu``, ``align_z``, ``unit`` (the scalar unit); ``nx``: the registers it fills, ``kf``
     (``None`` without ``with_c``), ``qf``, ``fkf``, ``fqf``, ``rm``, ``rf``. Returns a namespace:
     ``out_q`` (the ELU's next output is ``qf``), ``osel`` (the ELU output's beat), ``z``, ``fz``,
-    ``c_acc`` (``C``, with ``with_c``) and ``done`` (a pulse: ``rden`` written)."""
-    k, B, M, EW = core.k, core.B, core.M, core.exp_width
+    ``c_acc`` (``C``, with ``with_c``) and ``done`` (a pulse: ``rden`` written). Its beats are
+    ``core.fe_lanes`` elements (:func:`elu_front_blocks`)."""
+    k, B, M, EW = core.fe_lanes, core.fe_beats, core.M, core.exp_width
     DW, NW, FW = core.dot_width, core.den_width, core.floor_width
     el, az, su = core.elu, core.align_z, core.unit
     fe_kq, fe_fk, fe_fq = kq

@@ -24,12 +24,13 @@ Per token ``t`` (the model's order, rounding for rounding):
   overlap and both round to ``M`` bits; ``zsm`` has zeros in the last two terms) and its
   ``ad ⊙ x`` multipliers (the operand chosen per feed).
 
-``chain_lanes = c`` (a divisor of ``k`` by a power of two; default ``k``) runs the chain on ``c``
-lanes in ``d/c``-beat feeds: its alignments, ``RlsScale``, ``ah``'s unit normaliser, the dot
-products and the output's normaliser are ``c`` lanes wide (their multipliers and registers scale
-with ``c``, not ``k``), reading the rows' results and ``v`` at that width (``RowLanes`` on ``c``
-lanes, ``BeatBanks(r_lanes=c)``) and filling the ``k``-lane output buffer ``c`` elements a beat;
-the feeds take ``d/c`` cycles.
+``chain_lanes = c`` (a divisor of ``k`` by a power of two; default ``k``) runs the front end and
+the chain on ``c`` lanes in ``d/c``-beat feeds: the ELU, ``z``'s alignment, ``den``'s dot product,
+the three unit normalisers, the chain's alignments, ``RlsScale``, its dot products and the
+output's normaliser are ``c`` lanes wide (their multipliers and registers scale with ``c``, not
+``k``: only the passes are ``k`` wide), reading the token's banks, the rows' results and ``v`` at
+that width (``BeatBanks(r_lanes=c)``, ``RowLanes`` on ``c`` lanes) and filling the ``k``-lane output
+buffer ``c`` elements a beat; the feeds take ``d/c`` cycles.
 
 This is the plain, one-head schedule: the next token's passes start after the chain's ``ah``,
 so cycles per token are the passes plus the chain (:meth:`VlaScaledCore.cycles_per_token`,
@@ -124,7 +125,7 @@ class VlaScaledCore(wiring.Component):
         self.lambda0, self.eps, self.refresh_period, self.eta, self.u_scale = (
             float(lambda0), float(eps), int(refresh_period), float(eta), float(u_scale))
         self.ram, self.dsp = ram, dsp
-        M, B, EW = self.M, self.B, exp_width
+        M, EW = self.M, exp_width
         self.su = su = p.scalar_unit()
         self.P = P = su.out_bits
         ad0, fad0 = quantize_block(np.full((1, d), 1.0 / self.lambda0), Wd, "lambda0", p.rounding)
@@ -137,10 +138,10 @@ class VlaScaledCore(wiring.Component):
         self.pass_s = DeltaPass(d, k, self.Ws, M, **kw)
         assert self.pass_a.latency == self.pass_s.latency and self.pass_a.prep_cycles == self.pass_s.prep_cycles
         DW = self.dot_width = self.pass_s.dot_width
-        elu_front_blocks(self, p, ram=ram, dsp=dsp)  # den_width, floor_width, the eps table, elu, align_z, unit
+        elu_front_blocks(self, p, ram=ram, dsp=dsp, lanes=c)  # den_width, floor_width, the eps table, elu, align_z, unit
         un_kw = {"eps": self.eps, "exp_width": EW, "delay_style": ram, "su_dsp": dsp}
-        self.unit_k = UnitNormaliser(k, B, M, su, **un_kw)
-        self.unit_u = UnitNormaliser(k, B, M, su, scale=self.u_scale, **un_kw)
+        self.unit_k = UnitNormaliser(c, Bc, M, su, **un_kw)
+        self.unit_u = UnitNormaliser(c, Bc, M, su, scale=self.u_scale, **un_kw)
         # the chain
         # zsm (feed 1) and alpha (feed 2) on one alignment: zsm's two terms in alpha's first two
         # slots, zeros in the others (a zero never sets the top: the model's bits either way)
@@ -184,15 +185,16 @@ class VlaScaledCore(wiring.Component):
         return passes + feed1 + feed2 + 2
 
     def cycles_per_token(self) -> int:
-        """Cycles per token at full rate: :meth:`loop_cycles` (the front end, ``4 d/k`` beats and
-        about 130 cycles of ELU, alignment, reciprocal and unit normalisers, runs beside the
-        passes and the chain, which are longer at every shape; the Amaranth tests measure it)."""
+        """Cycles per token at full rate: :meth:`loop_cycles` (the front end, ``4 d/k`` input beats,
+        ``2 d/c`` ELU beats and about 130 cycles of ELU, alignment, reciprocal and unit normalisers,
+        runs beside the passes and the chain, which are longer at every shape; the Amaranth tests
+        measure it, at ``c = k/4`` too)."""
         return self.loop_cycles()
 
     def elaborate(self, platform):
         m = Module()  # the core's own logic; every block beside it on a reset branch of its own
         tree = ResetTree("ecp5" if self.ram == "ecp5" else "registers")
-        d, k, B, M, EW, P, Wd = self.d, self.k, self.B, self.M, self.exp_width, self.P, self.Wd
+        d, k, M, EW, P, Wd = self.d, self.k, self.M, self.exp_width, self.P, self.Wd
         c, Bc = self.c, self.Bc  # the chain's lanes and beats
         DW = self.dot_width
         reg = free_register(m)  # data, qualified by a valid tag
@@ -218,8 +220,8 @@ class VlaScaledCore(wiring.Component):
 
         # -- front end: one token ahead into the "next" registers
         fe_busy, next_full, next_flush = Signal(name="fe_busy"), Signal(name="next_full"), Signal(name="next_flush")
-        fe_kq = tree.add("fe_kq", BeatBanks(M, 2 * d, k))
-        u_bank = tree.add("u_bank", BeatBanks(M, d, k))
+        fe_kq = tree.add("fe_kq", BeatBanks(M, 2 * d, k, r_lanes=c))
+        u_bank = tree.add("u_bank", BeatBanks(M, d, k, r_lanes=c))
         v_banks = tree.add("v_banks", BeatBanks(M, d, k, r_lanes=c))
         fe_fk, fe_fq, fe_fu = (Signal(signed(EW), name=n) for n in ("fe_fk", "fe_fq", "fe_fu"))
         nx = SimpleNamespace(kf=None, qf=vreg("nx_qf"), fkf=sreg("nx_fkf"), fqf=sreg("nx_fqf"),
@@ -240,22 +242,22 @@ class VlaScaledCore(wiring.Component):
         # kh = unit(kf) as kf's beats leave the ELU
         m.d.comb += [uk.i_valid.eq(tag(el.o_valid & ~fe.out_q, 1, "kh_in_v")),
                      uk.i_frac.eq(reg(el.o_frac, signed(EW), "kh_in_f"))]
-        m.d.comb += [uk.i_data[j].eq(reg(el.o_data[j], signed(M), f"kh_in_d{j}")) for j in range(k)]
-        store_beats(m, nx_kh, uk, k, "kh_beat")
+        m.d.comb += [uk.i_data[j].eq(reg(el.o_data[j], signed(M), f"kh_in_d{j}")) for j in range(c)]
+        store_beats(m, nx_kh, uk, c, "kh_beat")
         with m.If(uk.o_valid & uk.o_first):
             m.d.sync += nx_fkh.eq(uk.o_frac)
         # un = unit(u, u_scale) from u's beats, fed from its bank after the token's last beat
-        uf = Signal(range(B + 1), name="u_feed")
+        uf = Signal(range(Bc + 1), name="u_feed")
         with m.If(in_last):
-            m.d.sync += uf.eq(B)
+            m.d.sync += uf.eq(Bc)
         with m.Elif(uf != 0):
             m.d.sync += uf.eq(uf - 1)
-        ua = reg((B - uf)[:max(1, (B - 1).bit_length())], range(max(B, 2)), "u_addr")
+        ua = reg((Bc - uf)[:max(1, (Bc - 1).bit_length())], range(max(Bc, 2)), "u_addr")
         m.d.comb += u_bank.r_addr.eq(ua)
         uv1 = tag(uf != 0, 1, "u_v1")
         m.d.comb += [uu.i_valid.eq(tag(uv1, 1, "u_v2")), uu.i_frac.eq(reg(fe_fu, signed(EW), "u_in_f"))]
-        m.d.comb += [uu.i_data[j].eq(reg(u_bank.r_data[j].as_signed(), signed(M), f"u_in_d{j}")) for j in range(k)]
-        store_beats(m, nx_un, uu, k, "un_beat")
+        m.d.comb += [uu.i_data[j].eq(reg(u_bank.r_data[j].as_signed(), signed(M), f"u_in_d{j}")) for j in range(c)]
+        store_beats(m, nx_un, uu, c, "un_beat")
         with m.If(uu.o_valid & uu.o_first):
             m.d.sync += nx_fun.eq(uu.o_frac)
         ok = [Signal(name=f"fe_ok_{n}") for n in ("r", "k", "u")]

@@ -107,7 +107,7 @@ def test_stream_bit_exact_with_the_model(d, k, c):
     assert np.count_nonzero(want["o_raw"]) > 0 and np.count_nonzero(want["a_raw"]) > 0
 
 
-@pytest.mark.parametrize("d,k,c", [(8, 4, 4), (8, 2, 2), (8, 4, 2)])
+@pytest.mark.parametrize("d,k,c", [(8, 4, 4), (8, 2, 2), (8, 4, 2), (8, 4, 1)])
 def test_full_rate_cycles_per_token(d, k, c):
     """With the input always valid and the output always ready, passes start ``cycles_per_token``
     apart (the passes and the chain's two feeds; the front end runs beside them)."""
