@@ -178,6 +178,8 @@ def _cmd_rtl(args) -> int:
             params[name] = getattr(args, name)
     if args.fe_lanes is not None:
         params["fe_lanes"] = args.fe_lanes
+    if args.chain_lanes is not None:
+        params["chain_lanes"] = args.chain_lanes
     if args.csr:
         params["csr"] = True
     fmt = args.format or ("legacy-int8" if args.algo != "annihilation" or args.core != "v2" else "int18")
@@ -195,6 +197,11 @@ def _cmd_rtl(args) -> int:
                 raise ValueError(f"{name}: only {who}, not {args.algo}")
         if "fe_lanes" in params and args.algo != "vla":
             raise ValueError(f"fe_lanes: only the VLA core takes it, not {args.algo}")
+        if "fe_lanes" in params and scaled:
+            raise ValueError("fe_lanes: the scaled VLA core (--format int8) takes --chain-lanes instead")
+        if "chain_lanes" in params and not (args.algo == "vla" and scaled):
+            raise ValueError(f"chain_lanes: only the scaled VLA core (--algo vla --format int8) takes it, not "
+                             f"{args.algo} {fmt}")
         if args.csr and args.algo == "engine":
             raise ValueError("csr: the engine has no register block (it is a datapath, not a core top)")
         if "dsp" in params and args.algo not in ("engine", "annihilation") and not scaled:
@@ -252,6 +259,9 @@ SIM_DEFAULTS = {"algo": "annihilation", "d": 16, "k": 4, "tokens": 256, "seed": 
 def _cmd_sim(args) -> int:
     from specmem.sim.commands import mutation_command, simulate
 
+    if args.chain_lanes is not None and (args.engine == "native" or args.algo != "vla" or args.format != "int8"):
+        raise SpecmemInputError("chain_lanes: only the scaled VLA core (--algo vla --format int8) on the cocotb "
+                                "engine takes it")
     if args.engine == "native":  # the native Verilator harness (specmem.sim.native)
         from specmem.sim.native import cli_native
 
@@ -278,6 +288,8 @@ def _cmd_sim(args) -> int:
         from specmem.algorithms import parse_params
 
         params = parse_params(get_algorithm(args.algo), args.param)
+    if args.chain_lanes is not None:  # a hardware parameter beside the rule's
+        params = {**(params or {}), "chain_lanes": args.chain_lanes}
     res = simulate(args.algo, args.d, args.k, args.tokens, args.seed, preset=args.format,
                    coverage=args.coverage, waves=args.waves, params=params)
     return 0 if res.passed else 1
@@ -469,6 +481,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="vla only: lanes of the front end (ELU+1, norms, scale passes), a divisor of k; each input "
                         "beat goes through it in k/fe_lanes sub-beats (default: the fewest that provably keep up "
                         "with the core, e.g. 1 at d=32 k=4, 2 at d=32 k=8)")
+    g.add_argument("--chain-lanes", type=int, default=None,
+                   help="vla --format int8 only: lanes of the front end and the per-token chain, a divisor of k by a "
+                        "power of two (default k; fewer lanes: fewer multipliers, d/chain_lanes-beat feeds)")
     g.add_argument("--csr", action="store_true",
                    help="every core but the engine: the top with its AXI4-Lite control/status registers "
                         "(specmem_<algo>_csr; the register map's C header, Markdown, SystemRDL and IP-XACT "
@@ -507,6 +522,9 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--param", action="append", metavar="NAME=VALUE",
                     help="rule parameter of --algo vla, linear, deltanet or gated-deltanet, repeatable, e.g. refresh_period=3 "
                          "(default: the rule's)")
+    sm.add_argument("--chain-lanes", type=int, default=None,
+                    help="vla --format int8 only: lanes of the core's front end and chain (as specmem rtl "
+                         "--chain-lanes; default k)")
     sm.add_argument("--mutants", action="store_true",
                     help="run the mutation check instead (its own fixed configuration; takes no other option)")
     sm.add_argument("--engine", choices=("cocotb", "native"), default="cocotb",

@@ -180,17 +180,18 @@ VLA_SCALED_PARAMS = ("lambda0", "refresh_period", "eta", "u_scale")
 
 
 def _scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None = None, eps: float | None = None,
-            dsp: str | None = None, heads: int | None = None, **rest) -> Built:
+            dsp: str | None = None, heads: int | None = None, chain_lanes: int | None = None, **rest) -> Built:
     """A scaled core (linear attention, DeltaNet, Gated DeltaNet or VLA; tokens as beats of ``k``
     elements, no AXI4-Stream naming or register block yet) and its manifest: parameters, the ports' meaning, the number formats,
-    cycles per token."""
+    cycles per token. ``chain_lanes``: VLA's front end and chain on that many lanes
+    (:class:`~specmem.rtl.vla_scaled.VlaScaledCore`)."""
     vla_params = {n: rest.pop(n) for n in VLA_SCALED_PARAMS if n in rest and rest[n] is not None} if algo == "vla" else {}
     rest = {n: v for n, v in rest.items() if not (algo == "vla" and n in VLA_SCALED_PARAMS)}
     if rest:
         name = sorted(rest)[0]
         why = {"csr": "the scaled core has no register block yet", "in_range": "the scaled formats scale every "
                "vector by its own max"}.get(name, "it takes bram, dsp, eps, (DeltaNet, Gated DeltaNet) heads and (VLA) "
-                                                  "lambda0, refresh_period, eta, u_scale")
+                                                  "chain_lanes, lambda0, refresh_period, eta, u_scale")
         raise ValueError(f"{name}: not a parameter of the scaled {algo} core ({preset}): {why}")
     if bram not in (None, "behavioural", "ecp5"):
         raise ValueError(f"bram: must be behavioural or ecp5 (DP16KD), got {bram!r}")
@@ -204,11 +205,13 @@ def _scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None = None, 
         raise ValueError(f"heads: the scaled {algo} core runs one memory (heads interleave on DeltaNet's and "
                          "Gated DeltaNet's)")
     heads = 1 if heads is None else heads
+    if chain_lanes is not None and algo != "vla":
+        raise ValueError(f"chain_lanes: only the scaled VLA core takes it, not {algo}")
     if algo == "vla":
         from .vla_scaled import VlaScaledCore
 
         c = VlaScaledCore(d, k, preset, ram=ram, dsp=dsp, **({"eps": float(eps)} if eps is not None else {}),
-                          **vla_params)
+                          chain_lanes=chain_lanes, **vla_params)
     elif algo == "linear":
         from .linear_attention_scaled import LINEAR_EPS, LinearAttentionScaledCore
 
@@ -251,7 +254,7 @@ def _scaled(algo: str, d: int, k: int, preset: str, *, bram: str | None = None, 
                                      "flag (err: also delta's binary point past 61 bits, a u far below eps)")
         ports["sat_a"] = "A's saturations"
         params.update({"lambda0": c.lambda0, "refresh_period": c.refresh_period, "eta": c.eta, "u_scale": c.u_scale,
-                       "Wd": c.Wd, "a_form": "diag"})
+                       "Wd": c.Wd, "a_form": "diag", "chain_lanes": c.c})
         model = "golden/fixed/scaled/vla.vla_scaled"
         top = "specmem_vla_scaled"
     elif algo == "linear":

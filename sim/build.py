@@ -229,13 +229,13 @@ def verilog_for(design: Design) -> tuple[str, str, str]:
 
         p = dict(design.params)
         takes = {"eps", "ram", "dsp"} | ({"gated", "heads"} if design.kind == "deltanet-scaled" else set()) | (
-            set(VLA_SCALED_PARAMS) if design.kind == "vla-scaled" else set())
+            {"chain_lanes", *VLA_SCALED_PARAMS} if design.kind == "vla-scaled" else set())
         unknown = set(p) - takes
         if unknown:
             raise ValueError(f"params: the {design.kind} design takes {', '.join(sorted(takes))}, "
                              f"got {sorted(unknown)[0]}")
         extra = {"eps": float(p["eps"])} if "eps" in p else {}
-        for name in ("dsp", "heads", *VLA_SCALED_PARAMS):
+        for name in ("dsp", "heads", "chain_lanes", *VLA_SCALED_PARAMS):
             if name in p:
                 extra[name] = p[name]
         algo = "gated-deltanet" if p.get("gated", 0) else SCALED_KINDS[design.kind]

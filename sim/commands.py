@@ -265,7 +265,7 @@ def _simulate_scaled(algo, d, k, tokens, seed, preset, coverage, waves, *, idle,
     ``random_stream`` (Gaussian tokens, gated: decays from 1 down to 2^-700) with ``idle`` and
     ``stall``; every output, its exponent, the final state (gated: and ``gamma``; linear: and
     ``z``; VLA: and ``A``, its diagonal) checked. VLA takes ``lambda0``, ``refresh_period``,
-    ``eta``, ``u_scale`` beside ``eps``."""
+    ``eta``, ``u_scale`` beside ``eps``, and the hardware's ``chain_lanes``."""
     from .build import run_cocotb
     from .suite import SCALED_TB, coverage_suite
 
@@ -276,7 +276,7 @@ def _simulate_scaled(algo, d, k, tokens, seed, preset, coverage, waves, *, idle,
     from specmem.rtl.generate import VLA_SCALED_PARAMS
 
     p = dict(params or {})
-    takes = {"eps"} | (set(VLA_SCALED_PARAMS) if algo == "vla" else set())
+    takes = {"eps"} | ({"chain_lanes", *VLA_SCALED_PARAMS} if algo == "vla" else set())
     extra = set(p) - takes
     if extra:
         raise SpecmemInputError(f"{sorted(extra)[0]}: not a parameter of the scaled {algo} core (it takes "

@@ -274,6 +274,31 @@ def test_rtl_fe_lanes_sets_the_vla_front_end(tmp_path, capsys):
     assert man["engines"]["front_end"]["lanes"] == 2
 
 
+def test_rtl_chain_lanes_sets_the_scaled_vla_chain(tmp_path, capsys):
+    """``--chain-lanes`` reaches the scaled VLA core (its manifest names the lanes; fewer lanes,
+    more cycles per token) and is refused, with one line and nothing written, for a value that does
+    not divide k by a power of two, for the other rules and for the legacy VLA core."""
+    vla = ["rtl", "--algo", "vla", "--format", "int8", "--d", "8", "--k", "4", "--no-lint"]
+    assert "chain_lanes: must divide k = 4 by a power of two, got 3" in _error(
+        capsys, vla + ["--chain-lanes", "3", "--out", str(tmp_path / "x")])
+    assert "chain_lanes: only the scaled VLA core (--algo vla --format int8) takes it, not linear int8" in _error(
+        capsys, ["rtl", "--algo", "linear", "--format", "int8", "--d", "8", "--k", "4", "--chain-lanes", "2",
+                 "--out", str(tmp_path / "x")])
+    assert "chain_lanes: only the scaled VLA core" in _error(
+        capsys, ["rtl", "--algo", "vla", "--d", "8", "--k", "4", "--chain-lanes", "2", "--out", str(tmp_path / "x")])
+    assert "fe_lanes: the scaled VLA core (--format int8) takes --chain-lanes instead" in _error(
+        capsys, vla + ["--fe-lanes", "2", "--out", str(tmp_path / "x")])
+    assert not (tmp_path / "x").exists()
+    cycles = {}
+    for c in (None, 2):
+        out = tmp_path / f"c{c}"
+        assert main(vla + ["--out", str(out)] + ([] if c is None else ["--chain-lanes", str(c)])) == 0
+        man = json.loads((out / "specmem_vla_scaled.json").read_text())
+        assert man["parameters"]["chain_lanes"] == (4 if c is None else c)
+        cycles[c] = man["cycles_per_token"]["full_steady_state"]
+    assert cycles[2] > cycles[None]  # the feeds take d/c beats (the counts are simulated in tests/rtl)
+
+
 def test_rtl_command_defaults_are_legacy_int8():
     from specmem.cli import build_parser
 

@@ -195,3 +195,29 @@ def test_specmem_sim_runs_the_scaled_vla_core(capsys):
         simulate("vla", 8, 4, 8, 1, preset="int8", params={"lambda0": 1e-5}, quiet=True)
     with pytest.raises(SpecmemInputError, match="beta: not a parameter"):
         simulate("vla", 8, 4, 8, 1, preset="int8", params={"beta": 0.5}, quiet=True)
+
+
+def test_vla_scaled_chain_on_fewer_lanes_in_verilator(capsys):
+    """VLA with its front end and chain on ``chain_lanes = k/2`` lanes: the same bits as the model
+    (outputs, both states, the diagonal), a reset mid-stream, and at full rate the manifest's
+    cycles per token (longer than at ``c = k``: the feeds take ``d/c`` beats); then the same build
+    through ``specmem sim --chain-lanes``, and the option refused where it does not apply."""
+    from specmem.cli import main
+
+    b = build(Design("vla-scaled", 8, 4, "int8", params=(("chain_lanes", 2), ("refresh_period", 3))))
+    assert b.manifest["parameters"]["chain_lanes"] == 2
+    run = run_cocotb(b, TB, {"name": "vla-scaled-c2", "seed": 8, "tokens": 24}, testcase=CASES)
+    assert run.passed, run.describe()
+    assert set(run.tests) == {"random_stream", "reset_mid_stream", "full_rate"}
+    gaps = run.record["full_rate_gaps"]
+    assert gaps["cycles_per_token"] == b.manifest["cycles_per_token"] and len(gaps["gaps"]) == 5
+    wide = build(Design("vla-scaled", 8, 4, "int8", params=(("refresh_period", 3),))).manifest["cycles_per_token"]
+    assert b.manifest["cycles_per_token"] > wide
+    assert main(["sim", "--algo", "vla", "--format", "int8", "--d", "8", "--k", "4", "--tokens", "10", "--seed", "5",
+                 "--param", "refresh_period=3", "--chain-lanes", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "PASS: 10 tokens bit exact" in out and "reused build" in out
+    for argv in (["--algo", "deltanet", "--format", "int8"], ["--algo", "vla"],
+                 ["--algo", "vla", "--format", "int8", "--engine", "native"]):
+        assert main(["sim", *argv, "--chain-lanes", "2"]) == 2
+        assert "chain_lanes: only the scaled VLA core" in capsys.readouterr().err
