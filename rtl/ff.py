@@ -5,7 +5,7 @@ register copied to split a wide fanout folds back into one net. On ECP5 a ``TREL
 is a cell Yosys does not merge (simulated in Verilator through ``rtl/vendor/TRELLIS_FF.v``; the
 Amaranth simulator cannot run it, so the portable style, plain registers, is what block tests
 use). The reset tree's branches (:mod:`~specmem.rtl.reset_tree`) and the pass's select copies
-(:mod:`~specmem.rtl.delta_pass`) are built here.
+(:mod:`~specmem.rtl.delta_pass`) and the scaled VLA core's feed-counter copies are built here.
 """
 
 from __future__ import annotations

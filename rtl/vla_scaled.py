@@ -69,6 +69,7 @@ from .beats import beat_index, beat_of, store_beats, token_input, vector_readout
 from .block_norm import StreamBlockNormaliser
 from .delta_pass import DeltaPass
 from .delay_line import short_delay_style
+from .ff import replicas
 from .elu_front import elu_front_blocks, elu_front_end, rden_output, tree_sum
 from .pipeline import free_register, register_chain, select_levels, select_pipe, stage_register, staggered
 from .presets import check_scaled_core
@@ -311,10 +312,18 @@ class VlaScaledCore(wiring.Component):
         Lb = select_levels(Bc)
         feed = Signal(range(Bc + 1), name="feed")  # beats of the current feed left
         fb = Signal(range(max(Bc, 2)), name="feed_beat")
-        with m.If(feed == 0):
-            m.d.sync += fb.eq(0)
-        with m.Else():
-            m.d.sync += [fb.eq(fb + 1), feed.eq(feed - 1)]
+        fb_next = Signal.like(fb, name="feed_beat_next")
+        m.d.comb += fb_next.eq(Mux(feed == 0, 0, fb + 1))
+        m.d.sync += fb.eq(fb_next)
+        with m.If(feed != 0):
+            m.d.sync += feed.eq(feed - 1)
+        # copies of the beat counter, one per select tree and per first-level group of four (the
+        # counter's fan-out into every vector's selects was the routed critical path at c = 2)
+        ff_style = "ecp5" if self.ram == "ecp5" else "registers"
+        groups = -(-Bc // 4)
+
+        def fb_copy(name, n=1, bits=None):
+            return replicas(m, fb_next if bits is None else fb_next[:bits], n, name, ff_style)
         phase = Signal(range(3), name="feed_phase")  # 0: zsm and e, 1: alpha and ad, 2: the output
         fv = [register_chain(m, (feed != 0) & (phase == p), 1, Lb, f"f{p}_v") for p in range(3)]
         o_pending = Signal(name="o_pending")
@@ -355,10 +364,12 @@ class VlaScaledCore(wiring.Component):
 
         def vec_beat(vec, shape, name):
             """The feed's beat of a register vector, ``Lb`` cycles after the counter."""
-            return [select_pipe(m, [vec[b * c + j] for b in range(Bc)], fb, shape, f"{name}{j}") for j in range(c)]
+            return [select_pipe(m, [vec[b * c + j] for b in range(Bc)], fb_copy(f"{name}{j}_ix")[0], shape, f"{name}{j}",
+                                first_sel=fb_copy(f"{name}{j}_ig", groups, 2) if groups > 1 else None)
+                    for j in range(c)]
 
         def lane_beat(lanes, name, width):
-            m.d.comb += lanes.r_addr.eq(fb)
+            m.d.comb += lanes.r_addr.eq(fb_copy(f"{name}_ix")[0])
             return [register_chain(m, lanes.r_data[j], width, Lb, f"{name}{j}", reset_less=True) for j in range(c)]
 
         ra = lane_beat(rows_a, "fa", 2 * DW + EW)
@@ -367,7 +378,7 @@ class VlaScaledCore(wiring.Component):
             [x[2 * DW:].as_signed() for x in ra]
         sk, sq, rsf = [x[:DW].as_signed() for x in rs], [x[DW:2 * DW].as_signed() for x in rs], \
             [x[2 * DW:].as_signed() for x in rs]
-        m.d.comb += v_banks.r_addr.eq(fb)
+        m.d.comb += v_banks.r_addr.eq(fb_copy("fv_ix")[0])
         vb = [register_chain(m, v_banks.r_data[j].as_signed(), signed(M), Lb, f"fv{j}", reset_less=True)
               for j in range(c)]
         adb, unb, khb = vec_beat(ad, signed(Wd), "f_ad"), vec_beat(un, signed(M), "f_un"), vec_beat(kh, signed(M), "f_kh")
