@@ -298,15 +298,19 @@ class VlaScaledCore(wiring.Component):
         cur_flush = Signal(name="cur_flush")
         take_now, take_flush = Signal(name="take_now"), Signal(name="take_flush_now")
         m.d.comb += v_banks.flip.eq(take_now)
-        (t_s, z_s), (t_v, z_v) = staggered(m, take_now, take_flush, 2, "take")
+        # the take in the four cycles after it, a group of registers per cycle from its own enable
+        # flip-flop (pipeline.staggered: one enable on 3 d M flip-flops is a wide route): the
+        # scalars, then un, kh and qf (the passes read them from their read stage on)
+        (t_s, z_s), *t_vecs = staggered(m, take_now, take_flush, 4, "take")
         with m.If(t_s & ~z_s):
             m.d.sync += [f_un.eq(nx_fun), f_kh.eq(nx_fkh), f_qf.eq(nx.fqf), cur_fv.eq(nx_fv), rm.eq(nx.rm),
                          rf.eq(nx.rf), tokens.eq(tokens + 1)]
             if self.refresh:
                 last_r = rcount == self.refresh_period - 1
                 m.d.sync += [refresh.eq(last_r), rcount.eq(Mux(last_r, 0, rcount + 1))]
-        with m.If(t_v & ~z_v):  # the passes' reads take them from the read stage on (after the prep)
-            m.d.sync += [r[i].eq(n[i]) for r, n in ((un, nx_un), (kh, nx_kh), (qf, nx.qf)) for i in range(d)]
+        for (t_v, z_v), (r, n) in zip(t_vecs, ((un, nx_un), (kh, nx_kh), (qf, nx.qf))):
+            with m.If(t_v & ~z_v):
+                m.d.sync += [r[i].eq(n[i]) for i in range(d)]
 
         # -- the sequencer: the passes, the chain's feeds, the output's feed
         Lb = select_levels(Bc)
@@ -333,10 +337,8 @@ class VlaScaledCore(wiring.Component):
             "w_done", "e_done", "cw_done", "ah_done", "c2_done", "ad_done"))
         ch_c2, ch_fec, ch_fqf = sreg("ch_c2", signed(DW)), sreg("ch_fec"), sreg("ch_fqf")
         ch_rm, ch_rf = sreg("ch_rm", signed(P)), sreg("ch_rf", signed(len(nx.rf)))
-        fsm_idle = Signal(name="seq_idle")
         with m.FSM(init="IDLE", name="seq"):
             with m.State("IDLE"):
-                m.d.comb += fsm_idle.eq(1)
                 with m.If(next_full & ~pa.busy & ~ps.busy):
                     m.d.sync += [next_full.eq(0), cur_flush.eq(next_flush), go.eq(1)]
                     m.d.comb += [row_restart.eq(1), take_now.eq(1), take_flush.eq(next_flush)]
