@@ -68,6 +68,7 @@ from .beat_banks import BeatBanks
 from .beats import beat_index, beat_of, store_beats, token_input, vector_readout
 from .block_norm import StreamBlockNormaliser
 from .delta_pass import DeltaPass
+from .dsp import operand_product, wide_operand_product
 from .delay_line import short_delay_style
 from .ff import replicas
 from .elu_front import elu_front_blocks, elu_front_end, rden_output, tree_sum
@@ -171,8 +172,8 @@ class VlaScaledCore(wiring.Component):
     def loop_cycles(self) -> int:
         """Cycles from one pass's start to the next's at full rate: the passes (prep, the rows up
         to the last row's results and ``done``: ``prep + (d - 1) d/k + latency + 2``); feed (1):
-        its start (1), the counter's valid through the selects' ``Lb`` levels and a register into
-        ``zsm``'s alignment, a register into :class:`~specmem.rtl.rls_scale.RlsScale`, ``w``'s
+        its start (1), the counter's valid through the selects' ``Lb`` levels and three registers
+        into ``zsm``'s alignment (its ``ad x`` and ``-w cw`` products on DSPs), a register into :class:`~specmem.rtl.rls_scale.RlsScale`, ``w``'s
         ``d/c`` beats, ``cw``'s registered products, tree and sum (``3 + lv``, ``lv = log2 c``)
         and the next feed's start (1); feed (2) likewise into ``alpha``'s alignment, the unit
         normaliser, ``ah``'s beats and ``c2``'s dot product; then the sequencer's return to idle,
@@ -181,8 +182,9 @@ class VlaScaledCore(wiring.Component):
         pa, B, Bc = self.pass_s, self.B, self.Bc
         Lb, lv = select_levels(Bc), max(0, (self.c - 1).bit_length())
         passes = pa.prep_cycles + (self.d - 1) * B + pa.latency + 2
-        feed1 = 1 + Lb + 1 + self.align_a.latency + 1 + self.rls.latency + Bc - 1 + 3 + lv + 1
-        feed2 = Lb + 1 + self.align_a.latency + self.unit_ah.latency + Bc - 1 + 3 + lv
+        AL = 3  # the shared alignment's terms: registered products (ad x, -w cw on DSPs)
+        feed1 = 1 + Lb + AL + self.align_a.latency + 1 + self.rls.latency + Bc - 1 + 3 + lv + 1
+        feed2 = Lb + AL + self.align_a.latency + self.unit_ah.latency + Bc - 1 + 3 + lv
         return passes + feed1 + feed2 + 2
 
     def cycles_per_token(self) -> int:
@@ -394,15 +396,26 @@ class VlaScaledCore(wiring.Component):
         on = refresh if self.refresh else Const(0)
         v1, v2 = tag(fv[0], 1, "z1_v"), tag(fv[1], 1, "a1_v")
         fx = Mux(second, f_kh, f_un)
-        m.d.comb += [aa_.i_valid.eq(v1 | v2), aa_.i_f0.eq(reg(fad + fx, signed(EW), "a1_f0")),
-                     aa_.i_f2.eq(reg(2 * fw + f_kh, signed(EW), "a1_f2")),
-                     aa_.i_f3.eq(reg(f_kh + self.eta_f, signed(EW), "a1_f3"))]
+        # its terms three cycles after the beat: ad x and -w cw on DSPs (wide_operand_product: a
+        # multiply into the alignment's input register was the routed limit at c = 2), the others
+        # through registers beside them
+        AL = 3
+
+        def late(value, shape, name):
+            return register_chain(m, value, shape, AL, name, reset_less=True)
+
+        m.d.comb += [aa_.i_valid.eq(register_chain(m, v1 | v2, 1, AL - 1, "a1_v")),
+                     aa_.i_f0.eq(late(fad + fx, signed(EW), "a1_f0")),
+                     aa_.i_f2.eq(late(2 * fw + f_kh, signed(EW), "a1_f2")),
+                     aa_.i_f3.eq(late(f_kh + self.eta_f, signed(EW), "a1_f3"))]
         for j in range(c):
-            m.d.comb += [aa_.i_x0[j].eq(reg(adb[j] * Mux(second, khb[j], unb[j]), signed(Wd + M), f"a1_x0{j}")),
-                         aa_.i_x1[j].eq(reg(Mux(second, aa[j], za[j]), signed(DW), f"a1_x1{j}")),
-                         aa_.i_f1[j].eq(reg(rof[j] + fx, signed(EW), f"a1_f1{j}")),
-                         aa_.i_x2[j].eq(reg(Mux(second, -(wb[j] * cw), 0), signed(M + DW), f"a1_x2{j}")),
-                         aa_.i_x3[j].eq(reg(Mux(second & on, khb[j] * self.eta_m, 0), signed(M + P + 1), f"a1_x3{j}"))]
+            xs, nw = Signal(signed(M), name=f"a1_xs{j}"), Signal(signed(M + 1), name=f"a1_nw{j}")
+            m.d.comb += [xs.eq(Mux(second, khb[j], unb[j])), nw.eq(Mux(second, -wb[j], 0))]
+            m.d.comb += [aa_.i_x0[j].eq(wide_operand_product(m, xs, adb[j], f"a1_adx{j}", self.dsp)),
+                         aa_.i_x1[j].eq(late(Mux(second, aa[j], za[j]), signed(DW), f"a1_x1{j}")),
+                         aa_.i_f1[j].eq(late(rof[j] + fx, signed(EW), f"a1_f1{j}")),
+                         aa_.i_x2[j].eq(wide_operand_product(m, nw, cw, f"a1_wcw{j}", self.dsp)),
+                         aa_.i_x3[j].eq(late(Mux(second & on, khb[j] * self.eta_m, 0), signed(M + P + 1), f"a1_x3{j}"))]
         # (1) w = rls_scale(zsm, un); e = align(v - sk)
         m.d.comb += [ae.i_valid.eq(v1), ae.i_f0.eq(reg(cur_fv, signed(EW), "e1_f0"))]
         for j in range(c):
@@ -442,12 +455,18 @@ class VlaScaledCore(wiring.Component):
         stream_dot(rl, kh, "cw", cw, cw_done)
 
         # (2) ah = unit_block(alpha); ad <- align(ad - w w [+ eta])
-        m.d.comb += [aad.i_valid.eq(v2), aad.i_f0.eq(reg(fad, signed(EW), "d1_f0")),
-                     aad.i_f1.eq(reg(2 * fw, signed(EW), "d1_f1")), aad.i_f2.eq(self.eta_f)]
+        # (its terms two cycles after the beat: -w w on a DSP's registers, the others beside it)
+        m.d.comb += [aad.i_valid.eq(tag(v2, 1, "d1_v")),
+                     aad.i_f0.eq(register_chain(m, fad, signed(EW), 2, "d1_f0", reset_less=True)),
+                     aad.i_f1.eq(register_chain(m, 2 * fw, signed(EW), 2, "d1_f1", reset_less=True)),
+                     aad.i_f2.eq(self.eta_f)]
         for j in range(c):
-            m.d.comb += [aad.i_x0[j].eq(reg(adb[j], signed(Wd), f"d1_x0{j}")),
-                         aad.i_x1[j].eq(reg(-(wb[j] * wb[j]), signed(2 * M), f"d1_x1{j}")),
-                         aad.i_x2[j].eq(reg(Mux(on, self.eta_m, 0), signed(P + 1), f"d1_x2{j}"))]
+            nw = Signal(signed(M + 1), name=f"d1_nw{j}")
+            m.d.comb += nw.eq(-wb[j])
+            m.d.comb += [aad.i_x0[j].eq(register_chain(m, adb[j], signed(Wd), 2, f"d1_x0{j}", reset_less=True)),
+                         aad.i_x1[j].eq(operand_product(m, nw, wb[j], f"d1_ww{j}", self.dsp)),
+                         aad.i_x2[j].eq(register_chain(m, Mux(on, self.eta_m, 0), signed(P + 1), 2, f"d1_x2{j}",
+                                                       reset_less=True))]
         m.d.comb += [ua.i_valid.eq(aa_.o_valid & second), ua.i_frac.eq(aa_.o_frac)]
         m.d.comb += [ua.i_data[j].eq(aa_.o_data[j]) for j in range(c)]
         store_beats(m, ah, ua, c, "ah_beat")
