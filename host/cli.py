@@ -259,7 +259,10 @@ SIM_DEFAULTS = {"algo": "annihilation", "d": 16, "k": 4, "tokens": 256, "seed": 
 def _cmd_sim(args) -> int:
     from specmem.sim.commands import mutation_command, simulate
 
-    if args.chain_lanes is not None and (args.engine == "native" or args.algo != "vla" or args.format != "int8"):
+    from specmem.rtl.presets import scaled_core
+
+    if args.chain_lanes is not None and (args.engine == "native" or args.algo != "vla"
+                                         or not scaled_core(args.algo, args.format)):
         raise SpecmemInputError("chain_lanes: only the scaled VLA core (--algo vla --format int8) on the cocotb "
                                 "engine takes it")
     if args.engine == "native":  # the native Verilator harness (specmem.sim.native)

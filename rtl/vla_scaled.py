@@ -112,6 +112,10 @@ class VlaScaledCore(wiring.Component):
     :func:`specmem.golden.fixed.scaled.vla.vla_scaled`; ``chain_lanes``: the chain's lanes (see the
     module docstring)."""
 
+    #: cycles from a feed's beat to the shared alignment's terms: ``wide_operand_product``'s (``ad x``,
+    #: ``-w cw`` on DSPs), the other terms delayed beside them
+    TERM_STAGES = 3
+
     def __init__(self, d: int, k: int, preset: str = "int8", *, ram: str = "behavioural", exp_width: int = 12,
                  dsp: str = "registered", lambda0: float = 0.1, eps: float = 1e-4, refresh_period: int = 20,
                  eta: float = 1e-3, u_scale: float | None = None, diag_bits: int | None = None,
@@ -182,7 +186,7 @@ class VlaScaledCore(wiring.Component):
         pa, B, Bc = self.pass_s, self.B, self.Bc
         Lb, lv = select_levels(Bc), max(0, (self.c - 1).bit_length())
         passes = pa.prep_cycles + (self.d - 1) * B + pa.latency + 2
-        AL = 3  # the shared alignment's terms: registered products (ad x, -w cw on DSPs)
+        AL = self.TERM_STAGES
         feed1 = 1 + Lb + AL + self.align_a.latency + 1 + self.rls.latency + Bc - 1 + 3 + lv + 1
         feed2 = Lb + AL + self.align_a.latency + self.unit_ah.latency + Bc - 1 + 3 + lv
         return passes + feed1 + feed2 + 2
@@ -399,7 +403,7 @@ class VlaScaledCore(wiring.Component):
         # its terms three cycles after the beat: ad x and -w cw on DSPs (wide_operand_product: a
         # multiply into the alignment's input register was the routed limit at c = 2), the others
         # through registers beside them
-        AL = 3
+        AL = self.TERM_STAGES
 
         def late(value, shape, name):
             return register_chain(m, value, shape, AL, name, reset_less=True)
