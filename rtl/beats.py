@@ -5,7 +5,7 @@ one rule."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Mux, Shape, Signal, signed
+from amaranth.hdl import Array, Cat, Mux, Shape, Signal, Value, signed
 
 from .beat_banks import BeatBanks
 
@@ -172,7 +172,9 @@ def beat_output(m, core, src, d: int, k: int, shape, exp_shape, src_lanes: int |
 def vector_readout(m, port, vec, frac, start, k: int, names) -> None:
     """A register vector ``vec`` (exponent ``frac``) read out on ``port``'s ``valid``, ``first``,
     ``data``, ``frac`` (its members named ``<prefix>_...``: a ``(prefix, core)`` pair) as
-    ``d/k`` beats from the cycle after ``start`` (a one-cycle pulse); ``names``: the beat
+    ``d/k`` beats, beat ``i`` read from ``vec`` ``i + 1`` cycles after ``start`` (a one-cycle
+    pulse) and on the port one cycle later, through a register: the unregistered ``d/k``:1
+    select into the port was the scaled VLA core's routed limit (71.7 MHz). ``names``: the beat
     counter's and the beat index's register names."""
     prefix, core = port
     B = len(vec) // k
@@ -183,6 +185,11 @@ def vector_readout(m, port, vec, frac, start, k: int, names) -> None:
         m.d.sync += rd.eq(rd - 1)
     sel = Signal(range(max(B, 2)), name=names[1])
     m.d.comb += sel.eq(B - rd)
-    m.d.comb += [getattr(core, f"{prefix}_valid").eq(rd != 0), getattr(core, f"{prefix}_first").eq(rd == B),
-                 getattr(core, f"{prefix}_frac").eq(frac)]
-    m.d.comb += [getattr(core, f"{prefix}_data")[j].eq(beat_of(vec, sel, j, k)) for j in range(k)]
+    valid, first = Signal(name=f"{prefix}_rd_valid"), Signal(name=f"{prefix}_rd_first")
+    fr = Signal(Value.cast(frac).shape(), name=f"{prefix}_rd_frac", reset_less=True)
+    data = [Signal(Value.cast(vec[0]).shape(), name=f"{prefix}_rd_data{j}", reset_less=True) for j in range(k)]
+    m.d.sync += [valid.eq(rd != 0), first.eq(rd == B), fr.eq(frac)]
+    m.d.sync += [data[j].eq(beat_of(vec, sel, j, k)) for j in range(k)]
+    m.d.comb += [getattr(core, f"{prefix}_valid").eq(valid), getattr(core, f"{prefix}_first").eq(first),
+                 getattr(core, f"{prefix}_frac").eq(fr)]
+    m.d.comb += [getattr(core, f"{prefix}_data")[j].eq(data[j]) for j in range(k)]

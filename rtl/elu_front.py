@@ -19,8 +19,10 @@ from specmem.golden.fixed.scaled.linear_attention import Z_BITS
 
 from .align import StreamAlignBlock
 from .beats import beat_index, beat_of, feed_pair, store_beats
+from .dsp import operand_product, wide_operand_product
 from .elu import BlockElu1
 from .eps_floor import eps_floor_table
+from .pipeline import register_chain
 from .scalar_unit import ScalarOp, ScalarUnit
 
 __all__ = ["tree_sum", "elu_front_blocks", "elu_front_end", "rden_output"]
@@ -156,12 +158,13 @@ def elu_front_end(m, core, kq, in_last, reg, tag, err, vreg, nx, *, with_c: bool
     return SimpleNamespace(out_q=out_q, osel=osel, z=z, fz=fz, c_acc=c_acc, done=done)
 
 
-def rden_output(m, core, valid, sq, sf, x, c, fxc, rm, rf, reg, tag, names, lanes: int | None = None):
+def rden_output(m, core, valid, sq, sf, x, c, fxc, rm, rf, tag, names, lanes: int | None = None):
     """The output of the rules normalised by ``zᵀqf``: ``num = align(sq + x c)`` on ``core.align_o``
     (``sq`` a beat of the pass's per-row results with their exponents ``sf``, ``x c`` a vector's
     beat times a scalar with exponent ``fxc``), then ``o = block(num rm)`` with exponent ``+ rf`` on
-    ``core.norm_o`` into the output buffer; ``valid``: the beat's flag, a register before the
-    alignment; ``names``: the four input registers' names (valid, ``sq``, its exponent, ``x c``).
+    ``core.norm_o`` into the output buffer, both products on DSP registers (``core.dsp``): ``x c``
+    three cycles before the alignment, ``num rm`` two before the normaliser; ``valid``: the beat's
+    flag; ``names``: the input registers' names (valid, ``sq``, its exponent, ``x c``).
     ``lanes``: the beats' elements (``align_o``'s lanes; default ``core.k``), the output port's
     beats being ``core.k`` elements. Returns the output buffer's ``read_done``."""
     from .beats import beat_output
@@ -170,11 +173,17 @@ def rden_output(m, core, valid, sq, sf, x, c, fxc, rm, rf, reg, tag, names, lane
     DW, M, EW, Wo, P = core.dot_width, core.M, core.exp_width, core.Wo, core.P
     ao, no = core.align_o, core.norm_o
     nv, ns, nf, nx = names
-    m.d.comb += [ao.i_valid.eq(tag(valid, 1, nv)), ao.i_f1.eq(fxc)]
+    # x c (x one MULT18X18D wide, c wider) in three cycles on DSP registers; its partners beside it
+    v = tag(valid, 1, nv)
+    for i in range(2):
+        v = tag(v, 1, f"{nv}_d{i + 1}")
+    m.d.comb += [ao.i_valid.eq(v), ao.i_f1.eq(fxc)]
     for j in range(k):
-        m.d.comb += [ao.i_x0[j].eq(reg(sq[j], signed(DW), f"{ns}{j}")),
-                     ao.i_f0[j].eq(reg(sf[j], signed(EW), f"{nf}{j}")),
-                     ao.i_x1[j].eq(reg(x[j] * c, signed(M + DW), f"{nx}{j}"))]
-    m.d.comb += [no.i_valid.eq(tag(ao.o_valid, 1, "on_v")), no.i_frac.eq(reg(ao.o_frac + rf, signed(EW), "on_f"))]
-    m.d.comb += [no.i_data[j].eq(reg(ao.o_data[j] * rm, signed(Wo + P), f"on_p{j}")) for j in range(k)]
+        m.d.comb += [ao.i_x0[j].eq(register_chain(m, sq[j], signed(DW), 3, f"{ns}{j}", reset_less=True)),
+                     ao.i_f0[j].eq(register_chain(m, sf[j], signed(EW), 3, f"{nf}{j}", reset_less=True)),
+                     ao.i_x1[j].eq(wide_operand_product(m, x[j], c, f"{nx}{j}", core.dsp))]
+    # num rm in two cycles on a DSP's registers
+    m.d.comb += [no.i_valid.eq(tag(tag(ao.o_valid, 1, "on_v0"), 1, "on_v")),
+                 no.i_frac.eq(register_chain(m, ao.o_frac + rf, signed(EW), 2, "on_f", reset_less=True))]
+    m.d.comb += [no.i_data[j].eq(operand_product(m, ao.o_data[j], rm, f"on_p{j}", core.dsp)) for j in range(k)]
     return beat_output(m, core, no, core.d, core.k, signed(Wo), signed(EW), src_lanes=k)

@@ -279,7 +279,7 @@ class LinearAttentionScaledCore(wiring.Component):
         o1 = [register_chain(m, rows_o.r_data[j], DW + EW, Lb, f"of1_sr{j}", reset_less=True) for j in range(k)]
         s1 = [x[:DW].as_signed() for x in o1]
         r1 = [x[DW:].as_signed() for x in o1]
-        with m.If(rden_output(m, self, fv1, s1, [r + ch_fq for r in r1], v1, ch_c, ch_fvc, ch_rm, ch_rf, reg, tag,
+        with m.If(rden_output(m, self, fv1, s1, [r + ch_fq for r in r1], v1, ch_c, ch_fvc, ch_rm, ch_rf, tag,
                               ("of2_v", "of2_s", "of2_r", "of2_vc"))):
             m.d.sync += o_pending.eq(0)
 

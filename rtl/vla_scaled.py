@@ -488,7 +488,7 @@ class VlaScaledCore(wiring.Component):
         # (3) num = align(sq + e c2), o = block(num rden), beside the next token's passes
         # (the next pass's first row reaches the rows' lanes after the feed has read them)
         assert 2 + ps.prep_cycles + ps.latency > Bc + 2
-        with m.If(rden_output(m, self, fv[2], sq, [r + ch_fqf for r in rsf], eb, ch_c2, ch_fec, ch_rm, ch_rf, reg, tag,
+        with m.If(rden_output(m, self, fv[2], sq, [r + ch_fqf for r in rsf], eb, ch_c2, ch_fec, ch_rm, ch_rf, tag,
                               ("o1_v", "o1_x0", "o1_f0", "o1_x1"), lanes=c)):
             m.d.sync += o_pending.eq(0)
 

@@ -2,7 +2,8 @@
 as beats with random gaps and a random ``ready`` (``i_ready`` its register, cleared by a token's
 last beat or a flush), flushes in a token's first slot, stray flushes
 inside a token (taken as data, flagged); every register, exponent and returned pulse checked every
-cycle."""
+cycle. ``vector_readout`` likewise: a vector changing every cycle, read out beat by beat through
+the port's register after random starts (restarts mid-read-out included)."""
 
 import random
 from types import SimpleNamespace
@@ -10,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 from amaranth.hdl import Module, Signal, signed
 
-from specmem.rtl.beats import token_input
+from specmem.rtl.beats import token_input, vector_readout
 from specmem.rtl.testing import run_simulation
 
 
@@ -64,3 +65,44 @@ def test_token_input_fills_each_vector_beat_by_beat(d, k):
 
     run_simulation(m, bench)
     assert min(counts.values()) >= 5, counts
+
+
+@pytest.mark.parametrize("d, k", [(8, 4), (12, 3), (4, 4), (5, 1)])
+def test_vector_readout_registers_each_beat_read_the_cycle_before(d, k):
+    """Beat ``i`` after a start holds the vector as it was ``i + 1`` cycles after the start and
+    reaches the port one cycle later; ``first`` on beat 0; a start mid-read-out restarts it."""
+    rng = random.Random(d * 10 + k)
+    B = d // k
+    m = Module()
+    vec = [Signal(signed(9), name=f"vec{i}") for i in range(d)]
+    frac = Signal(signed(6), name="frac")
+    start = Signal(name="start")
+    core = SimpleNamespace(x_valid=Signal(name="x_valid"), x_first=Signal(name="x_first"),
+                           x_frac=Signal(signed(6), name="x_frac"),
+                           x_data=[Signal(signed(9), name=f"x_data{j}") for j in range(k)])
+    vector_readout(m, ("x", core), vec, frac, start, k, ("x_rd", "x_rd_beat"))
+    seen = {"beats": 0, "restarts": 0}
+
+    async def bench(ctx):
+        rd = 0  # beats left to read, as the contract counts them
+        for _ in range(2000):
+            values = [rng.randrange(-256, 256) for _ in range(d)]
+            fr = rng.randrange(-32, 32)
+            go = rng.random() < 0.12
+            for s, x in zip(vec, values):
+                ctx.set(s, x)
+            ctx.set(frac, fr)
+            ctx.set(start, go)
+            want = (rd != 0, rd == B, values[(B - rd) * k:(B - rd + 1) * k] if rd else None, fr)
+            seen["restarts"] += go and rd != 0
+            rd = B if go else max(rd - 1, 0)
+            await ctx.tick()
+            assert ctx.get(core.x_valid) == want[0]
+            if want[0]:
+                seen["beats"] += 1
+                assert ctx.get(core.x_first) == want[1]
+                assert [ctx.get(x) for x in core.x_data] == want[2]
+                assert ctx.get(core.x_frac) == want[3]
+
+    run_simulation(m, bench)
+    assert seen["beats"] >= 100 and seen["restarts"] >= 5, seen
