@@ -273,15 +273,22 @@ def _cmd_sim(args) -> int:
 
     cocotb_refuses(args)
     if args.mutants:
-        given = [f"--{n}" for n in (*SIM_DEFAULTS, "param") if n != "format" and getattr(args, n) is not None]
+        scaled = args.algo is not None and scaled_core(args.algo, args.format)
+        named = ("algo", "format") if scaled else ("format",)
+        given = [f"--{n}" for n in (*SIM_DEFAULTS, "param") if n not in named and getattr(args, n) is not None]
         given += [f"--{n}" for n in ("coverage", "waves") if getattr(args, n)]
-        if args.format not in (None, "legacy-int8", "int18"):
+        if not scaled and args.format not in (None, "legacy-int8", "int18"):
             given.append(f"--format {args.format}")
         if given:
             raise SpecmemInputError(f"mutants: the mutation check runs its own fixed configuration (the annihilation "
                                     f"top, d=16, k=4, legacy-int8 (core v1) or with --format int18 core v2, seeds 0 "
-                                    f"and 1, 24 tokens); {', '.join(given)} do not apply to it")
-        base, res = mutation_command(preset=args.format or "legacy-int8")
+                                    f"and 1, 24 tokens; or with --algo NAME --format int8 that rule's scaled core, "
+                                    f"d=8, k=4 (linear d=16, k=1), seed 0, 24 tokens); {', '.join(given)} do not "
+                                    f"apply to it")
+        if scaled:
+            base, res = mutation_command(algo=args.algo)
+        else:
+            base, res = mutation_command(preset=args.format or "legacy-int8")
         return 0 if base.passed and all(r.caught for r in res) else 1
     for name, default in SIM_DEFAULTS.items():
         if getattr(args, name) is None:
@@ -529,7 +536,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="vla --format int8 only: lanes of the core's front end and chain (as specmem rtl "
                          "--chain-lanes; default k)")
     sm.add_argument("--mutants", action="store_true",
-                    help="run the mutation check instead (its own fixed configuration; takes no other option)")
+                    help="run the mutation check instead (its own fixed configuration: the annihilation top, or with "
+                         "--algo NAME --format int8 that rule's scaled core; takes no other option)")
     sm.add_argument("--engine", choices=("cocotb", "native"), default="cocotb",
                     help="cocotb (default: the reference testbench, protocol checks included) or native (a C++ "
                          "Verilator harness for long runs; annihilation and vla; outputs and counters checked)")

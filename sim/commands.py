@@ -18,7 +18,7 @@ from specmem.golden.common import SpecmemInputError
 from .build import Design, build
 from .suite import coverage_suite, run_mutants, run_rule, run_top
 
-__all__ = ["SimResult", "simulate", "bench_sim", "coverage_command", "mutation_command", "SIM_ALGOS"]
+__all__ = ["SimResult", "simulate", "bench_sim", "coverage_command", "mutation_command", "SCALED_MUTATION_DESIGNS", "SIM_ALGOS"]
 
 SIM_ALGOS = ("annihilation", "vla", "linear", "deltanet", "gated-deltanet")
 _V2_PRESETS = ("int18", "int16", "int8")  # the annihilation core v2's (rtl/generate.py: V2_PRESETS)
@@ -385,16 +385,32 @@ def coverage_command(d: int = 16, k: int = 4, preset: str = "legacy-int8", *, se
     return rep
 
 
+#: the scaled cores' mutation-check configurations: d = 8, k = 4 (VLA refreshing every third
+#: token); linear attention at d = 16, k = 1, where its pass and not its front end sets the cycles
+#: per token (at d = 8, k = 4 a pass one cycle longer is hidden: the timing mutant is equivalent)
+SCALED_MUTATION_DESIGNS = {
+    "deltanet": Design("deltanet-scaled", 8, 4, "int8"),
+    "gated-deltanet": Design("deltanet-scaled", 8, 4, "int8", params=(("gated", 1),)),
+    "linear": Design("linear-scaled", 16, 1, "int8"),
+    "vla": Design("vla-scaled", 8, 4, "int8", params=(("refresh_period", 3),)),
+}
+
+
 def mutation_command(*, ci: bool = True, seeds=(0, 1), tokens: int = 24, quiet: bool = False,
-                     preset: str = "legacy-int8"):
+                     preset: str = "legacy-int8", algo: str | None = None):
     """Build the mutant schema of the annihilation top at d=16, k=4 (``preset``: legacy-int8, core
-    v1; int18, core v2) and show that the testbench catches each mutant; returns
+    v1; int18, core v2), or with ``algo`` that rule's scaled int8 core
+    (:data:`SCALED_MUTATION_DESIGNS`, seed 0), and show that the testbench catches each mutant; returns
     ``(baseline_run, [MutantResult])``."""
     from specmem.progress import Heartbeat
 
+    if algo is None:
+        design = Design("top", 16, 4, preset)
+    else:
+        design, seeds = SCALED_MUTATION_DESIGNS[algo], seeds[:1]
     with Heartbeat("specmem sim: mutation check (one build of the mutant schema, then the testbench on each "
                    "mutant)", 10.0, enabled=False if quiet else None):
-        base, res = run_mutants(Design("top", 16, 4, preset), ci=ci, seeds=seeds, T=tokens)
+        base, res = run_mutants(design, ci=ci, seeds=seeds, T=tokens)
     if not quiet:
         print(f"specmem sim: unmodified design {'PASS' if base.passed else 'FAIL'}")
         for r in res:

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = ["Mutant", "MUTANTS", "RULE_MUTANTS", "V2_MUTANTS", "apply_schema", "MutationError", "tie", "rewrite",
+__all__ = ["Mutant", "MUTANTS", "RULE_MUTANTS", "V2_MUTANTS", "SCALED_MUTANTS", "apply_schema", "MutationError", "tie", "rewrite",
            "port", "bypass", "next_state", "either"]
 
 SELECT = "specmem_mutant"
@@ -240,7 +240,10 @@ RULE_MUTANTS: dict[str, list[Mutant]] = {
 
 
 def _module_span(lines: list[str], module: str) -> tuple[int, int]:
-    head = re.compile(r"^module\s+\\?" + re.escape(module) + r"\s*\(")
+    """The lines of ``module``; a name ending in ``$*`` matches Amaranth's numbered duplicates
+    (``sh_prod$200``: a submodule named like a signal of its parent)."""
+    name = re.escape(module[:-2]) + r"\$\d+" if module.endswith("$*") else re.escape(module)
+    head = re.compile(r"^module\s+\\?" + name + r"\s*\(")
     starts = [i for i, ln in enumerate(lines) if head.match(ln)]
     if len(starts) != 1:
         raise MutationError(f"module {module} found {len(starts)} times")
@@ -275,6 +278,64 @@ def apply_schema(text: str, mutants: list[Mutant] = MUTANTS) -> tuple[str, dict[
         ]
     return "\n".join(lines) + "\n", ids
 
+
+
+def _scaled_schema(top: str, passes: tuple[str, ...] = ("pass_",)) -> list[Mutant]:
+    """The defects every scaled core can have (``rtl/delta_pass.py``'s pass, ``rtl/beats.py``'s
+    handshakes, the status counters, a stream block's register), named in the top ``top``."""
+    ctl, p = f"{top}.ctl", f"{top}.{passes[0]}"
+    return [
+        Mutant("state_write_round_floor", "one rounding step changed: the state write's product term of lane 0, "
+               "rounded to the row's new exponent, drops its rounding bit (floor instead of half to even)",
+               f"{p}.write.sh_prod$*", next_state("s3_rb0", lambda nxt, reg: "1'h0"),
+               expect="bit-exact scoreboard / final state"),
+        Mutant("tokens_not_counted", "the token counter never increments", ctl,
+               next_state("tokens", lambda nxt, reg: reg), expect="status counters vs the model"),
+        Mutant("input_ready_ignored", "i_ready stays high: the token's beats are taken while its registers are "
+               "still in use", ctl, next_state("in_ready_r", lambda nxt, reg: "1'h1"),
+               expect="scoreboard (tokens overwritten)"),
+        Mutant("output_ready_ignored", "o_ready ignored: the output buffer advances whether or not the sink took "
+               "the beat", top, port("o_ready", "1'h1"), expect="scoreboard / missing outputs under backpressure"),
+        Mutant("output_register_removed", "one pipeline register removed: lane 0's input register of the output "
+               "alignment's first rounding shift (its data a cycle before its valid)", f"{top}.align_o.shift0",
+               bypass("s0_x0"), expect="bit-exact scoreboard"),
+        Mutant("pass_one_cycle_longer", f"the {passes[0]} preparation counter loads one more: every pass starts a "
+               "cycle later; the outputs stay right, only the timing changes", p,
+               next_state("prep", lambda nxt, reg: f"({reg} == 0 && {nxt}!= 0) ? {nxt}+ 1 : {nxt}"),
+               expect="cycles per token vs the manifest (full_rate)"),
+    ]
+
+
+#: mutants of the scaled (int8) cores (``sim/tb_scaled.py``), per rule: the shared schema and
+#: one or two of the rule's own
+SCALED_MUTANTS: dict[str, list[Mutant]] = {
+    "deltanet": _scaled_schema("specmem_deltanet_scaled") + [
+        Mutant("e_round_floor", "one rounding step changed: e = v - S kn, normalised to its block exponent, "
+               "truncates lane 0 (floor instead of half to even)", "specmem_deltanet_scaled.align_e.norm",
+               next_state("s6_sq0", lambda nxt, reg: "1'h0"), expect="bit-exact scoreboard"),
+    ],
+    "gated-deltanet": _scaled_schema("specmem_gated_deltanet_scaled") + [
+        Mutant("decay_stale", "the front end's next gamma is never loaded: every token decays by the gamma "
+               "after reset", "specmem_gated_deltanet_scaled.ctl", next_state("nx_gam", lambda nxt, reg: reg),
+               expect="bit-exact scoreboard / gamma read-out"),
+    ],
+    "linear": _scaled_schema("specmem_linear_scaled") + [
+        Mutant("z_readout_lane_stuck", "lane 0 of z's flush read-out is never loaded (the register keeps the "
+               "beat before; at k = 1 the port's own register)", "specmem_linear_scaled.ctl",
+               either(next_state("z_rd_data0", lambda nxt, reg: reg), next_state("z_data", lambda nxt, reg: reg)),
+               expect="z read-out vs the model"),
+    ],
+    "vla": _scaled_schema("specmem_vla_scaled", ("pass_s", "pass_a")) + [
+        Mutant("a_write_round_floor", "one rounding step of A's write changed: lane 0's product term drops its "
+               "rounding bit", "specmem_vla_scaled.pass_a.write.sh_prod$*",
+               next_state("s3_rb0", lambda nxt, reg: "1'h0"), expect="bit-exact scoreboard / A read-out"),
+        Mutant("refreshes_not_counted", "the refresh counter never advances: A is never reset to lambda0 I",
+               "specmem_vla_scaled.ctl", next_state("refresh_count", lambda nxt, reg: reg),
+               expect="bit-exact scoreboard on a refresh-crossing stream"),
+        Mutant("ad_readout_lane_stuck", "lane 0 of A's diagonal read-out is never loaded", "specmem_vla_scaled.ctl",
+               next_state("ad_rd_data0", lambda nxt, reg: reg), expect="A's diagonal read-out vs the model"),
+    ],
+}
 
 #: mutants of the annihilation core v2's top (``specmem_annihilation`` at int18/int16/int8; the
 #: same testbench, ``sim/tb_top.py``): one per kind of defect the new design can have

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .build import BUILD_ROOT, REPO_ROOT, SCALED_KINDS, Build, Design, SimRun, build, run_cocotb
 from .coverage import CoverageReport, merge, summarise, write_report
-from .mutants import MUTANTS, RULE_MUTANTS, V2_MUTANTS, Mutant, apply_schema
+from .mutants import MUTANTS, RULE_MUTANTS, SCALED_MUTANTS, V2_MUTANTS, Mutant, apply_schema
 
 __all__ = ["TOP_TB", "V2_DIRECTED", "top_directed", "RULE_TB",
            "VLA_TB", "VLA_DIRECTED", "BASELINE_DIRECTED", "RULE_DIRECTED", "run_rule", "run_vla",
@@ -84,6 +84,28 @@ def run_rule(design: Design, testcases=None, *, seeds=(0, 1, 2), stream: dict | 
         case["waves_file"] = "dump.vcd"
     return run_cocotb(b, RULE_TB, case, testcase=list(testcases) if testcases else None, waves=waves,
                       plusargs=plusargs)
+
+
+def scaled_algo(design: Design) -> str:
+    """The rule a scaled-core design builds (``deltanet-scaled`` with ``gated`` is Gated DeltaNet)."""
+    return "gated-deltanet" if dict(design.params or ()).get("gated", 0) else SCALED_KINDS[design.kind]
+
+
+def run_scaled(design: Design, testcases=SCALED_CASES, *, seeds=(0,), stream: dict | None = None, plusargs=(),
+               name: str | None = None, b: Build | None = None, quiet: bool = True) -> SimRun:
+    """Build (or reuse) a scaled-core ``design`` and run ``sim/tb_scaled.py``'s ``testcases``, one
+    simulator process per seed (``stream["T"]`` tokens, default 24); returns the first failing
+    run, else the last."""
+    if design.kind not in SCALED_KINDS:
+        raise ValueError(f"design: a {', '.join(SCALED_KINDS)} design is needed, got {design.kind!r}")
+    b = b or build(design, "plain", quiet=quiet)
+    run = None
+    for s in seeds:
+        case = {"name": f"{name or design.kind}-s{s}", "seed": s, "tokens": int((stream or {}).get("T", 24))}
+        run = run_cocotb(b, SCALED_TB, case, testcase=list(testcases), plusargs=plusargs)
+        if not run.passed:
+            break
+    return run
 
 
 def run_vla(design: Design, testcases=VLA_DIRECTED, *, seeds=(0, 1, 2), stream: dict | None = None,
@@ -165,6 +187,9 @@ def run_mutants(design: Design = Design(), mutants: list[Mutant] | None = None, 
     elif design.kind in RULE_MUTANTS:
         schema, runner = RULE_MUTANTS[design.kind], run_rule
         testcases = RULE_DIRECTED[design.kind] if testcases is None else testcases
+    elif design.kind in SCALED_KINDS:
+        schema, runner = SCALED_MUTANTS[scaled_algo(design)], run_scaled
+        testcases = SCALED_CASES if testcases is None else testcases
     else:
         raise ValueError(f"design: no mutants for a {design.kind!r} design")
     chosen = [m for m in (mutants or schema) if m.ci or not ci]

@@ -272,6 +272,8 @@ class Env:
         if sat != want["sat"]["s"]:
             errors.append(f"saturations {sat}, model {want['sat']['s']}")
         tokens = int(self.dut.tokens.value)
+        if tokens != len(exp):  # the core counts the tokens it took since its reset (flushes not)
+            errors.append(f"token counter {tokens}, tokens {len(exp)}")
         if int(self.dut.err.value):
             errors.append("err set")
         extra = {"gamma_f": max(g[1] for g in gammas)} if self.gated else {}  # the largest of the heads'

@@ -35,6 +35,11 @@ def test_missing_mutation_site_fails_loudly():
         apply_schema(text, [Mutant("bad", "", "top", tie("z", "1'h0"))])
     with pytest.raises(MutationError, match="clocked update"):
         apply_schema(text, [Mutant("bad", "", "top", bypass("y"))])
+    numbered = text.replace("module top(", "module \\top.sh$12 (")  # Amaranth's numbered duplicate
+    out, ids = apply_schema(numbered, [Mutant("ok", "", "top.sh$*", tie("y", "1'h0"))])
+    assert ids == {"ok": 1} and "(specmem_mutant == 8'd1) ? (1'h0 )" in out
+    with pytest.raises(MutationError, match="found 0 times"):
+        apply_schema(numbered, [Mutant("bad", "", "top.sh", tie("y", "1'h0"))])
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
-"""The scaled cores (linear attention, DeltaNet, Gated DeltaNet) in Verilator
+"""The scaled cores (linear attention, DeltaNet, Gated DeltaNet, VLA) in Verilator
 (``sim/tb_scaled.py``), their state in ``DP16KD`` through the vendor model, against the int8
-models bit for bit; and the ``verilator`` back-end's ``--format int8`` runs on them."""
+models bit for bit; the ``verilator`` back-end's ``--format int8`` runs on them; each core's mutant schema
+(``sim/mutants.py: SCALED_MUTANTS``) caught."""
 
 from __future__ import annotations
 
@@ -221,3 +222,54 @@ def test_vla_scaled_chain_on_fewer_lanes_in_verilator(capsys):
                  ["--algo", "vla", "--format", "int8", "--engine", "native"]):
         assert main(["sim", *argv, "--chain-lanes", "2"]) == 2
         assert "chain_lanes: only the scaled VLA core" in capsys.readouterr().err
+
+
+def _scaled_mutants_caught(algo, capsys):
+    """The rule's mutant schema (``specmem sim --mutants --algo ALGO --format int8``'s check): the
+    unmodified design passes, every mutant fails, the timing mutant only on the full-rate cycle
+    check, the stuck token counter on the counter check."""
+    from specmem.sim.commands import mutation_command
+    from specmem.sim.mutants import SCALED_MUTANTS
+
+    base, res = mutation_command(algo=algo)
+    out = capsys.readouterr().out
+    assert "unmodified design PASS" in out and "SURVIVED" not in out
+    assert base.passed and [r.name for r in res] == [m.name for m in SCALED_MUTANTS[algo]]
+    assert all(r.caught for r in res), [(r.name, r.failing_tests) for r in res if not r.caught]
+    timing = next(r for r in res if r.name == "pass_one_cycle_longer")
+    assert timing.failing_tests == ["full_rate"], (timing.failing_tests, timing.first_error)
+    counter = next(r for r in res if r.name == "tokens_not_counted")
+    assert "token counter 0" in counter.first_error
+
+
+@pytest.mark.parametrize("algo", ["deltanet", "linear", "vla"])
+def test_scaled_mutants_are_caught(algo, capsys):
+    _scaled_mutants_caught(algo, capsys)
+
+
+@pytest.mark.slow
+def test_gated_deltanet_scaled_mutants_are_caught(capsys):
+    """Gated DeltaNet's schema: DeltaNet's shared one (run in CI) and a stale decay."""
+    _scaled_mutants_caught("gated-deltanet", capsys)
+
+
+def test_specmem_sim_mutants_runs_a_scaled_schema(capsys):
+    """``specmem sim --mutants --algo deltanet --format int8`` through the CLI (exit 0, each mutant
+    listed as caught; the schema build the test above made is reused)."""
+    from specmem.cli import main
+    from specmem.sim.mutants import SCALED_MUTANTS
+
+    assert main(["sim", "--mutants", "--algo", "deltanet", "--format", "int8"]) == 0
+    out = capsys.readouterr().out
+    assert "unmodified design PASS" in out
+    for m in SCALED_MUTANTS["deltanet"]:
+        assert any(line.split()[:2] == [m.name, "caught"] for line in out.splitlines()), m.name
+
+
+def test_scaled_mutants_refuse_other_options(capsys):
+    from specmem.cli import main
+
+    for extra in (["--d", "16"], ["--tokens", "10"], ["--param", "refresh_period=3"]):
+        assert main(["sim", "--mutants", "--algo", "vla", "--format", "int8", *extra]) == 2
+        err = capsys.readouterr().err
+        assert "mutants: the mutation check runs its own fixed configuration" in err and extra[0] in err
