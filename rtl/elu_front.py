@@ -18,11 +18,12 @@ from amaranth.hdl import Array, Const, Mux, Signal, signed, unsigned
 from specmem.golden.fixed.scaled.linear_attention import Z_BITS
 
 from .align import StreamAlignBlock
-from .beats import beat_index, beat_of, feed_pair, store_beats
+from .beats import beat_index, feed_pair, store_beats
 from .dsp import operand_product, wide_operand_product
 from .elu import BlockElu1
 from .eps_floor import eps_floor_table
-from .pipeline import register_chain
+from .ff import replicas
+from .pipeline import register_chain, select_levels, select_pipe
 from .scalar_unit import ScalarOp, ScalarUnit
 
 __all__ = ["tree_sum", "elu_front_blocks", "elu_front_end", "rden_output"]
@@ -48,6 +49,9 @@ def elu_front_blocks(core, p, *, ram: str, dsp: str, lanes: int | None = None) -
     core.elu = BlockElu1(k, B, M, p.exp_lut_bits, rounding=p.rounding, exp_width=EW, delay_style=ram)
     core.align_z = StreamAlignBlock(k, B, ((Z_BITS, False), (M, False)), Z_BITS, exp_width=EW, delay_style=ram)
     core.unit = ScalarUnit(p.scalar_unit(), FLOOR_WIDTH, frac_width=EW, pipelined=True, dsp=dsp)
+    core.fe_ff_style = "ecp5" if ram == "ecp5" else "registers"  # the beat counters' copies
+    #: cycles of each of the front end's two beat selects (``z``'s, ``qf``'s into ``den``)
+    core.fe_select = select_levels(B)
 
 
 def tree_sum(reg, tag, prods, width, name, flags):
@@ -78,6 +82,24 @@ def elu_front_end(m, core, kq, in_last, reg, tag, err, vreg, nx, *, with_c: bool
     feed_pair(m, el, (fe_kq, fe_fk), (fe_kq, fe_fq), k, B, in_last, reg, tag)  # k, then q, back to back
     out_q = Signal(name="fe_out_q")  # the ELU's next output vector is qf (kf's went first)
     osel = beat_index(m, el, B, "fe_ob")
+    L = core.fe_select
+
+    def beat_read(vec, src, sel, shape, name, first):
+        """``vec``'s beat ``sel`` (``src``'s current beat) through registered 4:1 selects, ``L``
+        cycles later, the first level's index from its own copies of the counter (a ``B``:1 select
+        by the counter in one cycle was the scaled VLA core's routed limit, 69.3 MHz)."""
+        if first is None:
+            nxt = Signal.like(sel, name=f"{name}_sel_next")
+            m.d.comb += nxt.eq(Mux(src.o_valid, Mux(src.o_last, 0, sel + 1), sel))
+            first = replicas(m, nxt, -(-B // 4), f"{name}_sel", core.fe_ff_style) if B > 1 else None
+        return [select_pipe(m, [vec[b * k + j] for b in range(B)], sel, shape, f"{name}{j}", first_sel=first)
+                for j in range(k)], first
+
+    def tags(flags, names):
+        """Valid, first, last flags through ``L`` registers beside a beat read."""
+        for i in range(L):
+            flags = [tag(f, 1, f"{n}{i}") for f, n in zip(flags, names)]
+        return flags
     with m.If(el.o_valid & el.o_last):
         m.d.sync += out_q.eq(~out_q)
     with m.If(el.o_valid):
@@ -96,18 +118,21 @@ def elu_front_end(m, core, kq, in_last, reg, tag, err, vreg, nx, *, with_c: bool
     # z <- align(z + kf) as kf's beats come out (z's beat read beside them)
     z = vreg("z", signed(Z_BITS), reset=True)
     fz = Signal(signed(EW), name="fz")
-    m.d.comb += [az.i_valid.eq(tag(el.o_valid & ~out_q, 1, "z_in_v")),
-                 az.i_f0.eq(reg(fz, signed(EW), "z_in_fz")), az.i_f1.eq(reg(el.o_frac, signed(EW), "z_in_fkf"))]
-    m.d.comb += [az.i_x0[j].eq(reg(beat_of(z, osel, j, k), signed(Z_BITS), f"z_in_z{j}")) for j in range(k)]
-    m.d.comb += [az.i_x1[j].eq(reg(el.o_data[j], signed(M), f"z_in_kf{j}")) for j in range(k)]
+    zb, osel_copies = beat_read(z, el, osel, signed(Z_BITS), "z_in_z", None)
+    (zv,) = tags([el.o_valid & ~out_q], ["z_in_v"])
+    m.d.comb += [az.i_valid.eq(zv), az.i_f0.eq(register_chain(m, fz, signed(EW), L, "z_in_fz", reset_less=True)),
+                 az.i_f1.eq(register_chain(m, el.o_frac, signed(EW), L, "z_in_fkf", reset_less=True))]
+    m.d.comb += [az.i_x0[j].eq(zb[j]) for j in range(k)]
+    m.d.comb += [az.i_x1[j].eq(register_chain(m, el.o_data[j], signed(M), L, f"z_in_kf{j}", reset_less=True))
+                 for j in range(k)]
     zsel = store_beats(m, z, az, k, "z_beat")
     with m.If(az.o_valid & az.o_first):
         m.d.sync += fz.eq(az.o_frac)
     c_acc = None
     if with_c:  # C = kf . qf as qf's beats come out beside kf's (read back)
-        cv, cf, cl = tag(el.o_valid & out_q, 1, "c0_v"), tag(el.o_first, 1, "c0_f"), tag(el.o_last, 1, "c0_l")
-        cq = [reg(el.o_data[j], signed(M), f"c0_q{j}") for j in range(k)]
-        ck = [reg(beat_of(nx.kf, osel, j, k), signed(M), f"c0_k{j}") for j in range(k)]
+        cv, cf, cl = tags([el.o_valid & out_q, el.o_first, el.o_last], ["c0_v", "c0_f", "c0_l"])
+        cq = [register_chain(m, el.o_data[j], signed(M), L, f"c0_q{j}", reset_less=True) for j in range(k)]
+        ck, _ = beat_read(nx.kf, el, osel, signed(M), "c0_k", osel_copies)
         cv, cf, cl = tag(cv, 1, "c1_v"), tag(cf, 1, "c1_f"), tag(cl, 1, "c1_l")
         cp = [reg(a * b, signed(2 * M), f"c1_p{j}") for j, (a, b) in enumerate(zip(cq, ck))]
         cs, (cv, cf, cl) = tree_sum(reg, tag, cp, DW, "c", [cv, cf, cl])
@@ -117,9 +142,9 @@ def elu_front_end(m, core, kq, in_last, reg, tag, err, vreg, nx, *, with_c: bool
     # den = z . qf as the new z's beats come out (qf's are in: the alignment waits longer than
     # qf takes to follow kf out of the ELU)
     assert az.latency >= B
-    dv, df, dl = tag(az.o_valid, 1, "n0_v"), tag(az.o_first, 1, "n0_f"), tag(az.o_last, 1, "n0_l")
-    dz = [reg(az.o_data[j], signed(Z_BITS), f"n0_z{j}") for j in range(k)]
-    dq = [reg(beat_of(nx.qf, zsel, j, k), signed(M), f"n0_q{j}") for j in range(k)]
+    dv, df, dl = tags([az.o_valid, az.o_first, az.o_last], ["n0_v", "n0_f", "n0_l"])
+    dz = [register_chain(m, az.o_data[j], signed(Z_BITS), L, f"n0_z{j}", reset_less=True) for j in range(k)]
+    dq, _ = beat_read(nx.qf, az, zsel, signed(M), "n0_q", None)
     dfr = Signal(signed(EW), name="n0_fr")  # fden = fz + fqf, from the new z's first beat
     with m.If(az.o_valid & az.o_first):
         m.d.sync += dfr.eq(az.o_frac + nx.fqf)

@@ -113,12 +113,13 @@ class LinearAttentionScaledCore(wiring.Component):
         """Cycles from a token taken to the next taken when the front end is the limit (it takes
         the next token once the pass has taken this one's results): the token's ``3 d/k`` beats,
         the ELU's feed registers (3),
-        the ELU, ``z``'s alignment (one register in) to its last beat, ``den``'s products, tree
-        and sum, the floor (3) and the request (1), the reciprocal, ``fe_done`` and the hand-over
-        (3), ``i_ready``'s register (1)."""
+        the ELU, ``z``'s beat select (``fe_select`` registers) and alignment to its last beat,
+        ``qf``'s beat select beside it (``fe_select - 1`` more), ``den``'s products, tree and sum,
+        the floor (3) and the request (1), the reciprocal, ``fe_done`` and the hand-over (3),
+        ``i_ready``'s register (1)."""
         lv = max(0, (self.k - 1).bit_length())
-        return (3 * self.B - 1 + 3 + self.elu.latency + 1 + self.align_z.latency + self.B - 1 + 3 + lv + 4
-                + self.unit.latency[ScalarOp.RECIP] + 4)
+        return (3 * self.B - 1 + 3 + self.elu.latency + 2 * self.fe_select - 1 + self.align_z.latency + self.B - 1
+                + 3 + lv + 4 + self.unit.latency[ScalarOp.RECIP] + 4)
 
     def cycles_per_token(self) -> int:
         """Cycles per token at full rate: the pass or, at small ``d``, the front end."""
