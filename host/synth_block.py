@@ -99,10 +99,11 @@ def _deltanet_scaled(d=32, k=4, preset="int8", ram="ecp5", gated=False, dsp="reg
             + ("" if heads == 1 else f"_h{heads}"))
 
 
-def _linear_scaled(d=32, k=4, preset="int8", ram="ecp5"):
+def _linear_scaled(d=32, k=4, preset="int8", ram="ecp5", dsp="registered"):
     """The scaled linear-attention core (ELU front end, running z, fused pass, output chain)."""
     from specmem.rtl.linear_attention_scaled import LinearAttentionScaledCore
-    return LinearAttentionScaledCore(d, k, preset, ram=ram), f"linear_scaled_d{d}_k{k}_{preset}_{ram}"
+    return (LinearAttentionScaledCore(d, k, preset, ram=ram, dsp=dsp),
+            f"linear_scaled_d{d}_k{k}_{preset}_{ram}" + ("_dsp_ecp5" if dsp == "ecp5" else ""))
 
 
 def _vla_scaled(d=32, k=4, preset="int8", ram="ecp5", dsp="registered", chain_lanes=None):
@@ -238,7 +239,7 @@ def main(argv=None) -> int:
     p.add_argument("--d", type=int, default=64, help="row_unit, token_chain, core_v2, deltanet_scaled rows "
                    "(default 64; lanes: --k)")
     p.add_argument("--preset", default="int18", help="row_unit, token_chain, core_v2 golden preset (default int18)")
-    p.add_argument("--dsp", default="registered", help="row_unit, token_chain and core_v2 multipliers: registered, "
+    p.add_argument("--dsp", default="registered", help="row_unit, token_chain, core_v2 and the scaled cores' multipliers: registered, "
                    "ecp5 or fabric "
                    "(default registered)")
     p.add_argument("--delays", default="registers", help="row_unit: its delay lines in registers, or block RAM "
@@ -287,7 +288,7 @@ def main(argv=None) -> int:
         elif a.block in ("deltanet_scaled", "gated_deltanet_scaled"):
             comp, name = _deltanet_scaled(a.d, a.k, "int8", a.style, a.block.startswith("gated"), a.dsp, a.heads)
         elif a.block == "linear_scaled":
-            comp, name = _linear_scaled(a.d, a.k, "int8", a.style)
+            comp, name = _linear_scaled(a.d, a.k, "int8", a.style, a.dsp)
         elif a.block == "vla_scaled":
             if a.heads != 1:
                 raise ValueError("heads: the scaled VLA core has one head (its heads are not built yet)")

@@ -81,3 +81,14 @@ def test_vla_chain_lanes_reach_the_core_and_are_refused_elsewhere(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["deltanet_scaled", "--d", "8", "--k", "4", "--chain-lanes", "2"])
     assert exc.value.code != 0 and "chain-lanes: only vla_scaled" in capsys.readouterr().err
+
+
+def test_scaled_linear_attention_block_takes_the_dsp_style():
+    """``synth_block linear_scaled --dsp ecp5`` builds the core with its products on MULT18X18D
+    registers (the option was ignored before stop 48) and says so in the block's name."""
+    from specmem.synth_block import BLOCKS
+
+    core, name = BLOCKS["linear_scaled"](8, 4, "int8", "ecp5", "ecp5")
+    assert name == "linear_scaled_d8_k4_int8_ecp5_dsp_ecp5" and core.dsp == "ecp5"
+    core, name = BLOCKS["linear_scaled"](8, 4, "int8", "ecp5")
+    assert name == "linear_scaled_d8_k4_int8_ecp5" and core.dsp == "registered"
