@@ -239,9 +239,8 @@ def main(argv=None) -> int:
     p.add_argument("--d", type=int, default=64, help="row_unit, token_chain, core_v2, deltanet_scaled rows "
                    "(default 64; lanes: --k)")
     p.add_argument("--preset", default="int18", help="row_unit, token_chain, core_v2 golden preset (default int18)")
-    p.add_argument("--dsp", default="registered", help="row_unit, token_chain, core_v2 and the scaled cores' multipliers: registered, "
-                   "ecp5 or fabric "
-                   "(default registered)")
+    p.add_argument("--dsp", default="registered", help="row_unit, token_chain, core_v2 and the scaled cores' "
+                   "multipliers: registered, ecp5 or fabric (default registered)")
     p.add_argument("--delays", default="registers", help="row_unit: its delay lines in registers, or block RAM "
                    "(ecp5, behavioural); core_v2's follow --style (default registers)")
     p.add_argument("--n-stages", type=int, default=24, help="delay_line: stages (default 24; bits: --width, "

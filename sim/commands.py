@@ -18,7 +18,8 @@ from specmem.golden.common import SpecmemInputError
 from .build import Design, build
 from .suite import coverage_suite, run_mutants, run_rule, run_top
 
-__all__ = ["SimResult", "simulate", "bench_sim", "coverage_command", "mutation_command", "SCALED_MUTATION_DESIGNS", "SIM_ALGOS"]
+__all__ = ["SimResult", "simulate", "bench_sim", "coverage_command", "mutation_command", "SCALED_MUTATION_DESIGNS",
+           "SIM_ALGOS"]
 
 SIM_ALGOS = ("annihilation", "vla", "linear", "deltanet", "gated-deltanet")
 _V2_PRESETS = ("int18", "int16", "int8")  # the annihilation core v2's (rtl/generate.py: V2_PRESETS)
@@ -406,8 +407,11 @@ def mutation_command(*, ci: bool = True, seeds=(0, 1), tokens: int = 24, quiet: 
 
     if algo is None:
         design = Design("top", 16, 4, preset)
-    else:
+    elif algo in SCALED_MUTATION_DESIGNS:
         design, seeds = SCALED_MUTATION_DESIGNS[algo], seeds[:1]
+    else:
+        raise SpecmemInputError(f"algo: the scaled cores' mutation checks are {', '.join(SCALED_MUTATION_DESIGNS)}, "
+                                f"got {algo!r}")
     with Heartbeat("specmem sim: mutation check (one build of the mutant schema, then the testbench on each "
                    "mutant)", 10.0, enabled=False if quiet else None):
         base, res = run_mutants(design, ci=ci, seeds=seeds, T=tokens)

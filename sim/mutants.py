@@ -26,8 +26,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = ["Mutant", "MUTANTS", "RULE_MUTANTS", "V2_MUTANTS", "SCALED_MUTANTS", "apply_schema", "MutationError", "tie", "rewrite",
-           "port", "bypass", "next_state", "either"]
+__all__ = ["Mutant", "MUTANTS", "RULE_MUTANTS", "V2_MUTANTS", "SCALED_MUTANTS", "apply_schema", "MutationError", "tie",
+           "rewrite", "port", "bypass", "next_state", "either"]
 
 SELECT = "specmem_mutant"
 _ATTR = re.compile(r"\(\*.*?\*\)\s*")

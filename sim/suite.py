@@ -98,6 +98,8 @@ def run_scaled(design: Design, testcases=SCALED_CASES, *, seeds=(0,), stream: di
     run, else the last."""
     if design.kind not in SCALED_KINDS:
         raise ValueError(f"design: a {', '.join(SCALED_KINDS)} design is needed, got {design.kind!r}")
+    if not seeds:
+        raise ValueError("seeds: at least one")
     b = b or build(design, "plain", quiet=quiet)
     run = None
     for s in seeds:

@@ -268,6 +268,11 @@ def test_specmem_sim_mutants_runs_a_scaled_schema(capsys):
 
 def test_scaled_mutants_refuse_other_options(capsys):
     from specmem.cli import main
+    from specmem.golden.common import SpecmemInputError
+    from specmem.sim.commands import mutation_command
+
+    with pytest.raises(SpecmemInputError, match="algo: the scaled cores' mutation checks are"):
+        mutation_command(algo="softmax", quiet=True)
 
     for extra in (["--d", "16"], ["--tokens", "10"], ["--param", "refresh_period=3"]):
         assert main(["sim", "--mutants", "--algo", "vla", "--format", "int8", *extra]) == 2
